@@ -1,0 +1,15 @@
+"""Durable storage for session-actors: the `Store` interface and its backends.
+
+``open_store(path)`` or ``open_store("sqlite:///path")`` opens the embedded SQLite
+backend (the default); ``open_store("postgresql://...")`` opens PostgreSQL (needs
+the ``postgres`` extra).
+"""
+
+import logging
+
+from .store import Store
+from .urls import open_store
+
+logging.getLogger("session_actors").addHandler(logging.NullHandler())
+
+__all__ = ["Store", "open_store"]

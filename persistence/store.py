@@ -1,0 +1,191 @@
+"""The `Store` interface every backend implements.
+
+One contract, one test suite (``tests/contract``) run against every backend.
+Every method that takes a session id raises `SessionNotFoundError` for an unknown
+one (except `Store.get_session`, which returns None) and `InvalidSessionIdError` for
+a malformed one. Driver errors surface as `TranscriptError` subclasses
+(`StoreBusyError` when the database stayed locked past the patience budget).
+Every write is one transaction: when a method raises, it wrote nothing.
+All methods are safe to call from any thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from protocol import (
+    CompactionRecord,
+    Cooldown,
+    Lease,
+    Message,
+    SessionInfo,
+    StoredMessage,
+)
+from protocol.records import CompactionMode
+
+__all__ = ["Store"]
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Durable sessions, transcripts, leases, cooldowns and compaction records."""
+
+    # -- sessions ---------------------------------------------------------------
+
+    def create_session(
+        self, session_id: str, *, source: str = "api", parent_session_id: str | None = None
+    ) -> SessionInfo:
+        """Create a session.
+
+        ``parent_session_id`` makes it a *continuation*: the parent must exist and have
+        ended with reason ``"compression"``.
+
+        Raises: `SessionExistsError` if the id is taken; `InvalidLineageError` if the
+        parent did not end by compression; `SessionNotFoundError` for an unknown parent.
+        """
+        ...
+
+    def get_session(self, session_id: str) -> SessionInfo | None:
+        """The session, or None for an unknown id."""
+        ...
+
+    def end_session(self, session_id: str, reason: str) -> SessionInfo:
+        """End a session. Idempotent with the same reason.
+
+        Raises: `SessionEndedError` if it already ended with another reason.
+        """
+        ...
+
+    def sessions(self, *, live: bool | None = None, limit: int | None = None) -> list[SessionInfo]:
+        """Sessions newest first; ``live=True`` only open ones, ``False`` only ended ones."""
+        ...
+
+    def children(self, session_id: str) -> list[SessionInfo]:
+        """Sessions whose ``parent_session_id`` is this one, oldest first."""
+        ...
+
+    def resolve(self, session_id: str) -> str:
+        """The live tip of the lineage: follow compression-ended parents to their
+        unique continuation. A compression-ended session with no child resolves to
+        itself; a session ended for another reason resolves to itself.
+
+        Raises: `LineageForkedError` where a parent has two or more children.
+        """
+        ...
+
+    # -- messages ---------------------------------------------------------------
+
+    def append(
+        self, session_id: str, messages: Message | Sequence[Message]
+    ) -> list[StoredMessage]:
+        """Append one or many messages in one transaction; durable when it returns.
+
+        Seqs are assigned under a per-session lock, in commit order, so a compaction
+        watermark never skips a message that commits later. Never blocked by a lease.
+
+        Raises: `SessionEndedError` (``successor_id`` = the live continuation, or None
+        when there is none or the lineage forked) for an ended session;
+        `InvalidMessageError` for a message over the store's content limit.
+        """
+        ...
+
+    def transcript(self, session_id: str) -> list[StoredMessage]:
+        """Live messages in ``seq`` order."""
+        ...
+
+    def archive(self, session_id: str) -> list[StoredMessage]:
+        """Compacted and superseded messages, oldest (lowest seq) first."""
+        ...
+
+    # -- leases -----------------------------------------------------------------
+
+    def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> Lease | None:
+        """Take the compaction lease of any existing session, ended or not.
+
+        None if another holder's lease is live. Otherwise a new lease whose token is
+        the previous token + 1 (also when the same holder re-acquires). Expiry is
+        computed on the database's clock.
+
+        Raises: `InvalidArgumentError` (a `ValueError`) unless ``ttl_s`` is finite and > 0.
+        """
+        ...
+
+    def renew_lease(self, lease: Lease, ttl_s: float) -> Lease | None:
+        """Extend a lease. None (final) when the row no longer has this holder and
+        token, or has expired. Raises only on store errors (transient)."""
+        ...
+
+    def release_lease(self, lease: Lease) -> bool:
+        """Release a lease; True iff the row still had this holder and token."""
+        ...
+
+    def current_lease(self, session_id: str) -> Lease | None:
+        """The live lease, if any (for inspection; never a basis for a write)."""
+        ...
+
+    def leases(self) -> list[Lease]:
+        """Every lease still held: live, or expired but never released."""
+        ...
+
+    # -- compaction -------------------------------------------------------------
+
+    def commit_compaction(
+        self,
+        lease: Lease,
+        *,
+        watermark: int,
+        compacted: Sequence[Message],
+        mode: CompactionMode,
+        child_session_id: str | None = None,
+        compressor: str = "",
+    ) -> CompactionRecord:
+        """Publish a compaction in one fenced transaction.
+
+        The lease check (holder, token, not expired) is part of the write itself.
+        Live rows with ``seq <= watermark`` become ``compacted``; live rows above it
+        (the tail) become ``superseded`` and are copied verbatim, in order, after the
+        compacted set, each copy carrying ``origin_id``. ``"in_place"``: these become
+        the session's new live rows (seqs continue from ``max(seq) + 1``).
+        ``"rotate"``: they become the transcript of a new child session (seq from 1,
+        same source); the parent ends with reason ``"compression"``. A None
+        ``child_session_id`` is derived from the parent id and the new epoch.
+
+        Raises: `LeaseLostError` when fencing rejects the commit; `SessionEndedError`
+        for an ended session; `SessionExistsError` if the child id is taken.
+        Nothing is written when it raises.
+        """
+        ...
+
+    def compactions(self, session_id: str) -> list[CompactionRecord]:
+        """Compaction records of this session, oldest first."""
+        ...
+
+    # -- cooldowns --------------------------------------------------------------
+
+    def cooldown(self, session_id: str) -> Cooldown | None:
+        """The raw cooldown row, live or expired; None when none is set."""
+        ...
+
+    def arm_cooldown(self, session_id: str, seconds: float, error: str | None) -> Cooldown:
+        """Set ``until = max(old, now + seconds)``; ``error`` is replaced only when the
+        new ``until`` wins."""
+        ...
+
+    def clear_cooldown(self, session_id: str) -> None:
+        """Remove the cooldown row."""
+        ...
+
+    def restore_cooldown(self, session_id: str, snapshot: Cooldown | None) -> None:
+        """Write ``snapshot`` back verbatim; None clears the row."""
+        ...
+
+    # -- lifecycle --------------------------------------------------------------
+
+    def now(self) -> float:
+        """The store's clock (epoch seconds): the one lease expiry is computed on."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and threads. Idempotent."""
+        ...

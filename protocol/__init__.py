@@ -1,0 +1,80 @@
+"""Pure values of session-actors: messages, records, commands, outcomes and errors.
+
+No I/O, no threads, no drivers: everything here is safe to share between threads.
+"""
+
+from .commands import Append, Command, Compress, Interrupt, Origin, ReadArchive, ReadTranscript
+from .errors import (
+    CompressionDisabledError,
+    ConfigurationError,
+    InvalidArgumentError,
+    InvalidLineageError,
+    InvalidMessageError,
+    InvalidSessionIdError,
+    LeaseHeldError,
+    LeaseLostError,
+    LineageForkedError,
+    SchemaVersionError,
+    SessionEndedError,
+    SessionExistsError,
+    SessionNotFoundError,
+    StoreBusyError,
+    TranscriptError,
+)
+from .messages import (
+    DEFAULT_MAX_CONTENT_BYTES,
+    SUMMARY_PREFIX,
+    Message,
+    StoredMessage,
+    content_limit,
+    is_real_user_ask,
+    set_content_limit,
+    transcripts_equal,
+    validate_session_id,
+)
+from .outcomes import CANCEL_REASONS, SKIP_REASONS, CompressionOutcome, CompressionStatus
+from .records import END_REASON_COMPRESSION, MODES, CompactionRecord, Cooldown, Lease, SessionInfo
+
+__all__ = [
+    "CANCEL_REASONS",
+    "DEFAULT_MAX_CONTENT_BYTES",
+    "END_REASON_COMPRESSION",
+    "MODES",
+    "SKIP_REASONS",
+    "SUMMARY_PREFIX",
+    "Append",
+    "Command",
+    "CompactionRecord",
+    "Compress",
+    "CompressionDisabledError",
+    "CompressionOutcome",
+    "CompressionStatus",
+    "ConfigurationError",
+    "Cooldown",
+    "Interrupt",
+    "InvalidArgumentError",
+    "InvalidLineageError",
+    "InvalidMessageError",
+    "InvalidSessionIdError",
+    "Lease",
+    "LeaseHeldError",
+    "LeaseLostError",
+    "LineageForkedError",
+    "Message",
+    "Origin",
+    "ReadArchive",
+    "ReadTranscript",
+    "SchemaVersionError",
+    "SessionEndedError",
+    "SessionExistsError",
+    "SessionInfo",
+    "SessionNotFoundError",
+    "StoreBusyError",
+    "StoredMessage",
+    "TranscriptError",
+    "content_limit",
+    "is_real_user_ask",
+    "set_content_limit",
+    "transcripts_equal",
+    "validate_session_id",
+]

@@ -1,0 +1,60 @@
+"""Mailbox commands: the values a `SessionActor` receives. Frozen, never dicts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from .messages import Message
+from .records import CompactionMode
+
+__all__ = [
+    "Append",
+    "Command",
+    "Compress",
+    "Interrupt",
+    "Origin",
+    "ReadArchive",
+    "ReadTranscript",
+]
+
+#: Who sent a command: the main turn path or a background review sharing the id.
+Origin = Literal["main", "review"]
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    """Append messages durably, in order, in one transaction."""
+
+    messages: tuple[Message, ...]
+    origin: Origin = "main"
+
+
+@dataclass(frozen=True, slots=True)
+class Compress:
+    """Compact the session. ``mode=None`` uses the policy's mode."""
+
+    force: bool = False
+    mode: CompactionMode | None = None
+    origin: Origin = "main"
+    automatic: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupt:
+    """Cancel the attempt in flight (delivered out of band, never queued)."""
+
+    origin: Origin = "main"
+
+
+@dataclass(frozen=True, slots=True)
+class ReadTranscript:
+    """Return the live transcript."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReadArchive:
+    """Return the compacted and superseded messages."""
+
+
+Command = Append | Compress | Interrupt | ReadTranscript | ReadArchive

@@ -1,0 +1,169 @@
+"""The error hierarchy: every failure the library reports is a `TranscriptError`.
+
+Each class's docstring is its default message; structured attributes carry the
+details a caller needs to act (which session, which successor, who holds a lease).
+Driver errors are re-raised as one of these with ``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "CompressionDisabledError",
+    "ConfigurationError",
+    "InvalidArgumentError",
+    "InvalidLineageError",
+    "InvalidMessageError",
+    "InvalidSessionIdError",
+    "LeaseHeldError",
+    "LeaseLostError",
+    "LineageForkedError",
+    "SchemaVersionError",
+    "SessionEndedError",
+    "SessionExistsError",
+    "SessionNotFoundError",
+    "StoreBusyError",
+    "TranscriptError",
+]
+
+
+class TranscriptError(Exception):
+    """A session-actors operation failed."""
+
+    def __init__(self, message: str | None = None) -> None:
+        default = (type(self).__doc__ or "").strip().splitlines()[0] if type(self).__doc__ else ""
+        super().__init__(message or default)
+
+
+class InvalidMessageError(TranscriptError, ValueError):
+    """The message is invalid (role, content type, JSON-ability or size)."""
+
+
+class InvalidSessionIdError(TranscriptError, ValueError):
+    """Session ids are 1-128 characters, without control characters or surrounding whitespace."""
+
+    def __init__(self, session_id: object, message: str | None = None) -> None:
+        self.session_id = session_id
+        super().__init__(message or f"invalid session id {session_id!r}: {self.__doc__}")
+
+
+class InvalidArgumentError(TranscriptError, ValueError):
+    """An argument is out of its documented range."""
+
+
+class InvalidLineageError(TranscriptError, ValueError):
+    """A continuation needs a parent that ended with reason 'compression'."""
+
+    def __init__(self, session_id: str, parent_session_id: str, message: str | None = None) -> None:
+        self.session_id = session_id
+        self.parent_session_id = parent_session_id
+        super().__init__(
+            message
+            or f"cannot continue {parent_session_id!r} as {session_id!r}: {self.__doc__}"
+        )
+
+
+class SessionNotFoundError(TranscriptError, LookupError):
+    """No session has this id."""
+
+    def __init__(self, session_id: str, message: str | None = None) -> None:
+        self.session_id = session_id
+        super().__init__(message or f"session {session_id!r} not found")
+
+
+class SessionExistsError(TranscriptError):
+    """A session with this id already exists."""
+
+    def __init__(self, session_id: str, message: str | None = None) -> None:
+        self.session_id = session_id
+        super().__init__(message or f"session {session_id!r} already exists")
+
+
+class SessionEndedError(TranscriptError):
+    """The session has ended; write to its live successor instead."""
+
+    def __init__(
+        self,
+        session_id: str,
+        successor_id: str | None = None,
+        end_reason: str | None = None,
+        message: str | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.successor_id = successor_id
+        self.end_reason = end_reason
+        hint = f"; live successor is {successor_id!r}" if successor_id else ""
+        super().__init__(
+            message or f"session {session_id!r} has ended (reason {end_reason!r}){hint}"
+        )
+
+
+class LineageForkedError(TranscriptError):
+    """A compression-ended session has more than one continuation: the lineage forked."""
+
+    def __init__(self, session_id: str, children: Sequence[str], message: str | None = None) -> None:
+        self.session_id = session_id
+        self.children = tuple(children)
+        super().__init__(
+            message or f"lineage of {session_id!r} forked into {list(self.children)!r}"
+        )
+
+
+class LeaseHeldError(TranscriptError):
+    """Another holder has a live compaction lease on this session."""
+
+    def __init__(
+        self, holder: str | None, expires_at: float | None, message: str | None = None
+    ) -> None:
+        self.holder = holder
+        self.expires_at = expires_at
+        super().__init__(message or f"lease held by {holder!r} until {expires_at!r}")
+
+
+class LeaseLostError(TranscriptError):
+    """The lease was lost (expired, taken over or released): the commit was fenced off."""
+
+    def __init__(
+        self,
+        session_id: str | None = None,
+        holder: str | None = None,
+        token: int | None = None,
+        message: str | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.holder = holder
+        self.token = token
+        super().__init__(
+            message
+            or f"lease on {session_id!r} (holder {holder!r}, token {token!r}) is no longer held"
+        )
+
+
+class StoreBusyError(TranscriptError):
+    """The store stayed busy (locked) past the patience budget."""
+
+
+class CompressionDisabledError(TranscriptError):
+    """Compression is disabled for this handle (review handles never compact)."""
+
+    def __init__(self, session_id: str | None = None, message: str | None = None) -> None:
+        self.session_id = session_id
+        super().__init__(message)
+
+
+class ConfigurationError(TranscriptError):
+    """The configuration is invalid or a required optional dependency is missing."""
+
+
+class SchemaVersionError(TranscriptError):
+    """The database schema is newer than this code knows."""
+
+    def __init__(self, found: int, supported: int, message: str | None = None) -> None:
+        self.found = found
+        self.supported = supported
+        super().__init__(
+            message
+            or f"database schema version {found} is newer than supported version {supported};"
+            " upgrade session-actors"
+        )

@@ -1,0 +1,226 @@
+"""Messages: validated, immutable values in the OpenAI chat shape."""
+
+from __future__ import annotations
+
+import json
+import math
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from .errors import InvalidArgumentError, InvalidMessageError, InvalidSessionIdError
+
+__all__ = [
+    "DEFAULT_MAX_CONTENT_BYTES",
+    "MAX_SESSION_ID_LENGTH",
+    "ROLES",
+    "SUMMARY_PREFIX",
+    "Message",
+    "MessageState",
+    "Role",
+    "StoredMessage",
+    "content_limit",
+    "is_real_user_ask",
+    "message_key",
+    "set_content_limit",
+    "transcripts_equal",
+    "validate_session_id",
+]
+
+Role = Literal["system", "user", "assistant", "tool"]
+MessageState = Literal["live", "compacted", "superseded"]
+ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
+MESSAGE_STATES: frozenset[str] = frozenset({"live", "compacted", "superseded"})
+
+DEFAULT_MAX_CONTENT_BYTES = 1024 * 1024
+MAX_SESSION_ID_LENGTH = 128
+#: Content of a summary message written by a compressor starts with this marker.
+SUMMARY_PREFIX = "[CONTEXT COMPACTION]"
+
+_limit = {"bytes": DEFAULT_MAX_CONTENT_BYTES}
+
+
+def content_limit() -> int:
+    """The per-message content limit in UTF-8 bytes checked at construction."""
+    return _limit["bytes"]
+
+
+def set_content_limit(nbytes: int) -> int:
+    """Set the process-wide per-message content limit; returns the previous one.
+
+    The limit applies to messages constructed afterwards. Stores may enforce their
+    own (``max_content_bytes=`` option) on top of it.
+    """
+    if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes <= 0:
+        raise InvalidArgumentError(f"content limit must be a positive int, got {nbytes!r}")
+    previous, _limit["bytes"] = _limit["bytes"], nbytes
+    return previous
+
+
+def validate_session_id(session_id: object) -> str:
+    """Return ``session_id`` if valid, else raise `InvalidSessionIdError`."""
+    if not isinstance(session_id, str) or not 1 <= len(session_id) <= MAX_SESSION_ID_LENGTH:
+        raise InvalidSessionIdError(session_id)
+    if session_id != session_id.strip():
+        raise InvalidSessionIdError(session_id)
+    if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in session_id):
+        raise InvalidSessionIdError(session_id)
+    return session_id
+
+
+def _check_json(value: Any, what: str) -> str:
+    """Serialize ``value`` strictly (no NaN, str keys only) or raise InvalidMessageError."""
+    try:
+        return json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise InvalidMessageError(f"{what} is not JSON-able: {exc}") from exc
+
+
+def _content_size(content: str | list[dict[str, Any]]) -> int:
+    if isinstance(content, str):
+        return len(content.encode("utf-8", "surrogatepass"))
+    return len(_check_json(content, "content").encode("utf-8", "surrogatepass"))
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One chat message. Validated at construction; raises `InvalidMessageError`.
+
+    ``content`` is a string or a list of JSON-able dicts (multi-part content).
+    ``meta`` is a JSON-able mapping for application data (not sent to a model by us);
+    ``meta["synthetic"]`` marks a message our role-alternation fix must not treat as
+    a real user ask.
+    """
+
+    role: Role
+    content: str | list[dict[str, Any]]
+    name: str | None = None
+    tool_call_id: str | None = None
+    tool_calls: Any = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    _FIELDS: ClassVar[tuple[str, ...]] = (
+        "role", "content", "name", "tool_call_id", "tool_calls", "meta",
+    )
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise InvalidMessageError(f"role must be one of {sorted(ROLES)}, got {self.role!r}")
+        self._validate_content()
+        for attr in ("name", "tool_call_id"):
+            value = getattr(self, attr)
+            if value is not None and not isinstance(value, str):
+                raise InvalidMessageError(f"{attr} must be a str or None, got {type(value).__name__}")
+        if self.tool_calls is not None:
+            _check_json(self.tool_calls, "tool_calls")
+        if not isinstance(self.meta, Mapping):
+            raise InvalidMessageError(f"meta must be a mapping, got {type(self.meta).__name__}")
+        if any(not isinstance(k, str) for k in self.meta):
+            raise InvalidMessageError("meta keys must be strings")
+        _check_json(dict(self.meta), "meta")
+
+    def _validate_content(self) -> None:
+        content = self.content
+        if isinstance(content, str):
+            pass
+        elif isinstance(content, list) and all(isinstance(part, dict) for part in content):
+            _check_json(content, "content")
+        else:
+            raise InvalidMessageError(
+                f"content must be a str or a list of dicts, got {type(content).__name__}"
+            )
+        size, limit = _content_size(content), content_limit()
+        if size > limit:
+            raise InvalidMessageError(f"content is {size} bytes, over the {limit}-byte limit")
+
+    @property
+    def text(self) -> str:
+        """The content as plain text (text parts joined) for counting and display."""
+        if isinstance(self.content, str):
+            return self.content
+        return "\n".join(str(p.get("text", "")) for p in self.content if isinstance(p, dict))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The OpenAI chat shape; optional fields only when set, ``meta`` when non-empty."""
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        for attr in ("name", "tool_call_id", "tool_calls"):
+            value = getattr(self, attr)
+            if value is not None:
+                out[attr] = value
+        if self.meta:
+            out["meta"] = dict(self.meta)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Message:
+        """Build a message from the OpenAI chat shape (``content: None`` becomes ``""``)."""
+        if not isinstance(data, Mapping):
+            raise InvalidMessageError(f"expected a mapping, got {type(data).__name__}")
+        unknown = set(data) - set(cls._FIELDS)
+        if unknown:
+            raise InvalidMessageError(f"unknown message fields: {sorted(unknown)}")
+        if "role" not in data:
+            raise InvalidMessageError("message has no role")
+        content = data.get("content")
+        return Message(
+            role=data["role"],
+            content="" if content is None else content,
+            name=data.get("name"),
+            tool_call_id=data.get("tool_call_id"),
+            tool_calls=data.get("tool_calls"),
+            meta=data.get("meta") or {},
+        )
+
+    def as_message(self) -> Message:
+        """This message without store fields."""
+        return Message(*(getattr(self, f) for f in self._FIELDS))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredMessage(Message):
+    """A message as the store holds it: ``seq`` is unique per session across all states."""
+
+    session_id: str
+    seq: int
+    id: int
+    created_at: float
+    state: MessageState = "live"
+    origin_id: int | None = None
+
+    def __post_init__(self) -> None:
+        # Rows come from the store, which validated them on the way in; re-checking
+        # here would make a lowered content limit break reads of old rows.
+        pass
+
+
+def message_key(message: Message) -> tuple[Any, ...]:
+    """The fields that make two messages equal (store fields ignored)."""
+    return (
+        message.role,
+        _canonical(message.content),
+        message.name,
+        message.tool_call_id,
+        _canonical(message.tool_calls),
+        _canonical(dict(message.meta)),
+    )
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, (str, int, type(None))) or (isinstance(value, float) and math.isfinite(value)):
+        return value
+    return json.dumps(value, sort_keys=True, allow_nan=False)
+
+
+def transcripts_equal(a: Sequence[Message], b: Sequence[Message]) -> bool:
+    """Same length and pairwise-equal ``(role, content, name, tool_call_id, tool_calls, meta)``."""
+    return len(a) == len(b) and all(message_key(x) == message_key(y) for x, y in zip(a, b))
+
+
+def is_real_user_ask(message: Message) -> bool:
+    """A user message that is neither a compaction summary nor marked synthetic."""
+    return (
+        message.role == "user"
+        and not message.text.startswith(SUMMARY_PREFIX)
+        and not message.meta.get("synthetic")
+    )

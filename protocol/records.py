@@ -1,0 +1,81 @@
+"""Store records: sessions, leases, cooldowns and compaction records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "END_REASON_COMPRESSION",
+    "MODES",
+    "CompactionMode",
+    "CompactionRecord",
+    "Cooldown",
+    "Lease",
+    "SessionInfo",
+]
+
+CompactionMode = Literal["in_place", "rotate"]
+MODES: tuple[str, ...] = ("in_place", "rotate")
+#: ``end_reason`` of a session whose transcript continues in a child session.
+END_REASON_COMPRESSION = "compression"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """A session row. Times are epoch seconds on the store's clock."""
+
+    id: str
+    source: str
+    parent_session_id: str | None
+    created_at: float
+    ended_at: float | None
+    end_reason: str | None
+    epoch: int
+    cooldown_until: float | None = None
+    cooldown_error: str | None = None
+
+    @property
+    def live(self) -> bool:
+        return self.ended_at is None
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A compaction lease. ``token`` strictly increases per session and is never reset."""
+
+    session_id: str
+    holder: str
+    token: int
+    acquired_at: float
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Cooldown:
+    """A compaction cooldown; live iff ``until > now`` on the store's clock."""
+
+    session_id: str
+    until: float
+    error: str | None
+
+    def is_live(self, now: float) -> bool:
+        return self.until > now
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionRecord:
+    """The audit row every committed compaction leaves behind."""
+
+    id: int
+    session_id: str
+    child_session_id: str | None
+    mode: CompactionMode
+    token: int
+    holder: str
+    watermark: int
+    archived_count: int
+    tail_count: int
+    compressor: str
+    started_at: float
+    committed_at: float

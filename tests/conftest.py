@@ -1,0 +1,74 @@
+"""Shared fixtures: backends, stores, and the leak check every test runs under."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pykka
+import pytest
+
+from persistence import Store, open_store
+from tests.pg import isolated_postgres_url
+
+BACKENDS = ["sqlite", "postgres"]
+LEAK_GRACE_S = 5.0
+
+
+@pytest.fixture(autouse=True)
+def no_leaks() -> Iterator[None]:
+    """Fail a test that leaves actors running or threads alive.
+
+    Threads started by the test get up to LEAK_GRACE_S to finish (joined, not
+    slept on); any still alive, or any actor still registered, fails the test.
+    """
+    before = set(threading.enumerate())
+    yield
+    deadline = time.monotonic() + LEAK_GRACE_S
+    leaked_actors = pykka.ActorRegistry.get_all()
+    if leaked_actors:
+        pykka.ActorRegistry.stop_all(block=True, timeout=LEAK_GRACE_S)
+    for thread in set(threading.enumerate()) - before:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    leaked_threads = [
+        t.name for t in set(threading.enumerate()) - before if t.is_alive() and not t.daemon
+        or t.is_alive() and t.name.startswith(("session-actors", "ActorThread", "pykka"))
+    ]
+    problems = []
+    if leaked_actors:
+        problems.append(f"{len(leaked_actors)} actor(s) left running: {leaked_actors}")
+    if leaked_threads:
+        problems.append(f"thread(s) left running: {sorted(leaked_threads)}")
+    if problems:
+        pytest.fail("; ".join(problems))
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def store_url(backend: str, tmp_path) -> Iterator[str]:
+    """A URL for an empty, isolated database of the parametrized backend."""
+    if backend == "sqlite":
+        yield str(tmp_path / "state.db")
+    else:
+        with isolated_postgres_url() as url:
+            yield url
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    s = open_store(store_url)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.fixture
+def sqlite_path(tmp_path) -> str:
+    """A real SQLite file path (not :memory:) for SQLite-only tests."""
+    return str(tmp_path / "state.db")

@@ -1,0 +1,51 @@
+"""PostgreSQL test plumbing: one throwaway schema per test.
+
+``SESSION_ACTORS_PG_URL`` names the server (default: the local trust-auth one);
+``SESSION_ACTORS_REQUIRE_PG=1`` (set by ``.ci/run``) turns "server unavailable"
+from a skip into a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from urllib.parse import quote
+
+import pytest
+
+PG_URL = os.environ.get("SESSION_ACTORS_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+REQUIRE_PG = os.environ.get("SESSION_ACTORS_REQUIRE_PG") == "1"
+
+
+def _unavailable(reason: str) -> None:
+    if REQUIRE_PG:
+        pytest.fail(f"PostgreSQL required (SESSION_ACTORS_REQUIRE_PG=1) but {reason}")
+    pytest.skip(f"PostgreSQL unavailable: {reason}")
+
+
+def _admin_connect():
+    try:
+        import psycopg
+    except ImportError:
+        _unavailable("psycopg is not installed (pip install -e '.[postgres]')")
+    try:
+        return psycopg.connect(PG_URL, autocommit=True, connect_timeout=5)
+    except Exception as exc:  # any connection failure means "no server here"
+        _unavailable(f"cannot connect to {PG_URL}: {exc}")
+
+
+@contextmanager
+def isolated_postgres_url() -> Iterator[str]:
+    """Yield a URL whose connections use a fresh, empty schema; drop it afterwards."""
+    schema = f"sa_test_{uuid.uuid4().hex[:12]}"
+    with _admin_connect() as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    sep = "&" if "?" in PG_URL else "?"
+    url = f"{PG_URL}{sep}options={quote(f'-c search_path={schema}')}"
+    try:
+        yield url
+    finally:
+        with _admin_connect() as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
