@@ -31,10 +31,7 @@ def no_leaks() -> Iterator[None]:
         pykka.ActorRegistry.stop_all(block=True, timeout=LEAK_GRACE_S)
     for thread in set(threading.enumerate()) - before:
         thread.join(timeout=max(0.0, deadline - time.monotonic()))
-    leaked_threads = [
-        t.name for t in set(threading.enumerate()) - before if t.is_alive() and not t.daemon
-        or t.is_alive() and t.name.startswith(("session-actors", "ActorThread", "pykka"))
-    ]
+    leaked_threads = [t.name for t in set(threading.enumerate()) - before if t.is_alive()]
     problems = []
     if leaked_actors:
         problems.append(f"{len(leaked_actors)} actor(s) left running: {leaked_actors}")
