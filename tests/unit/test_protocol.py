@@ -1,0 +1,127 @@
+"""Protocol values: validation at construction, round trips, equality, errors."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from protocol import (
+    DEFAULT_MAX_CONTENT_BYTES,
+    SessionEndedError,
+    CompressionOutcome,
+    CompressionStatus,
+    InvalidArgumentError,
+    InvalidMessageError,
+    InvalidSessionIdError,
+    LineageForkedError,
+    Message,
+    StoredMessage,
+    TranscriptError,
+    set_content_limit,
+    transcripts_equal,
+    validate_session_id,
+)
+
+
+@pytest.mark.parametrize("role", ["bot", "", "USER", None])
+def test_wrong_role_is_rejected(role):
+    with pytest.raises(InvalidMessageError):
+        Message(role, "x")
+
+
+@pytest.mark.parametrize(
+    "content", [object(), 3, {"a": 1}, [1, 2], [{"x": math.nan}], [{"x": object()}]]
+)
+def test_non_json_content_is_rejected(content):
+    with pytest.raises(InvalidMessageError) as info:
+        Message("user", content)
+    assert isinstance(info.value, ValueError) and isinstance(info.value, TranscriptError)
+
+
+def test_content_over_the_default_limit_is_rejected_and_at_the_limit_accepted():
+    Message("user", "a" * DEFAULT_MAX_CONTENT_BYTES)
+    with pytest.raises(InvalidMessageError):
+        Message("user", "a" * (DEFAULT_MAX_CONTENT_BYTES + 1))
+    # the limit counts UTF-8 bytes, not characters
+    with pytest.raises(InvalidMessageError):
+        Message("user", "é" * (DEFAULT_MAX_CONTENT_BYTES // 2 + 1))
+
+
+def test_content_limit_is_configurable():
+    previous = set_content_limit(10)
+    try:
+        Message("user", "a" * 10)
+        with pytest.raises(InvalidMessageError):
+            Message("user", "a" * 11)
+    finally:
+        set_content_limit(previous)
+    with pytest.raises(InvalidArgumentError):
+        set_content_limit(0)
+
+
+def test_meta_and_tool_calls_must_be_json():
+    with pytest.raises(InvalidMessageError):
+        Message("assistant", "", tool_calls=[{"f": {1, 2}}])
+    with pytest.raises(InvalidMessageError):
+        Message("user", "x", meta={1: "a"})
+    with pytest.raises(InvalidMessageError):
+        Message("user", "x", meta=["not", "a", "mapping"])
+
+
+def test_openai_shape_round_trips():
+    messages = [
+        Message("system", "be brief"),
+        Message("user", [{"type": "text", "text": "hi"}], name="ann", meta={"k": [1, 2]}),
+        Message("assistant", "", tool_calls=[{"id": "c1", "type": "function",
+                                              "function": {"name": "f", "arguments": "{}"}}]),
+        Message("tool", "42", tool_call_id="c1"),
+    ]
+    for message in messages:
+        assert Message.from_dict(message.to_dict()) == message
+    assert Message.from_dict({"role": "assistant", "content": None}).content == ""
+    with pytest.raises(InvalidMessageError):
+        Message.from_dict({"role": "user", "content": "x", "bogus": 1})
+    with pytest.raises(InvalidMessageError):
+        Message.from_dict({"content": "x"})
+
+
+def test_transcript_equality_ignores_store_fields():
+    plain = [Message("user", "a"), Message("assistant", "b", meta={"x": 1})]
+    stored = [
+        StoredMessage("user", "a", session_id="s", seq=7, id=70, created_at=1.0),
+        StoredMessage("assistant", "b", meta={"x": 1}, session_id="t", seq=9, id=3,
+                      created_at=2.0, state="compacted"),
+    ]
+    assert transcripts_equal(plain, stored)
+    assert not transcripts_equal(plain, stored[:1])
+    assert not transcripts_equal(plain, [stored[0], Message("assistant", "b")])
+    assert stored[0].as_message() == plain[0]
+
+
+@pytest.mark.parametrize(
+    "bad", ["", "x" * 129, " lead", "trail ", "a\nb", "nul\x00", "tab\tid", 5, None]
+)
+def test_invalid_session_ids(bad):
+    with pytest.raises(InvalidSessionIdError):
+        validate_session_id(bad)
+
+
+@pytest.mark.parametrize("good", ["a", "x" * 128, "discord:123", "web/ü/42", "a b"])
+def test_valid_session_ids(good):
+    assert validate_session_id(good) == good
+
+
+def test_errors_carry_structured_attributes_and_default_messages():
+    ended = SessionEndedError("p", successor_id="c", end_reason="compression")
+    assert (ended.session_id, ended.successor_id) == ("p", "c") and "c" in str(ended)
+    forked = LineageForkedError("p", ["c1", "c2"])
+    assert forked.children == ("c1", "c2")
+    assert str(TranscriptError()) == "A session-actors operation failed."
+
+
+def test_outcome_status_committed_flag():
+    committed = {s for s in CompressionStatus if s.committed}
+    assert committed == {CompressionStatus.COMPACTED, CompressionStatus.ROTATED}
+    outcome = CompressionOutcome(CompressionStatus.SKIPPED, "s", reason="cooldown")
+    assert outcome.reason == "cooldown" and outcome.record is None
