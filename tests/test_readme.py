@@ -1,0 +1,40 @@
+"""The README keeps its promises: the library example runs, the commands are shown."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def readme_example() -> str:
+    text = README.read_text()
+    marker = text.index("<!-- readme-example")
+    match = re.compile(r"```python\n(.*?)```", re.S).search(text, marker)
+    assert match, "README has no python example after the marker"
+    return match.group(1)
+
+
+@pytest.mark.timeout(120)
+def test_library_example_runs(tmp_path):
+    script = tmp_path / "example.py"
+    script.write_text(readme_example())
+    result = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=110,
+        env={**os.environ, "PYTHONPATH": str(README.parent)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "COMPACTED" in result.stdout
+    assert (tmp_path / "state.db").exists()
+
+
+def test_readme_shows_the_two_commands():
+    text = README.read_text()
+    assert "session-actors simulate" in text
+    assert "python -m pytest" in text
