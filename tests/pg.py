@@ -49,3 +49,23 @@ def isolated_postgres_url() -> Iterator[str]:
     finally:
         with _admin_connect() as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def pg_rows(url: str, sql: str, params: tuple | dict | None = None) -> list[tuple]:
+    """Run one statement on its own autocommit connection; the rows it returns."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+        cur = conn.execute(sql, params)
+        return [tuple(r) for r in cur.fetchall()] if cur.description else []
+
+
+def with_application_name(url: str, name: str) -> str:
+    """``url`` tagged with ``application_name``, to find its backends in pg_stat_activity."""
+    return f"{url}&application_name={quote(name)}" if "?" in url else f"{url}?application_name={quote(name)}"
+
+
+def table_snapshot(url: str) -> dict[str, list[tuple]]:
+    """Every row of every store table, sorted: equal snapshots mean nothing was written."""
+    tables = ("sessions", "messages", "leases", "cooldowns", "compactions", "schema_version")
+    return {t: sorted(pg_rows(url, f"SELECT * FROM {t}"), key=repr) for t in tables}

@@ -1,0 +1,289 @@
+"""`SessionActor`: one pykka actor per live session id per registry.
+
+The mailbox serializes every append, compress and read of the session, so two
+paths of one process can never compact it concurrently. Compression itself runs
+in a worker thread (see `actors.attempt`), so appends keep flowing meanwhile.
+No handler lets an exception escape: pykka would stop every actor on a
+`BaseException`, so errors are delivered to the caller's reply future instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pykka
+
+from persistence import Store
+from protocol import (
+    Append,
+    CompactionRecord,
+    Compress,
+    CompressionDisabledError,
+    CompressionStatus,
+    Interrupt,
+    InvalidArgumentError,
+    Message,
+    ReadArchive,
+    ReadTranscript,
+    SessionEndedError,
+    SessionInfo,
+    TranscriptError,
+)
+
+from .attempt import Attempt
+from .compressors import Compressor
+from .policy import CompactionPolicy
+from .slot import Slot
+
+if TYPE_CHECKING:
+    from .registry import SessionRegistry
+
+__all__ = ["Request", "SessionActor"]
+
+logger = logging.getLogger("session_actors.actor")
+
+#: An append following successors more often than this is a lineage bug, not a race.
+MAX_REDIRECTS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A mailbox envelope: a protocol command and the future its caller waits on."""
+
+    command: Any
+    reply: Future[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _AttemptResult:
+    attempt: Attempt
+    result: list[Message] | None
+    error: BaseException | None
+
+
+class _Forwarded(Exception):
+    """Internal: the request was handed to the actor that now serves the live id."""
+
+
+class SessionActor(pykka.ThreadingActor):
+    """Serves one live session: appends, reads and the compaction flow."""
+
+    def __init__(self, *, slot: Slot, registry: SessionRegistry, store: Store,
+                 compressor: Compressor | None, policy: CompactionPolicy, holder: str,
+                 info: SessionInfo) -> None:
+        super().__init__()
+        self._slot = slot
+        self._registry = registry
+        self._store = store
+        self._compressor = compressor
+        self._policy = policy
+        self._holder = holder
+        self._baseline = (info.id, info.epoch)
+        self._attempt: Attempt | None = None
+        self._last_auto: Attempt | None = None
+        self._tokens: int | None = None  # live-transcript estimate; None = recount
+
+    # -- AttemptHost ------------------------------------------------------------------
+
+    @property
+    def baseline(self) -> tuple[str, int]:
+        return self._baseline
+
+    @property
+    def live_id(self) -> str:
+        return self._slot.session_id
+
+    def adopt(self, live_id: str, epoch: int) -> None:
+        self._move(live_id)
+        self._baseline = (live_id, epoch)
+        self._tokens = None
+
+    def on_committed(self, record: CompactionRecord, mode: str) -> None:
+        if mode == "rotate" and record.child_session_id:
+            self._move(record.child_session_id)
+            self._baseline = (record.child_session_id, 0)
+        else:
+            self._baseline = (record.session_id, self._baseline[1] + 1)
+        self._tokens = None
+
+    def post_result(self, attempt: Attempt, result: list[Message] | None,
+                    error: BaseException | None) -> None:
+        self.actor_ref.tell(_AttemptResult(attempt, result, error))
+
+    # -- mailbox ----------------------------------------------------------------------
+
+    def on_receive(self, message: Any) -> None:
+        try:
+            if isinstance(message, Request):
+                self._on_request(message)
+            elif isinstance(message, _AttemptResult):
+                message.attempt.on_result(message.result, message.error)
+            self._stop_if_handed_over()
+        except BaseException:  # never let pykka see it: it would stop every actor
+            logger.exception("session actor %s failed handling %r", self.live_id, message)
+
+    def on_stop(self) -> None:
+        attempt = self._attempt
+        if attempt is not None and attempt.in_flight:
+            attempt.abort(CompressionStatus.CANCELLED, "interrupted", wait=True)
+
+    def _on_request(self, request: Request) -> None:
+        reply = request.reply
+        try:
+            if self._slot.successor is not None:
+                self._registry.forward(self._slot, request)
+                return
+            command = request.command
+            if isinstance(command, Append):
+                _set_result(reply, self._append(command))
+                self._maybe_auto_compact()
+            elif isinstance(command, Compress):
+                self._compress(command, reply)
+            elif isinstance(command, ReadTranscript):
+                _set_result(reply, self._store.transcript(self.live_id))
+            elif isinstance(command, ReadArchive):
+                _set_result(reply, self._store.archive(self.live_id))
+            elif isinstance(command, Interrupt):
+                _set_result(reply, self.interrupt())
+            else:
+                raise InvalidArgumentError(f"unknown command {command!r}")
+        except _Forwarded:
+            self._registry.forward(self._slot, request)
+        except BaseException as exc:
+            _set_exception(reply, exc)
+        finally:
+            self._registry.request_done(self._slot)
+
+    # -- appends ----------------------------------------------------------------------
+
+    def _append(self, command: Append) -> list[Any]:
+        messages = list(command.messages)
+        for _ in range(MAX_REDIRECTS):
+            session_id = self.live_id
+            try:
+                stored = self._store.append(session_id, messages)
+            except SessionEndedError as exc:
+                successor = exc.successor_id
+                if not successor or successor == session_id:
+                    raise
+                # Follow the lineage; the baseline stays, so a later compress adopts.
+                if not self._move(successor):
+                    raise _Forwarded from exc
+                continue
+            self._count_tokens(messages)
+            return stored
+        raise SessionEndedError(self.live_id, None, None, "too many successor redirects")
+
+    def _count_tokens(self, messages: list[Message]) -> None:
+        """Keep the running estimate; a failing counter must not fail a durable append."""
+        if self._tokens is None or self._policy.max_tokens is None:
+            return
+        try:
+            self._tokens += self._policy.token_counter(messages)
+        except Exception:
+            logger.warning("token counter failed; will recount", exc_info=True)
+            self._tokens = None
+
+    def _move(self, live_id: str) -> bool:
+        """Serve ``live_id`` from now on; False when another actor already does (hand-over)."""
+        if live_id == self._slot.session_id:
+            return True
+        self._tokens = None
+        return self._registry.relocate(self._slot, live_id)
+
+    # -- compaction -------------------------------------------------------------------
+
+    def _compress(self, command: Compress, reply: Future[Any]) -> None:
+        self._registry.note_compress_request()
+        if command.origin == "review":
+            raise CompressionDisabledError(self.live_id, "review handles never compact")
+        attempt = self._attempt
+        if attempt is not None and attempt.in_flight:  # step 1: join, whatever force/mode
+            _chain(attempt.outcome, reply)
+            return
+        attempt = self._start_attempt(command)
+        _chain(attempt.outcome, reply)
+        attempt.prepare()  # runs to the compressor (or to an outcome) on this thread
+
+    def _start_attempt(self, command: Compress) -> Attempt:
+        attempt = Attempt(command, host=self, store=self._store, policy=self._policy,
+                          compressor=self._compressor, holder=self._holder)
+        self._attempt = attempt
+        self._slot.attempt = attempt
+        self._registry.track_attempt(attempt)
+        return attempt
+
+    def interrupt(self) -> bool:
+        """Thread-safe cancel of the attempt in flight (step 8)."""
+        attempt = self._slot.attempt
+        if attempt is None or not attempt.in_flight:
+            return False
+        return attempt.abort(CompressionStatus.CANCELLED, "interrupted", wait=True)
+
+    def _maybe_auto_compact(self) -> None:
+        """After appends: start an automatic attempt past ``max_tokens`` (no hot loop)."""
+        if self._policy.max_tokens is None or self._compressor is None:
+            return
+        try:
+            self._auto_compact_if_over_budget()
+        except Exception:  # the append already succeeded; never report this to its caller
+            logger.warning("automatic compaction check of %s failed", self.live_id, exc_info=True)
+
+    def _auto_compact_if_over_budget(self) -> None:
+        if self._attempt is not None and self._attempt.in_flight:
+            return
+        last = self._last_auto
+        if (last is not None and not last.committed and last.finished_at is not None
+                and time.monotonic() - last.finished_at < self._policy.auto_retry_after_s):
+            return
+        if self._tokens is None:
+            self._tokens = self._policy.token_counter(self._store.transcript(self.live_id))
+        if self._tokens <= self._policy.max_tokens:
+            return
+        logger.info("auto-compacting %s (~%d tokens)", self.live_id, self._tokens)
+        attempt = self._start_attempt(Compress(automatic=True))
+        self._last_auto = attempt
+        attempt.prepare()
+
+    def _stop_if_handed_over(self) -> None:
+        """A handed-over actor stops once its in-flight attempt is over."""
+        if self._slot.successor is None:
+            return
+        attempt = self._attempt
+        if attempt is None or not attempt.in_flight:
+            self.stop()
+
+
+def _chain(source: Future[Any], target: Future[Any]) -> None:
+    """Complete ``target`` like ``source`` (now or when it completes)."""
+
+    def copy(done: Future[Any]) -> None:
+        exc = done.exception()
+        if exc is not None:
+            _set_exception(target, exc)
+        else:
+            _set_result(target, done.result())
+
+    source.add_done_callback(copy)
+
+
+def _set_result(future: Future[Any], value: Any) -> None:
+    try:
+        future.set_result(value)
+    except InvalidStateError:
+        pass
+
+
+def _set_exception(future: Future[Any], exc: BaseException) -> None:
+    if not isinstance(exc, Exception):
+        wrapped = TranscriptError(f"request aborted by {exc!r}")
+        wrapped.__cause__ = exc
+        exc = wrapped
+    try:
+        future.set_exception(exc)
+    except InvalidStateError:
+        pass

@@ -1,0 +1,305 @@
+"""`SessionRegistry`: exactly one `SessionActor` per live session id, per registry.
+
+Get-or-start is one atomic step under the registry lock (pykka's own registry is a
+list with no get-or-start). Every id that resolves to the same live id shares one
+slot. Enqueue and stop go through the slot's lock, so no request is stranded on a
+stopping actor. Idle and least-recently-used actors are stopped (never one that is
+busy), and an actor that moves onto a live id already served here hands its ids
+over and stops once its in-flight attempt is over.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from types import TracebackType
+from typing import Any
+
+import pykka
+
+from persistence import Store
+from protocol import (
+    CompressionStatus,
+    SessionExistsError,
+    SessionNotFoundError,
+    TranscriptError,
+    validate_session_id,
+)
+
+from .actor import Request, SessionActor
+from .attempt import Attempt
+from .compressors import Compressor, bind_compressor
+from .handle import ReviewHandle, SessionHandle
+from .passivation import pick_evictions
+from .policy import CompactionPolicy
+from .slot import Slot
+
+__all__ = ["RegistryClosedError", "SessionRegistry", "default_holder"]
+
+logger = logging.getLogger("session_actors.registry")
+
+#: Bound on slot-chasing retries in `SessionRegistry.dispatch` (evictions racing a send).
+MAX_DISPATCH_RETRIES = 64
+
+
+class RegistryClosedError(TranscriptError):
+    """The registry is closed; open a new one."""
+
+
+def default_holder() -> str:
+    """``host:pid:random``: unique per registry instance, readable in ``locks``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+class SessionRegistry:
+    """Owns the actors of one process (or one simulated process) on one store."""
+
+    def __init__(self, store: Store, *, compressor: Compressor | None = None,
+                 policy: CompactionPolicy | None = None, holder: str | None = None) -> None:
+        self.store = store
+        self.policy = policy or CompactionPolicy()
+        self.compressor = bind_compressor(compressor, self.policy)
+        self.holder = holder or default_holder()
+        self._lock = threading.RLock()
+        self._slots: dict[str, Slot] = {}  # every known id -> the slot serving it
+        self._resident: set[Slot] = set()
+        self._stopping: list[pykka.Future[Any]] = []
+        self._attempts: list[Attempt] = []
+        self._closed = False
+        self._counters = {"actors_started": 0, "actors_stopped": 0, "compress_requests": 0}
+        self._janitor_stop = threading.Event()
+        self._janitor = threading.Thread(target=self._janitor_loop, name="registry-janitor",
+                                         daemon=True)
+        self._janitor.start()
+
+    # -- public API ---------------------------------------------------------------------
+
+    def session(self, session_id: str, *, source: str = "api") -> SessionHandle:
+        """A handle on ``session_id`` (created when missing), following its lineage."""
+        return SessionHandle(self, self.get_or_start(session_id, source=source))
+
+    def review(self, session_id: str, *, source: str = "api") -> ReviewHandle:
+        """A handle for a background review: same actor, appends and reads, never compacts."""
+        return ReviewHandle(self, self.get_or_start(session_id, source=source))
+
+    def resident_count(self) -> int:
+        """Actors currently resident (started and not stopped or stopping)."""
+        with self._lock:
+            return len(self._resident)
+
+    def stats(self) -> dict[str, int]:
+        """Counters for monitoring and tests."""
+        with self._lock:
+            self._attempts = [a for a in self._attempts if a.in_flight]
+            return {
+                "resident": len(self._resident),
+                "known_ids": len(self._slots),
+                "attempts_in_flight": len(self._attempts),
+                "stopping": sum(1 for f in self._stopping if not _done(f)),
+                **self._counters,
+            }
+
+    def close(self) -> None:
+        """Interrupt attempts in flight (leases released), stop every actor and thread."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            slots = list(self._resident)
+            for slot in slots:
+                with slot.lock:
+                    slot.closed = True
+            self._resident.clear()
+            self._slots.clear()
+            attempts = list(self._attempts)
+        self._janitor_stop.set()
+        self._janitor.join(timeout=self.policy.ask_timeout_s)
+        for attempt in attempts:
+            if attempt.in_flight:
+                attempt.abort(CompressionStatus.CANCELLED, "interrupted", wait=True)
+        self._stopping.extend(_stop(slot) for slot in slots)
+        deadline = time.monotonic() + self.policy.ask_timeout_s
+        for future in self._stopping:
+            _wait(future, deadline)
+        for attempt in attempts:
+            worker = attempt.worker
+            if worker is not None:
+                worker.join(timeout=max(0.0, deadline - time.monotonic()))
+        logger.debug("registry %s closed", self.holder)
+
+    def __enter__(self) -> SessionRegistry:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    # -- used by handles and actors -------------------------------------------------------
+
+    def get_or_start(self, session_id: str, *, source: str | None = None) -> Slot:
+        """The slot serving ``session_id``'s live id, starting its actor if needed."""
+        validate_session_id(session_id)
+        with self._lock:
+            self._check_open()
+            slot = self._slots.get(session_id)
+            if slot is not None and not slot.closed:
+                return slot
+            if source is not None and self.store.get_session(session_id) is None:
+                try:
+                    self.store.create_session(session_id, source=source)
+                except SessionExistsError:
+                    pass  # another process created it first: same session
+            live_id = self.store.resolve(session_id)
+            slot = self._slots.get(live_id)
+            if slot is None or slot.closed:
+                slot = self._start(live_id)
+            slot.ids.add(session_id)
+            self._slots[session_id] = slot
+            self._evict_over_capacity(keep=slot)
+            return slot
+
+    def dispatch(self, slot: Slot, request: Request) -> Slot:
+        """Enqueue ``request`` on the actor now serving ``slot``; returns that slot."""
+        for _ in range(MAX_DISPATCH_RETRIES):
+            slot = slot.current()
+            with slot.lock:
+                if not slot.closed and slot.actor_ref is not None:
+                    slot.pending += 1
+                    slot.last_used = time.monotonic()
+                    try:
+                        slot.actor_ref.tell(request)
+                        return slot
+                    except pykka.ActorDeadError:
+                        slot.pending -= 1
+                        slot.closed = True
+            if slot.successor is None:
+                slot = self.get_or_start(slot.session_id)
+        raise TranscriptError(f"could not reach the actor of {slot.session_id!r}")
+
+    def forward(self, slot: Slot, request: Request) -> None:
+        """Re-send a request that reached a handed-over actor to its successor."""
+        self.dispatch(slot, request)
+
+    def request_done(self, slot: Slot) -> None:
+        with slot.lock:
+            slot.pending -= 1
+            slot.last_used = time.monotonic()
+
+    def relocate(self, slot: Slot, live_id: str) -> bool:
+        """Point ``slot`` at ``live_id``; False if another slot serves it (hand-over done)."""
+        with self._lock:
+            other = self._slots.get(live_id)
+            if other is None or other.closed or other is slot or self._closed:
+                slot.session_id = live_id
+                slot.ids.add(live_id)
+                self._slots[live_id] = slot
+                return True
+            with slot.lock:
+                slot.closed = True
+                slot.successor = other
+                slot.session_id = live_id
+            for known in slot.ids:
+                self._slots[known] = other
+            other.ids.update(slot.ids)
+            self._resident.discard(slot)
+            self._counters["actors_stopped"] += 1
+            logger.info("actor for %s hands over to the resident actor of %s", slot.ids, live_id)
+            return False
+
+    def interrupt(self, slot: Slot) -> bool:
+        """Cancel the attempt in flight for ``slot`` (or the slot it handed over to)."""
+        cancelled = False
+        while slot is not None:
+            attempt = slot.attempt
+            if attempt is not None and attempt.in_flight:
+                cancelled = attempt.abort(CompressionStatus.CANCELLED, "interrupted",
+                                          wait=True) or cancelled
+            slot = slot.successor
+        return cancelled
+
+    def note_compress_request(self) -> None:
+        with self._lock:
+            self._counters["compress_requests"] += 1
+
+    def track_attempt(self, attempt: Attempt) -> None:
+        with self._lock:
+            self._attempts = [a for a in self._attempts if a.in_flight]
+            self._attempts.append(attempt)
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RegistryClosedError()
+
+    def _start(self, live_id: str) -> Slot:
+        info = self.store.get_session(live_id)
+        if info is None:
+            raise SessionNotFoundError(live_id)
+        slot = Slot(live_id)
+        slot.actor_ref = SessionActor.start(
+            slot=slot, registry=self, store=self.store, compressor=self.compressor,
+            policy=self.policy, holder=self.holder, info=info)
+        self._slots[live_id] = slot
+        self._resident.add(slot)
+        self._counters["actors_started"] += 1
+        return slot
+
+    def _retire(self, slot: Slot) -> bool:
+        """Stop an idle slot's actor (registry lock held). False if it is busy."""
+        with slot.lock:
+            if slot.closed or slot.busy:
+                return False
+            slot.closed = True
+        for known in list(slot.ids):
+            if self._slots.get(known) is slot:
+                del self._slots[known]
+        self._resident.discard(slot)
+        self._stopping = [f for f in self._stopping if not _done(f)]
+        self._stopping.append(_stop(slot))
+        self._counters["actors_stopped"] += 1
+        return True
+
+    def _evict_over_capacity(self, *, keep: Slot) -> None:
+        for slot in pick_evictions(self._resident, self.policy.max_resident, keep=keep):
+            self._retire(slot)
+
+    def _janitor_loop(self) -> None:
+        interval = min(max(self.policy.idle_timeout_s / 4, 0.02), 1.0)
+        while not self._janitor_stop.wait(interval):
+            try:
+                self._evict_idle()
+            except Exception:  # keep the janitor alive whatever a store wrapper does
+                logger.exception("idle eviction failed")
+
+    def _evict_idle(self) -> None:
+        cutoff = time.monotonic() - self.policy.idle_timeout_s
+        with self._lock:
+            for slot in [s for s in self._resident if s.last_used < cutoff]:
+                self._retire(slot)
+
+
+def _stop(slot: Slot) -> pykka.Future[Any]:
+    assert slot.actor_ref is not None
+    return slot.actor_ref.stop(block=False)
+
+
+def _done(future: pykka.Future[Any]) -> bool:
+    try:
+        future.get(timeout=0)
+        return True
+    except pykka.Timeout:
+        return False
+    except Exception:
+        return True
+
+
+def _wait(future: pykka.Future[Any], deadline: float) -> None:
+    try:
+        future.get(timeout=max(0.0, deadline - time.monotonic()))
+    except Exception:
+        logger.warning("an actor did not stop in time")

@@ -1,0 +1,52 @@
+"""A registry slot: one resident actor, the ids it answers for, and its dispatch lock.
+
+Enqueueing a request and closing the slot (for eviction or a hand-over) happen
+under the same per-slot lock, so a request can never land in the mailbox of an
+actor that has already been told to stop. Handles keep a reference to a slot and
+follow ``successor`` (or ask the registry again) once it is closed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pykka
+
+    from .attempt import Attempt
+
+__all__ = ["Slot"]
+
+
+class Slot:
+    """Mutable, lock-protected bookkeeping shared by a registry and its actor."""
+
+    def __init__(self, session_id: str) -> None:
+        self.lock = threading.Lock()
+        self.session_id = session_id  # the live id the actor serves (follows moves)
+        self.ids: set[str] = {session_id}  # every id routed here (aliases, old parents)
+        self.actor_ref: pykka.ActorRef[Any] | None = None
+        self.closed = False  # no more requests may be enqueued
+        self.successor: Slot | None = None  # where requests go after a hand-over
+        self.pending = 0  # requests enqueued and not yet handled
+        self.last_used = time.monotonic()
+        self.attempt: Attempt | None = None  # the actor's latest attempt (set on its thread)
+
+    @property
+    def busy(self) -> bool:
+        """An attempt is in flight or requests are queued: never evict."""
+        attempt = self.attempt
+        return self.pending > 0 or (attempt is not None and attempt.in_flight)
+
+    def current(self) -> Slot:
+        """Follow hand-overs to the slot now serving this one's requests."""
+        slot = self
+        while slot.successor is not None:
+            slot = slot.successor
+        return slot
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"Slot({self.session_id!r}, {state}, pending={self.pending})"

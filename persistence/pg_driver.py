@@ -1,0 +1,199 @@
+"""Connection pool, transactions and error translation for the PostgreSQL backend.
+
+The driver (``psycopg`` 3 and ``psycopg_pool``) is an optional extra, imported on
+first use. Every store method runs one function inside one transaction through
+`PgDatabase.run`; errors that guarantee a rollback (serialization failure,
+deadlock, lock timeout, no free connection) are retried with jittered backoff
+within the patience budget, then surface as `StoreBusyError`. A connection lost
+before COMMIT was sent is retried too (the server rolled that transaction back);
+one lost *during* COMMIT is retried only for read-only work: such a write may or
+may not have happened, so it is reported rather than repeated.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from protocol import ConfigurationError, StoreBusyError, TranscriptError
+
+__all__ = ["PgDatabase", "import_driver", "redact_url"]
+
+log = logging.getLogger("session_actors.pg_driver")
+
+T = TypeVar("T")
+EXTRA_HINT = "pip install 'session-actors[postgres]'"
+_BACKOFF_FIRST_S = 0.01
+_BACKOFF_MAX_S = 0.25
+
+
+def import_driver() -> tuple[Any, Any]:
+    """``(psycopg, psycopg_pool)``, or `ConfigurationError` naming the extra."""
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"the PostgreSQL backend needs psycopg 3 and psycopg-pool: {EXTRA_HINT}"
+        ) from exc
+    return psycopg, psycopg_pool
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        parts = conninfo_to_dict(url)
+    except Exception:  # unparsable: say nothing that could leak a secret
+        return "<unparsable PostgreSQL URL>"
+    host, port, db = parts.get("host", "localhost"), parts.get("port", "5432"), parts.get("dbname", "")
+    return f"postgresql://{parts.get('user', '')}@{host}:{port}/{db}"
+
+
+class PgDatabase:
+    """A psycopg connection pool that runs functions as retried transactions."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_size: int,
+        max_size: int,
+        patience_s: float,
+        connect_timeout_s: float,
+    ) -> None:
+        self._psycopg, pool_mod = import_driver()
+        self._patience_s = patience_s
+        self._where = redact_url(url)
+        _check_conninfo(self._psycopg, url, self._where)
+        self._pool = pool_mod.ConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            kwargs=self._connection_options(connect_timeout_s),
+            configure=self._configure,
+            timeout=patience_s,
+            name=f"session-actors-pg-{id(self):x}",
+            open=False,
+        )
+        try:
+            self._pool.open(wait=True, timeout=connect_timeout_s)
+        except Exception as exc:
+            self._pool.close(timeout=1.0)
+            raise ConfigurationError(f"cannot connect to {self._where}: {exc}") from exc
+
+    @staticmethod
+    def _connection_options(connect_timeout_s: float) -> dict[str, Any]:
+        from psycopg.rows import dict_row
+
+        # autocommit: every transaction is an explicit conn.transaction() block.
+        return {
+            "autocommit": True,
+            "row_factory": dict_row,
+            "connect_timeout": max(1, int(connect_timeout_s)),
+        }
+
+    def _configure(self, conn: Any) -> None:
+        """Per new connection: a lock wait longer than the patience budget becomes
+        LockNotAvailable, which `run` turns into StoreBusyError, never a hang."""
+        conn.execute(f"SET lock_timeout = {max(1, int(self._patience_s * 1000))}")
+
+    @property
+    def psycopg(self) -> Any:
+        return self._psycopg
+
+    @property
+    def where(self) -> str:
+        """The server, without credentials."""
+        return self._where
+
+    def close(self) -> None:
+        """Close every connection and join the pool's threads. Idempotent."""
+        if not self._pool.closed:
+            self._pool.close(timeout=5.0)
+
+    def run(self, what: str, work: Callable[[Any], T], *, readonly: bool = False) -> T:
+        """Run ``work(cursor)`` in one transaction and return its result.
+
+        A `TranscriptError` raised by ``work`` rolls back and propagates as is.
+        Every call is an explicit BEGIN ... COMMIT, even a one-statement write: a
+        connection found dead at BEGIN is then known to have written nothing and
+        the call is retried, where a bare autocommit statement would leave it
+        unknown whether the write happened.
+        """
+        if self._pool.closed:
+            raise TranscriptError(f"{what}: the store for {self._where} is closed")
+        errors = self._psycopg.errors
+        rolled_back = (
+            errors.SerializationFailure,
+            errors.DeadlockDetected,
+            errors.LockNotAvailable,
+        )
+        deadline = time.monotonic() + self._patience_s
+        backoff = _BACKOFF_FIRST_S
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return self._once(work, deadline)
+            except TranscriptError:
+                raise
+            except rolled_back as exc:
+                cause: Exception = exc
+            except _CommitUnknown as unknown:
+                exc = unknown.__cause__
+                if not readonly:
+                    raise StoreBusyError(
+                        f"{what}: connection to {self._where} failed during COMMIT;"
+                        f" the write may or may not have been applied: {exc}"
+                    ) from exc
+                cause = exc
+            except self._psycopg.OperationalError as exc:
+                # Lost before COMMIT was sent (or no connection obtained at all,
+                # PoolTimeout): the server rolled the transaction back, so even a
+                # write is safe to repeat.
+                if self._pool.closed:
+                    raise TranscriptError(f"{what}: the store for {self._where} was closed") from exc
+                cause = exc
+            except self._psycopg.Error as exc:
+                raise TranscriptError(f"{what} failed on {self._where}: {exc}") from exc
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise StoreBusyError(
+                    f"{what}: {self._where} stayed busy for {self._patience_s:g}s "
+                    f"({attempt} attempts): {cause}"
+                ) from cause
+            log.debug("%s: retrying after %s (attempt %d)", what, type(cause).__name__, attempt)
+            time.sleep(min(remaining, backoff * random.uniform(0.5, 1.5)))
+            backoff = min(backoff * 2, _BACKOFF_MAX_S)
+
+    def _once(self, work: Callable[[Any], T], deadline: float) -> T:
+        timeout = max(0.001, deadline - time.monotonic())
+        with self._pool.connection(timeout=timeout) as conn:
+            committing = False
+            try:
+                with conn.transaction():
+                    with conn.cursor() as cur:
+                        result = work(cur)
+                    committing = True  # leaving the block sends COMMIT
+            except self._psycopg.OperationalError as exc:
+                if committing:
+                    raise _CommitUnknown() from exc
+                raise
+            return result
+
+
+def _check_conninfo(psycopg: Any, url: str, where: str) -> None:
+    """Refuse a malformed URL at once (libpq's parser), not after a connect timeout."""
+    try:
+        psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError as exc:
+        raise ConfigurationError(f"invalid PostgreSQL URL {where}: {exc}") from exc
+
+
+class _CommitUnknown(Exception):
+    """The connection failed while COMMIT was in flight: applied or not, unknown."""

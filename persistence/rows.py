@@ -1,0 +1,259 @@
+"""Conversions between protocol values and database rows, shared by every backend.
+
+Rows are mappings (``sqlite3.Row``, psycopg ``dict_row``); JSON columns hold text.
+Input checks live here too, so every backend rejects the same bad input the
+same way, before it writes anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from protocol import (
+    MODES,
+    CompactionRecord,
+    Cooldown,
+    InvalidArgumentError,
+    InvalidMessageError,
+    Lease,
+    Message,
+    SessionInfo,
+    StoredMessage,
+    content_limit,
+    validate_session_id,
+)
+from protocol.messages import MAX_SESSION_ID_LENGTH, ROLES
+
+__all__ = [
+    "check_compaction_args",
+    "check_lease",
+    "check_limit",
+    "check_messages",
+    "check_ttl",
+    "compaction_from_row",
+    "cooldown_from_row",
+    "derive_child_id",
+    "lease_from_row",
+    "message_params",
+    "session_from_row",
+    "stored_from_params",
+    "stored_message_from_row",
+]
+
+
+# One prebuilt encoder: json.dumps with options builds a new encoder per call,
+# which is most of the cost of an append on the caller's side.
+_ENCODER = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+
+
+def _dumps(value: Any, what: str, *, utf8_checked: bool = False) -> str:
+    try:
+        text = _ENCODER.encode(value)
+        if not utf8_checked:
+            text.encode("utf-8")  # lone surrogates cannot be stored as text
+    except (TypeError, ValueError) as exc:
+        raise InvalidMessageError(f"{what} is not storable JSON: {exc}") from exc
+    return text
+
+
+def _content_json(content: Any, limit: int) -> str:
+    """The content as JSON text, checked for shape, encodability and size."""
+    if isinstance(content, str):
+        try:
+            size = len(content.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            raise InvalidMessageError(f"content is not valid UTF-8 text: {exc}") from exc
+        text = _dumps(content, "content", utf8_checked=True)
+    elif isinstance(content, list) and all(isinstance(p, dict) for p in content):
+        text = _dumps(content, "content")
+        size = len(text.encode("utf-8"))
+    else:
+        raise InvalidMessageError(f"content must be a str or a list of dicts, got {type(content).__name__}")
+    if size > limit:
+        raise InvalidMessageError(f"content is {size} bytes, over the store's {limit}-byte limit")
+    return text
+
+
+def message_params(message: Message, max_content_bytes: int | None) -> dict[str, Any]:
+    """The column values of ``message``; re-validates what a store must not trust.
+
+    Raises: `InvalidMessageError` for a non-Message, a bad role, content that is
+    not a str or a list of dicts, non-JSON values, or content over the limit.
+    """
+    if not isinstance(message, Message):
+        raise InvalidMessageError(f"expected a Message, got {type(message).__name__}")
+    if message.role not in ROLES:
+        raise InvalidMessageError(f"role must be one of {sorted(ROLES)}, got {message.role!r}")
+    for attr in ("name", "tool_call_id"):
+        value = getattr(message, attr)
+        if value is not None and not isinstance(value, str):
+            raise InvalidMessageError(f"{attr} must be a str or None")
+    meta = message.meta
+    if not isinstance(meta, Mapping):
+        raise InvalidMessageError("meta must be a mapping")
+    limit = max_content_bytes if max_content_bytes is not None else content_limit()
+    return {
+        "role": message.role,
+        "content": _content_json(message.content, limit),
+        "name": message.name,
+        "tool_call_id": message.tool_call_id,
+        "tool_calls": None if message.tool_calls is None else _dumps(message.tool_calls, "tool_calls"),
+        "meta": _dumps(dict(meta), "meta") if meta else "{}",
+    }
+
+
+def check_messages(
+    messages: Message | Sequence[Message], max_content_bytes: int | None
+) -> list[dict[str, Any]]:
+    """Normalize one message or a sequence of them to column values (all checked first)."""
+    if isinstance(messages, Message):
+        messages = [messages]
+    elif isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+        raise InvalidMessageError(f"expected a Message or a sequence of them, got {type(messages).__name__}")
+    return [message_params(m, max_content_bytes) for m in messages]
+
+
+def check_ttl(ttl_s: object) -> float:
+    """A lease TTL: a finite number > 0, else `InvalidArgumentError`."""
+    if isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)):
+        raise InvalidArgumentError(f"ttl_s must be a number, got {ttl_s!r}")
+    if not math.isfinite(ttl_s) or ttl_s <= 0:
+        raise InvalidArgumentError(f"ttl_s must be finite and > 0, got {ttl_s!r}")
+    return float(ttl_s)
+
+
+def check_limit(limit: object) -> int | None:
+    """A listing limit: None or an int >= 0."""
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise InvalidArgumentError(f"limit must be None or an int >= 0, got {limit!r}")
+    return limit
+
+
+def check_lease(lease: object) -> Lease:
+    if not isinstance(lease, Lease):
+        raise InvalidArgumentError(f"expected a Lease, got {type(lease).__name__}")
+    validate_session_id(lease.session_id)
+    return lease
+
+
+def check_compaction_args(watermark: object, compacted: object, mode: object) -> None:
+    """Validate `commit_compaction` arguments before anything is written."""
+    if mode not in MODES:
+        raise InvalidArgumentError(f"mode must be one of {MODES}, got {mode!r}")
+    if isinstance(watermark, bool) or not isinstance(watermark, int) or watermark < 0:
+        raise InvalidArgumentError(f"watermark must be an int >= 0, got {watermark!r}")
+    if isinstance(compacted, (str, bytes, Mapping, Message)) or not isinstance(compacted, Sequence):
+        raise InvalidArgumentError("compacted must be a sequence of Message")
+    if not compacted:
+        raise InvalidArgumentError("compacted must hold at least one message")
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def stored_message_from_row(row: Mapping[str, Any]) -> StoredMessage:
+    return StoredMessage(
+        role=row["role"],
+        content=_loads(row["content"]),
+        name=row["name"],
+        tool_call_id=row["tool_call_id"],
+        tool_calls=_loads(row["tool_calls"]),
+        meta=_loads(row["meta"]) or {},
+        session_id=row["session_id"],
+        seq=row["seq"],
+        id=row["id"],
+        created_at=row["created_at"],
+        state=row["state"],
+        origin_id=row["origin_id"],
+    )
+
+
+def session_from_row(row: Mapping[str, Any]) -> SessionInfo:
+    return SessionInfo(
+        id=row["id"],
+        source=row["source"],
+        parent_session_id=row["parent_session_id"],
+        created_at=row["created_at"],
+        ended_at=row["ended_at"],
+        end_reason=row["end_reason"],
+        epoch=row["epoch"],
+        cooldown_until=row["cooldown_until"],
+        cooldown_error=row["cooldown_error"],
+    )
+
+
+def lease_from_row(row: Mapping[str, Any]) -> Lease:
+    return Lease(
+        session_id=row["session_id"],
+        holder=row["holder"],
+        token=row["token"],
+        acquired_at=row["acquired_at"],
+        expires_at=row["expires_at"],
+    )
+
+
+def cooldown_from_row(row: Mapping[str, Any]) -> Cooldown:
+    return Cooldown(session_id=row["session_id"], until=row["until"], error=row["error"])
+
+
+def compaction_from_row(row: Mapping[str, Any]) -> CompactionRecord:
+    return CompactionRecord(
+        id=row["id"],
+        session_id=row["session_id"],
+        child_session_id=row["child_session_id"],
+        mode=row["mode"],
+        token=row["token"],
+        holder=row["holder"],
+        watermark=row["watermark"],
+        archived_count=row["archived_count"],
+        tail_count=row["tail_count"],
+        compressor=row["compressor"],
+        started_at=row["started_at"],
+        committed_at=row["committed_at"],
+    )
+
+
+def derive_child_id(parent_id: str, epoch: int) -> str:
+    """The child id of a rotation: the parent id plus the new epoch.
+
+    Deterministic, so two continuations of one parent at one epoch collide on the
+    primary key. An id that would exceed 128 characters keeps a prefix of the
+    parent and a hash of the whole parent id.
+    """
+    suffix = f"~c{epoch}"
+    candidate = parent_id + suffix
+    if len(candidate) <= MAX_SESSION_ID_LENGTH:
+        return candidate
+    digest = hashlib.sha256(parent_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    tail = f"~{digest}{suffix}"
+    return parent_id[: MAX_SESSION_ID_LENGTH - len(tail)] + tail
+
+
+def stored_from_params(
+    message: Message, params: Mapping[str, Any], *, session_id: str, seq: int, id: int,
+    created_at: float,
+) -> StoredMessage:
+    """The `StoredMessage` a just-appended ``message`` reads back as (``params`` from
+    `message_params`); JSON values are re-read from their stored text so the caller's
+    mutable objects are not shared."""
+    return StoredMessage(
+        role=params["role"],
+        content=message.content if isinstance(message.content, str) else _loads(params["content"]),
+        name=params["name"],
+        tool_call_id=params["tool_call_id"],
+        tool_calls=_loads(params["tool_calls"]),
+        meta=_loads(params["meta"]) if message.meta else {},
+        session_id=session_id,
+        seq=seq,
+        id=id,
+        created_at=created_at,
+        state="live",
+        origin_id=None,
+    )

@@ -1,0 +1,251 @@
+-- Named queries of the PostgreSQL backend (psycopg placeholders).
+-- Clock: extract(epoch FROM clock_timestamp()), the database's wall clock at the
+-- moment the expression is evaluated (not now(), which is frozen at transaction
+-- start and would judge a lease by a stale time after a lock wait).
+
+-- name: clock
+SELECT extract(epoch FROM clock_timestamp())::double precision AS now;
+
+-- ---------------------------------------------------------------- sessions
+
+-- name: insert_session
+INSERT INTO sessions (id, source, parent_session_id, created_at)
+VALUES (%(id)s, %(source)s, %(parent_session_id)s,
+        extract(epoch FROM clock_timestamp())::double precision)
+RETURNING id;
+
+-- name: get_session
+SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
+       s.epoch, c.until AS cooldown_until, c.error AS cooldown_error
+FROM sessions s LEFT JOIN cooldowns c ON c.session_id = s.id
+WHERE s.id = %(id)s;
+
+-- name: list_sessions
+-- live: NULL for all, true for open sessions, false for ended ones.
+SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
+       s.epoch, c.until AS cooldown_until, c.error AS cooldown_error
+FROM sessions s LEFT JOIN cooldowns c ON c.session_id = s.id
+WHERE %(live)s::boolean IS NULL OR (s.ended_at IS NULL) = %(live)s::boolean
+ORDER BY s.created_at DESC, s.id DESC
+LIMIT %(limit)s;
+
+-- name: list_children
+SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
+       s.epoch, c.until AS cooldown_until, c.error AS cooldown_error
+FROM sessions s LEFT JOIN cooldowns c ON c.session_id = s.id
+WHERE s.parent_session_id = %(id)s
+ORDER BY s.created_at, s.id;
+
+-- name: child_ids
+SELECT id FROM sessions WHERE parent_session_id = %(id)s ORDER BY created_at, id;
+
+-- name: end_session
+-- Guarded by ended_at IS NULL: a session ends once.
+UPDATE sessions
+SET ended_at = extract(epoch FROM clock_timestamp())::double precision,
+    end_reason = %(reason)s
+WHERE id = %(id)s AND ended_at IS NULL
+RETURNING id;
+
+-- ---------------------------------------------------------------- messages
+
+-- name: append_messages
+-- One statement: bumping next_seq takes the session's row lock until COMMIT, so
+-- seqs are handed out in commit order and a reader never sees seq n+1 committed
+-- before seq n. No row back means the session is missing or ended.
+WITH reserved AS (
+    UPDATE sessions SET next_seq = next_seq + cardinality(%(roles)s::text[])
+    WHERE id = %(session_id)s AND ended_at IS NULL
+    RETURNING next_seq - cardinality(%(roles)s::text[]) AS first_seq
+)
+INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_calls,
+                      meta, created_at, state, origin_id)
+SELECT %(session_id)s, reserved.first_seq + m.ord - 1, m.role, m.content, m.name,
+       m.tool_call_id, m.tool_calls, m.meta,
+       extract(epoch FROM clock_timestamp())::double precision, 'live', NULL
+FROM reserved,
+     unnest(%(roles)s::text[], %(contents)s::text[], %(names)s::text[],
+            %(tool_call_ids)s::text[], %(tool_calls)s::text[], %(metas)s::text[])
+         WITH ORDINALITY AS m(role, content, name, tool_call_id, tool_calls, meta, ord)
+ORDER BY m.ord
+RETURNING id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
+          created_at, state, origin_id;
+
+-- name: insert_messages
+-- New live rows numbered from first_seq (a compaction's compacted set).
+INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_calls,
+                      meta, created_at, state, origin_id)
+SELECT %(session_id)s, %(first_seq)s + m.ord - 1, m.role, m.content, m.name,
+       m.tool_call_id, m.tool_calls, m.meta,
+       extract(epoch FROM clock_timestamp())::double precision, 'live', NULL
+FROM unnest(%(roles)s::text[], %(contents)s::text[], %(names)s::text[],
+            %(tool_call_ids)s::text[], %(tool_calls)s::text[], %(metas)s::text[])
+         WITH ORDINALITY AS m(role, content, name, tool_call_id, tool_calls, meta, ord)
+ORDER BY m.ord;
+
+-- name: live_messages
+SELECT id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
+       created_at, state, origin_id
+FROM messages WHERE session_id = %(id)s AND state = 'live'
+ORDER BY seq;
+
+-- name: archived_messages
+SELECT id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
+       created_at, state, origin_id
+FROM messages WHERE session_id = %(id)s AND state <> 'live'
+ORDER BY seq;
+
+-- ---------------------------------------------------------------- leases
+
+-- name: acquire_lease
+-- One statement: take the row when it is free, expired, or ours; the token only
+-- ever goes up. No row returned means another holder's lease is live.
+WITH clock AS (SELECT extract(epoch FROM clock_timestamp())::double precision AS t)
+INSERT INTO leases (session_id, holder, token, acquired_at, expires_at)
+SELECT %(session_id)s, %(holder)s, 1, clock.t, clock.t + %(ttl)s FROM clock
+ON CONFLICT (session_id) DO UPDATE
+SET holder = EXCLUDED.holder,
+    token = leases.token + 1,
+    acquired_at = EXCLUDED.acquired_at,
+    expires_at = EXCLUDED.expires_at
+WHERE leases.holder IS NULL
+   OR leases.holder = EXCLUDED.holder
+   OR leases.expires_at <= EXCLUDED.acquired_at
+RETURNING session_id, holder, token, acquired_at, expires_at;
+
+-- name: renew_lease
+UPDATE leases
+SET expires_at = extract(epoch FROM clock_timestamp())::double precision + %(ttl)s
+WHERE session_id = %(session_id)s AND holder = %(holder)s AND token = %(token)s
+  AND expires_at > extract(epoch FROM clock_timestamp())::double precision
+RETURNING session_id, holder, token, acquired_at, expires_at;
+
+-- name: release_lease
+-- The token stays: the next acquire continues from it.
+UPDATE leases
+SET holder = NULL,
+    expires_at = least(expires_at, extract(epoch FROM clock_timestamp())::double precision)
+WHERE session_id = %(session_id)s AND holder = %(holder)s AND token = %(token)s
+RETURNING token;
+
+-- name: current_lease
+SELECT session_id, holder, token, acquired_at, expires_at
+FROM leases
+WHERE session_id = %(session_id)s AND holder IS NOT NULL
+  AND expires_at > extract(epoch FROM clock_timestamp())::double precision;
+
+-- name: held_leases
+SELECT session_id, holder, token, acquired_at, expires_at
+FROM leases WHERE holder IS NOT NULL
+ORDER BY session_id;
+
+-- ---------------------------------------------------------------- compaction
+
+-- name: fence_lease
+-- The fencing check IS this write: it matches only while the row still has this
+-- holder and token and has not expired, and it keeps the row locked until COMMIT,
+-- so a takeover waits for us (or we see its new token and match nothing).
+UPDATE leases SET holder = holder
+WHERE session_id = %(session_id)s AND holder = %(holder)s AND token = %(token)s
+  AND expires_at > extract(epoch FROM clock_timestamp())::double precision
+RETURNING acquired_at;
+
+-- name: bump_epoch
+-- Locks the session row (appends wait behind us), refuses an ended session.
+UPDATE sessions SET epoch = epoch + 1
+WHERE id = %(id)s AND ended_at IS NULL
+RETURNING source, epoch, next_seq;
+
+-- name: archive_compacted
+UPDATE messages SET state = 'compacted'
+WHERE session_id = %(id)s AND state = 'live' AND seq <= %(watermark)s;
+
+-- name: supersede_tail
+UPDATE messages SET state = 'superseded'
+WHERE session_id = %(id)s AND state = 'live' AND seq > %(watermark)s
+RETURNING id;
+
+-- name: copy_tail
+-- Copies are verbatim and in seq order, numbered from first_seq; each carries
+-- the id of the row it continues.
+INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_calls,
+                      meta, created_at, state, origin_id)
+SELECT %(target)s, %(first_seq)s - 1 + row_number() OVER (ORDER BY seq),
+       role, content, name, tool_call_id, tool_calls, meta,
+       extract(epoch FROM clock_timestamp())::double precision, 'live', id
+FROM messages WHERE id = ANY(%(ids)s)
+ORDER BY seq;
+
+-- name: set_next_seq
+UPDATE sessions SET next_seq = %(next_seq)s WHERE id = %(id)s;
+
+-- name: insert_child
+INSERT INTO sessions (id, source, parent_session_id, created_at, next_seq)
+VALUES (%(id)s, %(source)s, %(parent_session_id)s,
+        extract(epoch FROM clock_timestamp())::double precision, %(next_seq)s);
+
+-- name: end_for_compression
+UPDATE sessions
+SET ended_at = extract(epoch FROM clock_timestamp())::double precision,
+    end_reason = 'compression'
+WHERE id = %(id)s AND ended_at IS NULL
+RETURNING id;
+
+-- name: insert_compaction
+INSERT INTO compactions (session_id, child_session_id, mode, token, holder, watermark,
+                         archived_count, tail_count, compressor, started_at, committed_at)
+VALUES (%(session_id)s, %(child_session_id)s, %(mode)s, %(token)s, %(holder)s,
+        %(watermark)s, %(archived_count)s, %(tail_count)s, %(compressor)s,
+        %(started_at)s, extract(epoch FROM clock_timestamp())::double precision)
+RETURNING id, session_id, child_session_id, mode, token, holder, watermark,
+          archived_count, tail_count, compressor, started_at, committed_at;
+
+-- name: list_compactions
+SELECT id, session_id, child_session_id, mode, token, holder, watermark,
+       archived_count, tail_count, compressor, started_at, committed_at
+FROM compactions WHERE session_id = %(id)s
+ORDER BY id;
+
+-- ---------------------------------------------------------------- cooldowns
+
+-- name: get_cooldown
+SELECT session_id, until, error FROM cooldowns WHERE session_id = %(session_id)s;
+
+-- name: arm_cooldown
+-- until = max(old, now + seconds); error replaced only when the new until wins.
+INSERT INTO cooldowns (session_id, until, error)
+VALUES (%(session_id)s,
+        extract(epoch FROM clock_timestamp())::double precision + %(seconds)s, %(error)s)
+ON CONFLICT (session_id) DO UPDATE
+SET until = greatest(cooldowns.until, EXCLUDED.until),
+    error = CASE WHEN EXCLUDED.until > cooldowns.until THEN EXCLUDED.error
+                 ELSE cooldowns.error END
+RETURNING session_id, until, error;
+
+-- name: put_cooldown
+INSERT INTO cooldowns (session_id, until, error)
+VALUES (%(session_id)s, %(until)s, %(error)s)
+ON CONFLICT (session_id) DO UPDATE SET until = EXCLUDED.until, error = EXCLUDED.error;
+
+-- name: delete_cooldown
+DELETE FROM cooldowns WHERE session_id = %(session_id)s;
+
+-- ---------------------------------------------------------------- notifications
+
+-- name: notify_compaction
+-- A hint for other processes, delivered only if the commit succeeds; never the
+-- only signal (a listener may be down). The schema is in the payload because
+-- channels are database-wide.
+SELECT pg_notify('session_actors_compaction', json_build_object(
+    'schema', current_schema(),
+    'session_id', %(session_id)s::text,
+    'child_session_id', %(child_session_id)s::text,
+    'mode', %(mode)s::text,
+    'token', %(token)s::bigint
+)::text);
+
+-- name: listen_compactions
+LISTEN session_actors_compaction;
+
+-- name: current_schema
+SELECT current_schema() AS schema;

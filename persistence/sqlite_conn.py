@@ -1,0 +1,195 @@
+"""SQLite plumbing: private files, configured connections, busy retries, error mapping."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import sqlite3
+import stat
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from protocol import (
+    ConfigurationError,
+    InvalidArgumentError,
+    InvalidMessageError,
+    SessionExistsError,
+    SessionNotFoundError,
+    StoreBusyError,
+    TranscriptError,
+)
+
+__all__ = [
+    "SYNCHRONOUS_MODES",
+    "BusyRetry",
+    "ReaderPool",
+    "connect",
+    "ensure_private_file",
+    "is_busy",
+    "map_sqlite_error",
+    "restrict_sidecars",
+]
+
+logger = logging.getLogger("session_actors.sqlite_conn")
+
+T = TypeVar("T")
+SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
+_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
+_PRIVATE = stat.S_IRUSR | stat.S_IWUSR
+
+
+def ensure_private_file(path: str, *, create: bool) -> None:
+    """Create the database file with mode 0600 before SQLite opens it.
+
+    SQLite creates its -wal and -shm files with the database file's permissions,
+    so creating this one privately keeps all three private.
+    """
+    if os.path.exists(path):
+        return
+    if not create:
+        raise ConfigurationError(f"database {path!r} does not exist")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise ConfigurationError(f"directory of database {path!r} does not exist")
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, _PRIVATE)
+    except FileExistsError:
+        return  # another process created it first
+    except OSError as exc:
+        raise ConfigurationError(f"cannot create database {path!r}: {exc}") from exc
+    os.close(fd)
+
+
+def restrict_sidecars(path: str) -> None:
+    """Make sure -wal/-shm files are not readable by others (umask or old files)."""
+    for suffix in ("-wal", "-shm"):
+        side = path + suffix
+        try:
+            mode = stat.S_IMODE(os.stat(side).st_mode)
+            if mode & (stat.S_IRWXG | stat.S_IRWXO):
+                os.chmod(side, _PRIVATE)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:  # not ours to fix (another user's file); say so once
+            logger.warning("cannot restrict permissions of %s: %s", side, exc)
+
+
+def connect(path: str, *, synchronous: str) -> sqlite3.Connection:
+    """A connection in autocommit mode (we issue BEGIN ourselves), WAL, foreign keys on.
+
+    SQLite's own busy handler is kept short: waiting is done by `BusyRetry`, with
+    jitter and a patience budget, so a caller gets `StoreBusyError`, never a hang.
+    """
+    conn = None
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=0.05)
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+    except sqlite3.Error as exc:
+        if conn is not None:
+            conn.close()
+        raise ConfigurationError(f"cannot open SQLite database {path!r}: {exc}") from exc
+    return conn
+
+
+def is_busy(exc: BaseException) -> bool:
+    """True for "database is locked" / "database is busy" (retryable)."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
+    text = str(exc)
+    return "database is locked" in text or "database is busy" in text
+
+
+# Integrity failures by the text SQLite reports: named CHECK constraints report
+# their name; UNIQUE/PRIMARY KEY failures report table.column.
+_INTEGRITY_MAP: tuple[tuple[str, Callable[[str], TranscriptError]], ...] = (
+    ("sessions.id", lambda sid: SessionExistsError(sid)),
+    ("messages_role_valid", lambda sid: InvalidMessageError("role is not one of system/user/assistant/tool")),
+    ("messages_content_json", lambda sid: InvalidMessageError("content is not valid JSON")),
+    ("messages_state_valid", lambda sid: InvalidArgumentError("invalid message state")),
+    ("compactions_mode_valid", lambda sid: InvalidArgumentError("invalid compaction mode")),
+    ("FOREIGN KEY", lambda sid: SessionNotFoundError(sid)),
+)
+
+
+def map_sqlite_error(exc: sqlite3.Error, session_id: str = "?") -> TranscriptError:
+    """Our error for a driver error (the caller raises it ``from exc``)."""
+    if is_busy(exc):
+        return StoreBusyError(f"SQLite stayed busy: {exc}")
+    if isinstance(exc, sqlite3.IntegrityError):
+        text = str(exc)
+        for needle, make in _INTEGRITY_MAP:
+            if needle in text:
+                return make(session_id)
+        return TranscriptError(f"integrity violation: {exc}")
+    return TranscriptError(f"SQLite error: {exc}")
+
+
+class BusyRetry:
+    """Jittered retries of a busy operation until the patience budget is spent."""
+
+    def __init__(self, patience_s: float) -> None:
+        self.patience_s = patience_s
+
+    def run(self, attempt: Callable[[], T]) -> T:
+        deadline = time.monotonic() + self.patience_s
+        delay = 0.001
+        while True:
+            try:
+                return attempt()
+            except sqlite3.OperationalError as exc:
+                if not is_busy(exc):
+                    raise
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise StoreBusyError(
+                        f"database stayed locked for {self.patience_s:.1f}s: {exc}"
+                    ) from exc
+                # full jitter keeps competing processes from retrying in lockstep
+                time.sleep(min(remaining, random.uniform(0, delay)))
+                delay = min(delay * 2, 0.05)
+
+
+class ReaderPool:
+    """Read connections, reused across calls: threads come and go, connections stay."""
+
+    def __init__(self, path: str, *, synchronous: str, max_idle: int) -> None:
+        self._path = path
+        self._synchronous = synchronous
+        self._max_idle = max_idle
+        self._idle: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def checkout(self) -> sqlite3.Connection:
+        with self._lock:
+            if self._closed:
+                raise TranscriptError("the store is closed")
+            if self._idle:
+                return self._idle.pop()
+        return connect(self._path, synchronous=self._synchronous)
+
+    def checkin(self, conn: sqlite3.Connection) -> None:
+        with self._lock:
+            if not self._closed and len(self._idle) < self._max_idle:
+                self._idle.append(conn)
+                return
+        conn.close()  # closed pool, or enough idle ones
+
+    def close(self) -> bool:
+        """Close the idle connections (busy ones close on checkin). False if already closed."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+        return True

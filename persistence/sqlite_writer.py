@@ -1,0 +1,258 @@
+"""Group commit: one writer thread runs queued write requests in shared transactions.
+
+Each request is a function of a connection. The writer takes every request
+queued so far (up to ``max_batch``), runs them in one ``BEGIN IMMEDIATE ...
+COMMIT`` and releases each caller only after the COMMIT that holds its rows.
+Requests rarely fail, so a batch first runs straight through (consecutive
+appends in bulk). If anything fails, the batch is rolled back to its start and
+replayed with a SAVEPOINT per request: the failing request is undone alone and
+the rest of the batch commits. ``max_batch=1`` gives one transaction per request.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from protocol import StoreBusyError, TranscriptError
+
+from .sqlite_conn import BusyRetry, is_busy, map_sqlite_error
+
+__all__ = ["GroupCommitWriter", "WriteFn", "WriteStats"]
+
+logger = logging.getLogger("session_actors.sqlite_writer")
+
+WriteFn = Callable[[sqlite3.Connection], Any]
+#: Runs many jobs at once; returns one result per job, or None when it cannot
+#: (then every request of the batch runs alone, with its own savepoint).
+BulkFn = Callable[[sqlite3.Connection, list[Any]], "list[Any] | None"]
+_STOP = object()
+
+
+@dataclass(frozen=True, slots=True)
+class WriteStats:
+    """Counters of one writer: committed transactions, the requests they held,
+    requests of the batch being attempted now, and requests waiting in the queue."""
+
+    transactions: int
+    requests: int
+    in_flight: int
+    queued: int
+
+
+class _Request:
+    """One queued write. ``done`` is a lock held until the outcome is set: a plain
+    lock is a much cheaper one-shot latch than an Event for thousands of waiters."""
+
+    __slots__ = ("fn", "session_id", "job", "done", "result", "error")
+
+    def __init__(self, fn: WriteFn, session_id: str, job: Any) -> None:
+        self.fn = fn
+        self.session_id = session_id
+        self.job = job
+        self.done = threading.Lock()
+        self.done.acquire()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def finish(self) -> None:
+        self.done.release()
+
+    def wait(self) -> None:
+        self.done.acquire()
+
+
+class GroupCommitWriter:
+    """The single writer of one store: every write of this process goes through it."""
+
+    def __init__(
+        self, conn: sqlite3.Connection, *, patience_s: float, max_batch: int, name: str,
+        bulk: BulkFn | None = None,
+    ) -> None:
+        self._conn = conn
+        self._bulk = bulk
+        self._retry = BusyRetry(patience_s)
+        self._max_batch = max_batch
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._lock = threading.Lock()  # closing vs submitting
+        self._closed = False
+        self._transactions = 0  # committed batches
+        self._requests = 0  # requests those batches held
+        self._in_flight = 0  # size of the batch being attempted
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: WriteFn, session_id: str = "?", *, job: Any = None) -> Any:
+        """Run ``fn(conn)`` in a write transaction; return its result once committed.
+
+        A request with a ``job`` may instead run together with neighbouring jobs
+        through the writer's ``bulk`` function, which must return what ``fn``
+        would have returned for each.
+        Raises what ``fn`` raised (driver errors mapped to ours), or `StoreBusyError`.
+        """
+        request = _Request(fn, session_id, job)
+        with self._lock:
+            if self._closed:
+                raise TranscriptError("the store is closed")
+            self._queue.put(request)
+        request.wait()
+        if request.error is not None:
+            raise request.error
+        return request.result
+
+    def stats(self) -> WriteStats:
+        return WriteStats(self._transactions, self._requests, self._in_flight, self._queue.qsize())
+
+    def close(self) -> None:
+        """Finish queued requests, then stop the thread. Idempotent."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._queue.put(_STOP)
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+
+    # -- writer thread ----------------------------------------------------------
+
+    def _run(self) -> None:
+        stopping = False
+        while not stopping:
+            batch = [self._queue.get()]
+            while len(batch) < self._max_batch:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            if _STOP in batch:
+                stopping = True
+                batch = [r for r in batch if r is not _STOP]
+                # requests queued before close() still run: their callers are waiting
+                while True:
+                    try:
+                        item = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if item is not _STOP:
+                        batch.append(item)
+            if batch:
+                self._run_batch(batch)
+
+    def _run_batch(self, batch: list[_Request]) -> None:
+        self._in_flight = len(batch)
+        try:
+            if self._retry.run(lambda: self._attempt(batch)):
+                self._transactions += 1
+                self._requests += len(batch)
+        except StoreBusyError as exc:
+            for request in batch:
+                request.error = StoreBusyError(str(exc))
+        except sqlite3.Error as exc:
+            logger.error("write batch of %d failed: %s", len(batch), exc)
+            for request in batch:
+                request.error = map_sqlite_error(exc, request.session_id)
+        except BaseException as exc:  # never let the writer die with callers waiting
+            logger.exception("write batch crashed")
+            for request in batch:
+                request.error = TranscriptError(f"write failed: {exc!r}")
+        finally:
+            self._in_flight = 0
+            for request in batch:
+                request.finish()
+
+    def _attempt(self, batch: list[_Request]) -> bool:
+        """One try at the whole batch; True if it committed. Raises sqlite3 busy
+        errors for a retry. Savepoints cost the single writer two statements per
+        request, so they are used only when replaying a batch that had a failure."""
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if len(batch) == 1:
+                if not self._run_plain(conn, batch):  # a lone request runs its fn: error set
+                    conn.execute("ROLLBACK")  # the one request failed: undo its writes
+                    return False
+            else:
+                conn.execute("SAVEPOINT batch")
+                if not self._run_plain(conn, batch):
+                    conn.execute("ROLLBACK TO batch")
+                    for request in batch:
+                        self._run_isolated(conn, request)
+                conn.execute("RELEASE batch")
+            conn.execute("COMMIT")
+            return True
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            for request in batch:  # a retry starts from a clean slate
+                request.result, request.error = None, None
+            raise
+
+    def _run_plain(self, conn: sqlite3.Connection, batch: list[_Request]) -> bool:
+        """Run the batch without savepoints, consecutive jobs in bulk. False at the
+        first failure (results cleared; the error recorded when one request is to blame)."""
+        index, blame = 0, None
+        try:
+            while index < len(batch):
+                run = _job_run(batch, index)
+                if len(run) >= 2 and self._bulk is not None:
+                    blame = None  # a bulk failure is pinned down by the replay
+                    results = self._bulk(conn, [r.job for r in run])
+                    if results is None:
+                        raise _BulkRefused
+                    for request, result in zip(run, results, strict=True):
+                        request.result = result
+                    index += len(run)
+                else:
+                    blame = batch[index]
+                    blame.result = blame.fn(conn)
+                    index += 1
+        except Exception as exc:
+            if is_busy(exc):
+                raise  # the whole batch retries
+            for other in batch:
+                other.result, other.error = None, None
+            if blame is not None and not isinstance(exc, _BulkRefused):
+                blame.error = _as_ours(exc, blame.session_id)
+            return False
+        return True
+
+    @staticmethod
+    def _run_isolated(conn: sqlite3.Connection, request: _Request) -> None:
+        conn.execute("SAVEPOINT request")
+        try:
+            request.result, request.error = request.fn(conn), None
+        except Exception as exc:
+            if is_busy(exc):
+                raise  # the whole batch retries
+            conn.execute("ROLLBACK TO request")
+            request.result, request.error = None, _as_ours(exc, request.session_id)
+        conn.execute("RELEASE request")
+
+
+class _BulkRefused(Exception):
+    """The bulk function declined the run: replay request by request."""
+
+
+def _job_run(batch: list[_Request], start: int) -> list[_Request]:
+    """The requests from ``start`` on that carry jobs (empty if ``start``'s does not)."""
+    end = start
+    while end < len(batch) and batch[end].job is not None:
+        end += 1
+    return batch[start:end]
+
+
+def _as_ours(exc: Exception, session_id: str) -> Exception:
+    """Driver errors become ours (chained); our own errors pass through."""
+    if isinstance(exc, sqlite3.Error):
+        return _mapped(exc, session_id)
+    return exc
+
+
+def _mapped(exc: sqlite3.Error, session_id: str) -> TranscriptError:
+    mapped = map_sqlite_error(exc, session_id)
+    mapped.__cause__ = exc
+    return mapped

@@ -1,0 +1,150 @@
+"""fsck finds each kind of damage in a database crafted to contain it.
+
+Damage the public API allows (a fork: two continuations of one compression-ended
+parent) is made through it, on both backends; the rest is crafted with direct
+SQL on a SQLite file, since the store refuses to write it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from persistence import open_store
+from protocol import Message
+from tests.cli.helpers import build_lineage_db, run_cli, sql
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def fsck(capsys, url: str) -> tuple[int, dict]:
+    result = run_cli(capsys, "--db", url, "fsck", "--json")
+    assert result.err == ""
+    return result.code, json.loads(result.out)
+
+
+def kinds(doc: dict) -> list[tuple[str, str]]:
+    return sorted((p["kind"], p["session_id"]) for p in doc["problems"])
+
+
+def test_fork_and_orphan_writes_in_non_oldest_children(capsys, store_url: str) -> None:
+    store = open_store(store_url)
+    try:
+        store.create_session("p")
+        store.append("p", Message("user", "hi"))
+        store.end_session("p", "compression")  # the upstream path: end, then create a child
+        store.create_session("p-child-a", parent_session_id="p")
+        store.create_session("p-child-b", parent_session_id="p")
+        store.append("p-child-a", Message("user", "followed"))
+        store.append("p-child-b", Message("user", "silent write"))
+    finally:
+        store.close()
+    code, doc = fsck(capsys, store_url)
+    assert code == 1 and doc["ok"] is False
+    assert ("fork", "p") in kinds(doc)
+    assert ("orphan_write", "p-child-b") in kinds(doc)
+    assert ("orphan_write", "p-child-a") not in kinds(doc)  # the oldest child is followed
+    assert doc["counts"]["fork"] == 1
+
+    table = run_cli(capsys, "fsck", "--db", store_url)
+    assert table.code == 1 and "fork" in table.out and "p-child-b" in table.out
+
+    tree = run_cli(capsys, "lineage", "p-child-b", "--db", store_url)
+    assert tree.code == 0 and "FORK: 2 children" in tree.out and "FORKED" in tree.out
+    doc = json.loads(run_cli(capsys, "lineage", "p", "--json", "--db", store_url).out)
+    assert doc["forked"] is True and doc["live_tip"] is None
+    assert [c["session"]["id"] for c in doc["tree"]["children"]] == ["p-child-a", "p-child-b"]
+
+
+def test_write_after_end_is_an_orphan_write(capsys, sqlite_path: str) -> None:
+    store = open_store(sqlite_path)
+    try:
+        store.create_session("s")
+        store.append("s", [Message("user", "a"), Message("assistant", "b")])
+        ended = store.end_session("s", "user_closed")
+    finally:
+        store.close()
+    sql(sqlite_path, "UPDATE messages SET created_at = ? WHERE session_id = 's' AND seq = 2",
+        ended.ended_at + 30)
+    code, doc = fsck(capsys, sqlite_path)
+    assert code == 1
+    assert kinds(doc) == [("orphan_write", "s")]
+    assert "after the session ended" in doc["problems"][0]["detail"]
+
+
+def test_live_rows_left_in_a_compression_ended_session(capsys, store_url: str) -> None:
+    store = open_store(store_url)
+    try:
+        store.create_session("s")
+        store.append("s", Message("user", "still live"))
+        store.end_session("s", "compression")  # ended without a compaction commit
+    finally:
+        store.close()
+    code, doc = fsck(capsys, store_url)
+    assert code == 1
+    assert kinds(doc) == [("orphan_write", "s")]
+    assert "live message" in doc["problems"][0]["detail"]
+
+
+@pytest.mark.parametrize("damage", ["delete", "shift"])
+def test_seq_gap(capsys, sqlite_path: str, damage: str) -> None:
+    store = open_store(sqlite_path)
+    try:
+        store.create_session("s")
+        store.append("s", [Message("user", f"m{i}") for i in range(5)])
+        store.create_session("fine")
+        store.append("fine", Message("user", "x"))
+    finally:
+        store.close()
+    if damage == "delete":
+        sql(sqlite_path, "DELETE FROM messages WHERE session_id = 's' AND seq = 3")
+    else:
+        sql(sqlite_path, "UPDATE messages SET seq = 9 WHERE session_id = 's' AND seq = 5")
+    code, doc = fsck(capsys, sqlite_path)
+    assert code == 1
+    assert kinds(doc) == [("seq_gap", "s")]
+    assert "missing seqs" in doc["problems"][0]["detail"]
+
+
+def test_lineage_cycle(capsys, sqlite_path: str) -> None:
+    store = open_store(sqlite_path)
+    try:
+        for sid in ("a", "b", "c"):
+            store.create_session(sid)
+    finally:
+        store.close()
+    sql(sqlite_path, "UPDATE sessions SET parent_session_id = 'b' WHERE id = 'a'")
+    sql(sqlite_path, "UPDATE sessions SET parent_session_id = 'a' WHERE id = 'b'")
+    code, doc = fsck(capsys, sqlite_path)
+    assert code == 1
+    assert kinds(doc) == [("lineage_cycle", "a")]  # reported once, not once per member
+    assert doc["problems"][0]["detail"] in ("a -> b -> a", "b -> a -> b")
+    # lineage on a cyclic id still terminates and prints both members
+    tree = run_cli(capsys, "--db", sqlite_path, "lineage", "a")
+    assert tree.code == 0 and "a" in tree.out and "b" in tree.out
+
+
+def test_leaked_lease_is_a_problem_but_a_live_one_is_not(capsys, store_url: str) -> None:
+    build_lineage_db(store_url)
+    store = open_store(store_url)
+    try:
+        live = store.acquire_lease("chat:idle", "worker-live", 300)
+        leaked = store.acquire_lease("chat:inplace", "worker-dead", 0.001)
+        while store.now() <= leaked.expires_at:  # the store's own clock decides expiry
+            pass
+    finally:
+        store.close()
+    code, doc = fsck(capsys, store_url)
+    assert code == 1
+    assert kinds(doc) == [("leaked_lease", "chat:inplace")]
+    assert [x["holder"] for x in doc["live_leases"]] == [live.holder]
+
+    store = open_store(store_url)
+    try:
+        store.release_lease(live)
+        store.release_lease(leaked)  # a released lease is no longer reported
+    finally:
+        store.close()
+    code, doc = fsck(capsys, store_url)
+    assert code == 0 and doc["live_leases"] == [] and doc["problems"] == []

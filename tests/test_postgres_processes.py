@@ -1,0 +1,283 @@
+"""Several real processes, each with its own `PostgresStore`, on one schema.
+
+Workers append to and compact the same sessions through raw store calls with
+leases (rotations and in-place compactions racing), then the parent checks the
+database directly: no session has two children, no acknowledged append is
+missing, no lease is left held, seqs have no gaps and follow commit order, and
+every archived message was in the snapshot its compactor read.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue
+import random
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from persistence.postgres import PostgresStore
+from protocol import LeaseLostError, Message, SessionEndedError
+from tests.pg import isolated_postgres_url, pg_rows
+
+pytestmark = [pytest.mark.postgres, pytest.mark.timeout(90)]
+
+SPAWN = multiprocessing.get_context("spawn")
+RESULT_WAIT_S = 60.0
+
+
+# ---------------------------------------------------------------- worker side
+
+
+def append_following(
+    store: PostgresStore, session_id: str, message: Message
+) -> tuple[str, Any, float, float]:
+    """Append to ``session_id``, following rotations to the live successor."""
+    while True:
+        started = time.monotonic()
+        try:
+            [stored] = store.append(session_id, message)
+            return session_id, stored, started, time.monotonic()
+        except SessionEndedError as exc:
+            successor = exc.successor_id or store.resolve(session_id)
+            if successor == session_id:
+                raise  # ended for good (not by compression): a bug in this workload
+            session_id = successor
+
+
+def compact_once(
+    store: PostgresStore, session_id: str, holder: str, mode: str, ttl_s: float, wait_for_tail: bool
+) -> dict[str, Any] | str:
+    """One lease-guarded compaction: the record and the snapshot it read, or why not."""
+    lease = store.acquire_lease(session_id, holder, ttl_s)
+    if lease is None:
+        return "lease_held"
+    try:
+        snapshot = store.transcript(session_id)  # read under the lease
+        if len(snapshot) < 2:
+            return "nothing_to_do"
+        if wait_for_tail:  # a slow summary: let other writers land a tail
+            deadline = time.monotonic() + 1.0
+            while len(store.transcript(session_id)) == len(snapshot) and time.monotonic() < deadline:
+                time.sleep(0.002)
+        summary = Message("user", f"[CONTEXT COMPACTION] {holder} read {len(snapshot)}")
+        try:
+            record = store.commit_compaction(
+                lease, watermark=snapshot[-1].seq, compacted=[summary], mode=mode, compressor=holder
+            )
+        except SessionEndedError:
+            return "ended"
+        except LeaseLostError:
+            return "lease_lost"
+        return {"record": record, "snapshot_ids": [m.id for m in snapshot], "session_id": session_id}
+    finally:
+        store.release_lease(lease)
+
+
+def racing_worker(
+    url: str, worker_no: int, roots: list[str], iterations: int, barrier: Any, out: Any
+) -> None:
+    """Append to random sessions; now and then compact one (random mode, sometimes a short TTL)."""
+    rng = random.Random(worker_no)
+    store = PostgresStore(url, max_size=2)
+    acked, commits, refusals = [], [], Counter()
+    believed = {root: root for root in roots}
+    try:
+        barrier.wait(30)
+        for i in range(iterations):
+            root = rng.choice(roots)
+            message = Message("user", f"w{worker_no}-{i}")
+            sid, stored, t0, t1 = append_following(store, believed[root], message)
+            believed[root] = sid
+            acked.append((stored.session_id, stored.id, stored.seq, stored.content, t0, t1))
+            if rng.random() < 0.25:
+                # Half the time compact a stale id (the root): an ended parent must refuse.
+                target = sid if rng.random() < 0.5 else root
+                ttl = 0.05 if rng.random() < 0.2 else 30.0
+                # A short lease with a slow summary may expire mid-way: fenced, or committed in time.
+                result = compact_once(
+                    store, target, f"w{worker_no}", rng.choice(["in_place", "rotate"]), ttl, ttl < 1
+                )
+                if isinstance(result, dict):
+                    commits.append(result)
+                else:
+                    refusals[result] += 1
+        out.put({"worker": worker_no, "acked": acked, "commits": commits, "refusals": dict(refusals)})
+    except BaseException as exc:  # reported to the parent, which fails the test
+        out.put({"worker": worker_no, "error": repr(exc)})
+    finally:
+        store.close()
+
+
+def writer(url: str, worker_no: int, root: str, count: int, barrier: Any, out: Any) -> None:
+    store = PostgresStore(url, max_size=1)
+    acked = []
+    try:
+        barrier.wait(30)
+        sid = root
+        for i in range(count):
+            message = Message("assistant", f"writer{worker_no}-{i}")
+            sid, stored, t0, t1 = append_following(store, sid, message)
+            acked.append((stored.session_id, stored.id, stored.seq, stored.content, t0, t1))
+        out.put({"worker": worker_no, "acked": acked, "commits": [], "refusals": {}})
+    except BaseException as exc:
+        out.put({"worker": worker_no, "error": repr(exc)})
+    finally:
+        store.close()
+
+
+def compactor(url: str, worker_no: int, root: str, rounds: int, barrier: Any, out: Any) -> None:
+    store = PostgresStore(url, max_size=1)
+    commits, refusals = [], Counter()
+    try:
+        barrier.wait(30)
+        sid = root
+        for i in range(rounds):
+            sid = store.resolve(sid)
+            mode = "rotate" if i % 2 else "in_place"
+            result = compact_once(store, sid, f"compactor{worker_no}", mode, 30.0, True)
+            if isinstance(result, dict):
+                commits.append(result)
+            else:
+                refusals[result] += 1
+        out.put({"worker": worker_no, "acked": [], "commits": commits, "refusals": dict(refusals)})
+    except BaseException as exc:
+        out.put({"worker": worker_no, "error": repr(exc)})
+    finally:
+        store.close()
+
+
+# ---------------------------------------------------------------- parent side
+
+
+def run_processes(targets: list[tuple[Any, tuple]]) -> list[dict[str, Any]]:
+    """Start one spawned process per (function, args), all released by one barrier."""
+    barrier = SPAWN.Barrier(len(targets))
+    out = SPAWN.Queue()
+    procs = [
+        SPAWN.Process(target=fn, args=(*args, barrier, out), name=f"pg-worker-{n}")
+        for n, (fn, args) in enumerate(targets)
+    ]
+    for p in procs:
+        p.start()
+    results = []
+    try:
+        for _ in procs:
+            results.append(out.get(timeout=RESULT_WAIT_S))
+    except queue.Empty:
+        pytest.fail(f"workers did not report within {RESULT_WAIT_S}s; got {len(results)}")
+    finally:
+        for p in procs:
+            p.join(10)
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+        out.close()
+        out.join_thread()
+    errors = [r for r in results if "error" in r]
+    assert not errors, errors
+    return results
+
+
+def check_integrity(url: str, results: list[dict[str, Any]]) -> dict[str, int]:
+    """The invariants, checked on the database itself. Returns a few counts."""
+    forks = pg_rows(url, "SELECT parent_session_id, count(*) FROM sessions"
+                         " WHERE parent_session_id IS NOT NULL GROUP BY 1 HAVING count(*) > 1")
+    assert forks == [], f"lineage forked: {forks}"
+    gaps = pg_rows(url, "SELECT session_id, count(*), min(seq), max(seq) FROM messages"
+                        " GROUP BY 1 HAVING count(*) <> max(seq) OR min(seq) <> 1")
+    assert gaps == [], f"seq gaps: {gaps}"
+    held = pg_rows(url, "SELECT session_id, holder, token FROM leases WHERE holder IS NOT NULL")
+    assert held == [], f"leases left held: {held}"
+    rows = {r[0]: r for r in pg_rows(url, "SELECT id, session_id, seq, content, state, origin_id FROM messages")}
+    copies: dict[int, list[int]] = {}
+    for row in rows.values():
+        if row[5] is not None:
+            copies.setdefault(row[5], []).append(row[0])
+    assert all(len(c) == 1 for c in copies.values()), "a tail row was copied twice"
+    for row in rows.values():  # a superseded row lives on in exactly one copy
+        if row[4] == "superseded":
+            assert row[0] in copies, f"superseded row {row} has no copy"
+            assert rows[copies[row[0]][0]][3] == row[3]
+
+    acked = [a for r in results for a in r["acked"]]
+    for session_id, msg_id, seq, content, _, _ in acked:
+        assert msg_id in rows, f"acknowledged append {content!r} is missing"
+        assert rows[msg_id][1:4] == (session_id, seq, f'"{content}"')
+        current = msg_id  # follow tail copies to where the message lives now
+        while rows[current][4] == "superseded":
+            current = copies[current][0]
+            assert rows[current][3] == f'"{content}"'
+        assert rows[current][4] in ("live", "compacted")
+
+    by_session: dict[str, list[tuple]] = {}
+    for a in acked:
+        by_session.setdefault(a[0], []).append(a)
+    for session_id, appends in by_session.items():  # seqs follow commit order
+        for a in appends:
+            for b in appends:
+                if a[5] < b[4]:
+                    assert a[2] < b[2], f"{session_id}: {a} acknowledged before {b} started but got a later seq"
+
+    commits = [c for r in results for c in r["commits"]]
+    compacted_by_session: dict[str, set[int]] = {}
+    for c in commits:
+        record = c["record"]
+        assert record.archived_count == len(c["snapshot_ids"]), "archived a message the compactor never read"
+        compacted_by_session.setdefault(c["session_id"], set()).update(c["snapshot_ids"])
+    for session_id, read_ids in compacted_by_session.items():
+        archived = {r[0] for r in rows.values() if r[1] == session_id and r[4] == "compacted"}
+        assert archived == read_ids, f"{session_id}: compacted rows differ from what compactors read"
+    records = pg_rows(url, "SELECT count(*), count(DISTINCT (session_id, token)) FROM compactions")[0]
+    assert records[0] == records[1], "two commits on one lease token"
+    if commits:
+        assert records[0] == len(commits), "a commit without a record, or a record nobody committed"
+    return {"acked": len(acked), "commits": len(commits), "tails": sum(c["record"].tail_count for c in commits)}
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    with isolated_postgres_url() as url:
+        yield url
+
+
+def test_processes_race_appends_rotations_and_in_place_compactions(pg_url: str):
+    roots = ["alpha", "beta", "gamma"]
+    store = PostgresStore(pg_url)
+    try:
+        for root in roots:
+            store.create_session(root, source="test")
+    finally:
+        store.close()
+    results = run_processes([(racing_worker, (pg_url, n, roots, 60)) for n in range(3)])
+    counts = check_integrity(pg_url, results)
+    assert counts["acked"] == 180
+    assert counts["commits"] > 0, "no compaction committed: the race was not exercised"
+    refusals = Counter()
+    for r in results:
+        refusals.update(r["refusals"])
+    modes = {row[0] for row in pg_rows(pg_url, "SELECT DISTINCT mode FROM compactions")}
+    assert modes == {"in_place", "rotate"}, (modes, refusals)
+    for root in roots:  # every lineage resolves to one live tip
+        tip = pg_rows(pg_url, "SELECT count(*) FROM sessions WHERE ended_at IS NULL AND (id = %s OR id LIKE %s)",
+                      (root, f"{root}~%"))[0][0]
+        assert tip == 1
+
+
+def test_writers_append_while_compactions_commit(pg_url: str):
+    store = PostgresStore(pg_url)
+    try:
+        store.create_session("busy", source="test")
+        store.append("busy", [Message("system", "be brief"), Message("user", "hello")])
+    finally:
+        store.close()
+    targets = [(writer, (pg_url, n, "busy", 80)) for n in range(3)]
+    targets.append((compactor, (pg_url, 3, "busy", 8)))
+    results = run_processes(targets)
+    counts = check_integrity(pg_url, results)
+    assert counts["acked"] == 240
+    assert counts["commits"] >= 4, results[-1]["refusals"]
+    assert counts["tails"] > 0, "no append landed during a summary: the tail path was not exercised"

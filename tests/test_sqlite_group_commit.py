@@ -1,0 +1,186 @@
+"""SQLite group commit: many requests, one transaction; one failure fails alone."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from persistence.sqlite import SqliteStore
+from protocol import Message, SessionEndedError, SessionExistsError, StoredMessage, transcripts_equal
+from tests.contract.db import snapshot, wait_for
+
+SUMMARY = Message("user", "[CONTEXT COMPACTION] s")
+
+
+def _hold_write_lock(path: str) -> sqlite3.Connection:
+    """Another connection takes the write lock, so the writer's batch waits behind it."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    return conn
+
+
+def _run_in_threads(calls: list[Callable[[], Any]]) -> tuple[list[threading.Thread], dict[int, Any]]:
+    results: dict[int, Any] = {}
+
+    def run(i: int, call: Callable[[], Any]) -> None:
+        try:
+            results[i] = call()
+        except BaseException as exc:  # collected for assertions
+            results[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate(calls)]
+    for t in threads:
+        t.start()
+    return threads, results
+
+
+@pytest.mark.timeout(60)
+def test_failing_requests_do_not_poison_their_batch(sqlite_path):
+    store = SqliteStore(sqlite_path)
+    try:
+        for sid in ("blocker", "g1", "g2", "g3", "p", "taken"):
+            store.create_session(sid)
+        store.create_session("ended")
+        store.end_session("ended", "user_exit")
+        store.append("p", [Message("user", "q"), Message("assistant", "a")])
+        lease = store.acquire_lease("p", "A", 60)
+        base = store.write_stats()
+
+        lock = _hold_write_lock(sqlite_path)
+        try:
+            first, first_result = _run_in_threads([lambda: store.append("blocker", Message("user", "b"))])
+            wait_for(lambda: store.write_stats().in_flight == 1)
+            batch_calls = [
+                lambda: store.append("g1", [Message("user", "one"), Message("assistant", "1")]),
+                lambda: store.append("ended", Message("user", "refused")),
+                lambda: store.append("g2", Message("user", "two")),
+                # fails late, after its fence/marks/epoch writes: must roll back alone
+                lambda: store.commit_compaction(lease, watermark=2, compacted=[SUMMARY], mode="rotate", child_session_id="taken"),
+                lambda: store.create_session("g1"),
+                lambda: store.append("g3", Message("user", "three")),
+            ]
+            threads, results = _run_in_threads(batch_calls)
+            wait_for(lambda: store.write_stats().queued == len(batch_calls))
+        finally:
+            lock.rollback()
+            lock.close()
+        for t in [*first, *threads]:
+            t.join(timeout=30)
+
+        stats = store.write_stats()
+        assert stats.transactions - base.transactions == 2  # the blocker's, then one for all six
+        assert stats.requests - base.requests == 1 + len(batch_calls)
+        assert isinstance(first_result[0][0], StoredMessage)
+        assert isinstance(results[1], SessionEndedError)
+        assert isinstance(results[3], SessionExistsError)
+        assert isinstance(results[4], SessionExistsError)
+        assert transcripts_equal(store.transcript("g1"), [Message("user", "one"), Message("assistant", "1")])
+        assert transcripts_equal(store.transcript("g2"), [Message("user", "two")])
+        assert transcripts_equal(store.transcript("g3"), [Message("user", "three")])
+        assert store.transcript("ended") == []
+        # the failed compaction left no trace: marks, epoch, parent end all rolled back
+        assert [m.state for m in store.transcript("p")] == ["live", "live"]
+        assert store.get_session("p").epoch == 0 and store.get_session("p").live
+        assert store.compactions("p") == []
+        assert store.children("p") == []
+    finally:
+        store.close()
+
+
+def test_group_commit_off_uses_one_transaction_per_append(sqlite_path):
+    store = SqliteStore(sqlite_path, group_commit=False)
+    try:
+        store.create_session("s")
+        base = store.write_stats()
+        threads, results = _run_in_threads([lambda i=i: store.append("s", Message("user", str(i))) for i in range(8)])
+        for t in threads:
+            t.join(timeout=30)
+        assert all(isinstance(r, list) for r in results.values())
+        stats = store.write_stats()
+        assert stats.transactions - base.transactions == 8 == stats.requests - base.requests
+        assert [m.seq for m in store.transcript("s")] == list(range(1, 9))
+    finally:
+        store.close()
+
+
+def test_close_finishes_queued_writes_and_stops_the_writer(sqlite_path):
+    store = SqliteStore(sqlite_path)
+    store.create_session("s")
+    lock = _hold_write_lock(sqlite_path)
+    threads, results = _run_in_threads([lambda: store.append("s", Message("user", "queued"))])
+    wait_for(lambda: store.write_stats().in_flight == 1)
+    closer = threading.Thread(target=store.close)
+    closer.start()
+    lock.rollback()
+    lock.close()
+    closer.join(timeout=30)
+    threads[0].join(timeout=30)
+    assert not closer.is_alive()
+    assert isinstance(results[0], list) and results[0][0].seq == 1
+    reopened = SqliteStore(sqlite_path)
+    try:
+        assert [m.content for m in reopened.transcript("s")] == ["queued"]
+    finally:
+        reopened.close()
+    # the leak fixture checks the writer thread is gone
+
+
+@pytest.mark.timeout(60)
+def test_batched_appends_return_exactly_the_stored_rows(sqlite_path):
+    """Appends that shared transactions return the ids/seqs the database holds."""
+    store = SqliteStore(sqlite_path)
+    try:
+        sessions = [f"s{i}" for i in range(4)]
+        for sid in sessions:
+            store.create_session(sid)
+        base = store.write_stats()
+        calls = [
+            lambda n=n: [
+                store.append(sessions[n % 4], [Message("user", f"{n}-{i}-{k}") for k in range(1 + (n + i) % 3)])
+                for i in range(10)
+            ]
+            for n in range(16)
+        ]
+        threads, results = _run_in_threads(calls)
+        for t in threads:
+            t.join(timeout=30)
+        returned = [m for per_thread in results.values() for call in per_thread for m in call]
+        assert len(returned) == sum(1 + (n + i) % 3 for n in range(16) for i in range(10))
+        stored = {m.id: m for sid in sessions for m in store.transcript(sid)}
+        assert sorted(stored) == sorted(m.id for m in returned)
+        for m in returned:
+            assert stored[m.id] == m  # same id, seq, session, time and content
+        stats = store.write_stats()
+        assert stats.transactions - base.transactions < stats.requests - base.requests  # batching happened
+    finally:
+        store.close()
+
+
+def test_batched_requests_see_each_others_writes_in_order(sqlite_path):
+    """Two appends to one session in the same batch get consecutive seqs in queue order."""
+    store = SqliteStore(sqlite_path)
+    try:
+        store.create_session("s")
+        lock = _hold_write_lock(sqlite_path)
+        try:
+            first, _ = _run_in_threads([lambda: store.append("s", Message("user", "0"))])
+            wait_for(lambda: store.write_stats().in_flight == 1)
+            threads = []
+            for i in range(1, 6):  # enqueue one at a time to fix the order
+                t, _ = _run_in_threads([lambda i=i: store.append("s", Message("user", str(i)))])
+                threads += t
+                wait_for(lambda i=i: store.write_stats().queued == i)
+        finally:
+            lock.rollback()
+            lock.close()
+        for t in [*first, *threads]:
+            t.join(timeout=30)
+        assert [(m.seq, m.content) for m in store.transcript("s")] == [(i + 1, str(i)) for i in range(6)]
+        assert store.write_stats().transactions == 3  # create, the blocker, then the five together
+        assert snapshot("sqlite", sqlite_path)["messages"]  # rows really in the file
+    finally:
+        store.close()
