@@ -106,8 +106,20 @@ class Attempt:
         return self.outcome.result().status.committed
 
     @property
-    def worker(self) -> threading.Thread | None:
-        return self._worker
+    def threads_alive(self) -> bool:
+        """The compressor or keeper thread is still running (even after an abort)."""
+        return any(t is not None and t.is_alive() for t in (self._worker, self._keeper_thread()))
+
+    def _keeper_thread(self) -> threading.Thread | None:
+        return None if self._keeper is None else self._keeper.thread
+
+    def join_threads(self, deadline: float) -> None:
+        """Wait (until the monotonic ``deadline``) for the keeper and worker threads."""
+        if self._keeper is not None:
+            self._keeper.join(max(0.0, deadline - time.monotonic()))
+        worker = self._worker
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(max(0.0, deadline - time.monotonic()))
 
     # -- steps 2-5, on the actor thread -------------------------------------------
 

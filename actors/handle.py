@@ -127,7 +127,11 @@ class _Handle:
 
     async def _ask_async(self, command: Any, timeout: float | None = None) -> Any:
         timeout = self._registry.policy.ask_timeout_s if timeout is None else timeout
-        reply = self._send(command)
+        if self._slot.current().closed:
+            # restarting an evicted actor reads the store: keep that off the event loop
+            reply = await asyncio.to_thread(self._send, command)
+        else:
+            reply = self._send(command)  # a lock held for microseconds and a queue put
         try:
             return await asyncio.wait_for(asyncio.wrap_future(reply), timeout)
         except asyncio.TimeoutError as exc:

@@ -57,10 +57,17 @@ class LeaseKeeper:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop renewing; joins the thread unless called from it."""
+        """Stop renewing. Never waits: the thread may be inside a slow renew, and an
+        interrupt must return promptly; `join` waits for it (used on close)."""
         self._stop.set()
+
+    def join(self, timeout: float) -> None:
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            self._thread.join(timeout=self._policy.ask_timeout_s)
+            self._thread.join(timeout=timeout)
+
+    @property
+    def thread(self) -> threading.Thread:
+        return self._thread
 
     @property
     def lease(self) -> Lease:

@@ -94,11 +94,11 @@ class SessionRegistry:
     def stats(self) -> dict[str, int]:
         """Counters for monitoring and tests."""
         with self._lock:
-            self._attempts = [a for a in self._attempts if a.in_flight]
+            self._attempts = [a for a in self._attempts if a.in_flight or a.threads_alive]
             return {
                 "resident": len(self._resident),
                 "known_ids": len(self._slots),
-                "attempts_in_flight": len(self._attempts),
+                "attempts_in_flight": sum(1 for a in self._attempts if a.in_flight),
                 "stopping": sum(1 for f in self._stopping if not _done(f)),
                 **self._counters,
             }
@@ -125,10 +125,10 @@ class SessionRegistry:
         deadline = time.monotonic() + self.policy.ask_timeout_s
         for future in self._stopping:
             _wait(future, deadline)
+        with self._lock:  # a queued Compress may have started one more before the stop
+            attempts = list(dict.fromkeys(attempts + self._attempts))
         for attempt in attempts:
-            worker = attempt.worker
-            if worker is not None:
-                worker.join(timeout=max(0.0, deadline - time.monotonic()))
+            attempt.join_threads(deadline)
         logger.debug("registry %s closed", self.holder)
 
     def __enter__(self) -> SessionRegistry:
@@ -227,7 +227,7 @@ class SessionRegistry:
 
     def track_attempt(self, attempt: Attempt) -> None:
         with self._lock:
-            self._attempts = [a for a in self._attempts if a.in_flight]
+            self._attempts = [a for a in self._attempts if a.in_flight or a.threads_alive]
             self._attempts.append(attempt)
 
     # -- internals --------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from rich.table import Table
 from rich.text import Text
 
 from persistence import open_store
+from persistence.urls import display_url
 from protocol import InvalidArgumentError, Message
 
 from .cli_db import ENV_DB, resolve_db
@@ -118,7 +119,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             llm=_llm_options(args),
         )
         report = run_simulation(base, args.processes, show_progress=not getattr(args, "json", False))
-    report["database"] = db if not args.naive or getattr(args, "db", None) else "(temporary)"
+    report["database"] = display_url(db) if not args.naive or getattr(args, "db", None) else "(temporary)"
     if getattr(args, "json", False):
         emit_json(report)
     else:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from protocol import ConfigurationError
 
 from .store import Store
 
-__all__ = ["open_store", "parse_store_url"]
+__all__ = ["display_url", "open_store", "parse_store_url"]
 
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -39,6 +40,20 @@ def parse_store_url(url_or_path: str | os.PathLike[str]) -> tuple[str, str]:
     if text == ":memory:":
         raise ConfigurationError("in-memory SQLite is not durable; give a file path")
     return "sqlite", text
+
+
+def display_url(url_or_path: str | os.PathLike[str]) -> str:
+    """The URL with any password masked, safe to print or log."""
+    text = os.fspath(url_or_path)
+    if not text.startswith(_POSTGRES_SCHEMES):
+        return text
+    parts = urlsplit(text)
+    if parts.password is None:
+        return text
+    netloc = f"{parts.username or ''}:***@{parts.hostname or ''}"
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def open_store(url_or_path: str | os.PathLike[str], **options: Any) -> Store:

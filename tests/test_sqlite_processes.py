@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import random
+import sqlite3
+import stat
 import traceback
 from collections import defaultdict
 
@@ -21,7 +24,7 @@ from persistence.sqlite import SqliteStore
 from protocol import Message
 
 PROCESSES = 4
-ITERATIONS = 60
+ITERATIONS = 120
 SESSIONS = ("shared-0", "shared-1", "shared-2")
 ABANDON_TTL = 0.05
 HOLD_TTL = 30.0
@@ -138,3 +141,43 @@ def _check_leases(store: SqliteStore, logs: list[dict]) -> None:
             assert s1 <= e1
             if h1 != h2:
                 assert s2 >= e1, f"{sid}: {h2} token {t2} began at {s2} before {h1} token {t1} ended at {e1}"
+
+
+def opener(path: str, n: int, barrier, out_path: str) -> None:
+    """Open a brand-new file at the same moment as the others, then write to it."""
+    result = {"error": None}
+    try:
+        barrier.wait(timeout=60)
+        store = SqliteStore(path)
+        try:
+            store.create_session(f"opener-{n}")
+            store.append(f"opener-{n}", Message("user", f"hello from {n}"))
+        finally:
+            store.close()
+    except BaseException:
+        result["error"] = traceback.format_exc()
+    with open(out_path, "w", encoding="utf-8") as fh:
+        json.dump(result, fh)
+
+
+@pytest.mark.timeout(120)
+def test_processes_creating_one_new_file_migrate_it_once(tmp_path):
+    path = str(tmp_path / "fresh.db")
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(PROCESSES)
+    outs = [str(tmp_path / f"o{n}.json") for n in range(PROCESSES)]
+    procs = [ctx.Process(target=opener, args=(path, n, barrier, outs[n])) for n in range(PROCESSES)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=100)
+    assert all(p.exitcode == 0 for p in procs)
+    errors = [e for o in outs if (e := json.load(open(o, encoding="utf-8"))["error"])]
+    assert not errors, errors[0]
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
+        assert conn.execute("SELECT count(*) FROM messages").fetchone() == (PROCESSES,)
+    finally:
+        conn.close()
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600

@@ -94,3 +94,18 @@ def test_asyncio_appends_never_block_the_loop(make_registry, store):
     assert len(live) == 120
     assert max(gaps) < 0.25, f"event loop blocked for {max(gaps):.3f}s"
     assert len(gaps) > 5
+
+
+def test_asyncio_append_restarts_an_evicted_actor(make_registry, store):
+    registry = make_registry(idle_timeout_s=0.05)
+    session = registry.session("async-evicted")
+    session.append("user", "before eviction")
+    wait_until(lambda: registry.resident_count() == 0, what="idle eviction")
+
+    async def main():
+        return await session.append_async("assistant", "after eviction")
+
+    stored = asyncio.run(main())
+    assert stored.session_id == "async-evicted" and stored.seq == 2
+    assert [m.content for m in store.transcript("async-evicted")] == [
+        "before eviction", "after eviction"]

@@ -224,3 +224,25 @@ def test_a_scripted_commit_round_trip(make_registry, store):
     (record,) = store.compactions("plain")
     assert record.holder == "host-a:1:abc" and record.token >= 1
     assert record.archived_count == 6
+
+
+# -- hand-over: an actor moving onto a live id another actor already serves -----------------
+
+@pytest.mark.timeout(60)
+def test_moving_onto_a_resident_live_id_hands_over(make_registry, store):
+    ours = make_registry(ScriptedCompressor(summary_only))
+    stale = ours.session("hp")
+    stale.append(conversation(4))
+    rotated = make_registry(ScriptedCompressor(summary_only), mode="rotate").session("hp").compress()
+    child = rotated.session_id
+    fresh = ours.session(child)  # a second actor here, for the child
+    assert ours.resident_count() == 2
+
+    stale.append("user", "via the stale handle")  # redirect onto the child: hand over
+
+    assert ours.resident_count() == 1
+    assert stale.session_id == fresh.session_id == child
+    assert [m.content for m in fresh.transcript()][-1] == "via the stale handle"
+    assert ours.session("hp").session_id == child
+    outcome = fresh.compress()
+    assert outcome.status is CompressionStatus.COMPACTED
