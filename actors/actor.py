@@ -152,7 +152,10 @@ class SessionActor(pykka.ThreadingActor):
             else:
                 raise InvalidArgumentError(f"unknown command {command!r}")
         except _Forwarded:
-            self._registry.forward(self._slot, request)
+            try:
+                self._registry.forward(self._slot, request)
+            except BaseException as exc:  # e.g. the registry closed meanwhile
+                _set_exception(reply, exc)
         except BaseException as exc:
             _set_exception(reply, exc)
         finally:

@@ -330,6 +330,7 @@ class Attempt:
             self._complete(outcome)
 
     def _fail_with(self, exc: BaseException) -> None:
+        logger.warning("compaction attempt on %s raised %r", self._base_id, exc)
         error = self._cleanup(None, None, None)
         self._complete_error(exc if error is None else error)
 

@@ -67,6 +67,7 @@ class SessionRegistry:
         self._lock = threading.RLock()
         self._slots: dict[str, Slot] = {}  # every known id -> the slot serving it
         self._resident: set[Slot] = set()
+        self._handed_over: list[Slot] = []  # stop themselves after their attempt; close() makes sure
         self._stopping: list[pykka.Future[Any]] = []
         self._attempts: list[Attempt] = []
         self._closed = False
@@ -109,7 +110,7 @@ class SessionRegistry:
             if self._closed:
                 return
             self._closed = True
-            slots = list(self._resident)
+            slots = list(self._resident) + self._handed_over
             for slot in slots:
                 with slot.lock:
                     slot.closed = True
@@ -206,6 +207,9 @@ class SessionRegistry:
                 self._slots[known] = other
             other.ids.update(slot.ids)
             self._resident.discard(slot)
+            self._handed_over = [s for s in self._handed_over
+                                 if s.actor_ref is not None and s.actor_ref.is_alive()]
+            self._handed_over.append(slot)
             self._counters["actors_stopped"] += 1
             logger.info("actor for %s hands over to the resident actor of %s", slot.ids, live_id)
             return False

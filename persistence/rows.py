@@ -7,6 +7,7 @@ same way, before it writes anything.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -29,6 +30,7 @@ from protocol import (
 from protocol.messages import MAX_SESSION_ID_LENGTH, ROLES
 
 __all__ = [
+    "checked_session_id",
     "check_compaction_args",
     "check_lease",
     "check_limit",
@@ -93,7 +95,7 @@ def message_params(message: Message, max_content_bytes: int | None) -> dict[str,
         if value is not None and not isinstance(value, str):
             raise InvalidMessageError(f"{attr} must be a str or None")
     meta = message.meta
-    if not isinstance(meta, Mapping):
+    if type(meta) is not dict and not isinstance(meta, Mapping):  # dict first: ABC checks are slow
         raise InvalidMessageError("meta must be a mapping")
     limit = max_content_bytes if max_content_bytes is not None else content_limit()
     return {
@@ -112,9 +114,24 @@ def check_messages(
     """Normalize one message or a sequence of them to column values (all checked first)."""
     if isinstance(messages, Message):
         messages = [messages]
-    elif isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+    elif type(messages) not in (list, tuple) and (
+        isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence)
+    ):
         raise InvalidMessageError(f"expected a Message or a sequence of them, got {type(messages).__name__}")
     return [message_params(m, max_content_bytes) for m in messages]
+
+
+def checked_session_id(session_id: object) -> str:
+    """`validate_session_id`, remembered for valid strings: hot paths see the same
+    few ids over and over, and the check walks every character."""
+    if type(session_id) is not str:
+        return validate_session_id(session_id)  # raises
+    return _valid_session_id(session_id)
+
+
+@functools.lru_cache(maxsize=4096)
+def _valid_session_id(session_id: str) -> str:
+    return validate_session_id(session_id)  # an invalid id raises: never cached
 
 
 def check_ttl(ttl_s: object) -> float:

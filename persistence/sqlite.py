@@ -3,10 +3,11 @@
 WAL mode, ``BEGIN IMMEDIATE`` for every write, busy retries with jitter up to
 a patience budget (then `StoreBusyError`). Every write of this process goes
 through one writer thread; with ``group_commit=True`` concurrent writes share
-a transaction (one fsync for many appends), each isolated by a SAVEPOINT.
-Reads use a small pool of connections. Many processes may share the
-file: the SQLite write lock serializes their transactions, and every
-invariant (fencing, seq assignment, at most one child) is checked inside them.
+a transaction (one fsync for many appends) and a failing request is undone
+alone (see `persistence.sqlite_writer`). Reads use a small pool of
+connections. Many processes may share the file: the SQLite write lock
+serializes their transactions, and every invariant (fencing, seq assignment,
+at most one child) is checked inside them.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from protocol import (
     Message,
     SessionInfo,
     StoredMessage,
-    validate_session_id,
 )
 from protocol.records import CompactionMode
 
@@ -35,6 +35,7 @@ from . import sqlite_ops as ops
 from .queries import load_queries
 from .rows import (
     check_compaction_args,
+    checked_session_id,
     check_lease,
     check_limit,
     check_messages,
@@ -182,9 +183,9 @@ class SqliteStore:
     def create_session(
         self, session_id: str, *, source: str = "api", parent_session_id: str | None = None
     ) -> SessionInfo:
-        validate_session_id(session_id)
+        checked_session_id(session_id)
         if parent_session_id is not None:
-            validate_session_id(parent_session_id)
+            checked_session_id(parent_session_id)
         if not isinstance(source, str) or not source:
             raise InvalidArgumentError(f"source must be a non-empty str, got {source!r}")
         row = self._write(
@@ -194,12 +195,12 @@ class SqliteStore:
         return session_from_row(row)
 
     def get_session(self, session_id: str) -> SessionInfo | None:
-        validate_session_id(session_id)
+        checked_session_id(session_id)
         row = self._read(lambda c: c.execute(self._q["get_session"], {"session_id": session_id}).fetchone())
         return None if row is None else session_from_row(row)
 
     def end_session(self, session_id: str, reason: str) -> SessionInfo:
-        validate_session_id(session_id)
+        checked_session_id(session_id)
         if not isinstance(reason, str) or not reason:
             raise InvalidArgumentError(f"reason must be a non-empty str, got {reason!r}")
         row = self._write(lambda c: ops.end_session(c, self._q, session_id, reason, self.now()), session_id)
@@ -214,7 +215,7 @@ class SqliteStore:
         return [session_from_row(r) for r in rows]
 
     def children(self, session_id: str) -> list[SessionInfo]:
-        validate_session_id(session_id)
+        checked_session_id(session_id)
 
         def body(c: sqlite3.Connection) -> list[sqlite3.Row]:
             ops.require_session(c, self._q, session_id)
@@ -223,14 +224,14 @@ class SqliteStore:
         return [session_from_row(r) for r in self._read(body, session_id)]
 
     def resolve(self, session_id: str) -> str:
-        validate_session_id(session_id)
+        checked_session_id(session_id)
         return self._read(lambda c: ops.resolve(c, self._q, session_id), session_id)
 
     # -- messages ---------------------------------------------------------------
 
     def append(self, session_id: str, messages: Message | Sequence[Message]) -> list[StoredMessage]:
-        validate_session_id(session_id)
-        originals = [messages] if isinstance(messages, Message) else list(messages) if isinstance(messages, Sequence) else messages
+        checked_session_id(session_id)
+        originals = [messages] if isinstance(messages, Message) else messages
         params = check_messages(originals, self._max_content_bytes)
 
         def body(c: sqlite3.Connection) -> tuple[int, list[int], float]:
@@ -245,7 +246,7 @@ class SqliteStore:
         ]
 
     def _messages(self, query: str, session_id: str) -> list[StoredMessage]:
-        validate_session_id(session_id)
+        checked_session_id(session_id)
 
         def body(c: sqlite3.Connection) -> list[sqlite3.Row]:
             ops.require_session(c, self._q, session_id)
@@ -262,7 +263,7 @@ class SqliteStore:
     # -- leases -----------------------------------------------------------------
 
     def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> Lease | None:
-        validate_session_id(session_id)
+        checked_session_id(session_id)
         if not isinstance(holder, str) or not holder:
             raise InvalidArgumentError(f"holder must be a non-empty str, got {holder!r}")
         ttl = check_ttl(ttl_s)
@@ -303,7 +304,7 @@ class SqliteStore:
         return self._write(body, lease.session_id)
 
     def current_lease(self, session_id: str) -> Lease | None:
-        validate_session_id(session_id)
+        checked_session_id(session_id)
 
         def body(c: sqlite3.Connection) -> sqlite3.Row | None:
             ops.require_session(c, self._q, session_id)
@@ -331,7 +332,7 @@ class SqliteStore:
         check_lease(lease)
         check_compaction_args(watermark, compacted, mode)
         if child_session_id is not None:
-            validate_session_id(child_session_id)
+            checked_session_id(child_session_id)
             if mode != "rotate":
                 raise InvalidArgumentError("child_session_id is only meaningful in rotate mode")
         if not isinstance(compressor, str):
@@ -346,7 +347,7 @@ class SqliteStore:
         )
 
     def compactions(self, session_id: str) -> list[CompactionRecord]:
-        validate_session_id(session_id)
+        checked_session_id(session_id)
 
         def body(c: sqlite3.Connection) -> list[sqlite3.Row]:
             ops.require_session(c, self._q, session_id)
@@ -357,7 +358,7 @@ class SqliteStore:
     # -- cooldowns --------------------------------------------------------------
 
     def cooldown(self, session_id: str) -> Cooldown | None:
-        validate_session_id(session_id)
+        checked_session_id(session_id)
 
         def body(c: sqlite3.Connection) -> sqlite3.Row | None:
             ops.require_session(c, self._q, session_id)
@@ -367,7 +368,7 @@ class SqliteStore:
         return None if row is None else cooldown_from_row(row)
 
     def arm_cooldown(self, session_id: str, seconds: float, error: str | None) -> Cooldown:
-        validate_session_id(session_id)
+        checked_session_id(session_id)
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not (
             math.isfinite(seconds) and seconds >= 0
         ):
@@ -385,7 +386,7 @@ class SqliteStore:
         self.restore_cooldown(session_id, None)
 
     def restore_cooldown(self, session_id: str, snapshot: Cooldown | None) -> None:
-        validate_session_id(session_id)
+        checked_session_id(session_id)
         if snapshot is not None:
             if not isinstance(snapshot, Cooldown) or snapshot.session_id != session_id:
                 raise InvalidArgumentError(f"snapshot must be None or a Cooldown of {session_id!r}")

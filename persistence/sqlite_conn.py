@@ -88,6 +88,7 @@ def connect(path: str, *, synchronous: str) -> sqlite3.Connection:
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=0.05)
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA temp_store = MEMORY")  # savepoint journals stay off disk
         conn.execute(f"PRAGMA synchronous = {synchronous}")
     except sqlite3.Error as exc:
         if conn is not None:

@@ -155,11 +155,7 @@ def commit_compaction(
         raise LeaseLostError(sid, lease.holder, lease.token)
     if session["ended_at"] is not None:
         raise ended_error(conn, q, session)
-    live = conn.execute(q["transcript"], {"session_id": sid}).fetchall()
-    archived = [r for r in live if r["seq"] <= watermark]
-    tail = [r for r in live if r["seq"] > watermark]
-    conn.execute(q["mark_compacted"], {"session_id": sid, "watermark": watermark})
-    conn.execute(q["mark_superseded"], {"session_id": sid, "watermark": watermark})
+    archived_count, tail = _archive_live(conn, q, sid, watermark)
     epoch = conn.execute(q["bump_epoch"], {"session_id": sid}).fetchone()["epoch"]
     target = sid
     if mode == "rotate":
@@ -173,11 +169,21 @@ def commit_compaction(
         {
             "session_id": sid, "child_session_id": target if mode == "rotate" else None,
             "mode": mode, "token": lease.token, "holder": lease.holder, "watermark": watermark,
-            "archived_count": len(archived), "tail_count": len(tail), "compressor": compressor,
+            "archived_count": archived_count, "tail_count": len(tail), "compressor": compressor,
             "started_at": fence["acquired_at"], "now": now,
         },
     ).fetchone()
     return compaction_from_row(record)
+
+
+def _archive_live(conn: sqlite3.Connection, q: Queries, sid: str, watermark: int) -> tuple[int, list[Row]]:
+    """Mark live rows up to the watermark compacted and the tail superseded; returns
+    the compacted count and the tail rows (to be copied, in seq order)."""
+    live = conn.execute(q["transcript"], {"session_id": sid}).fetchall()
+    tail = [r for r in live if r["seq"] > watermark]
+    conn.execute(q["mark_compacted"], {"session_id": sid, "watermark": watermark})
+    conn.execute(q["mark_superseded"], {"session_id": sid, "watermark": watermark})
+    return len(live) - len(tail), tail
 
 
 def _start_child(conn: sqlite3.Connection, q: Queries, parent: Row, child_id: str, now: float) -> None:

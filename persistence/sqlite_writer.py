@@ -4,9 +4,9 @@ Each request is a function of a connection. The writer takes every request
 queued so far (up to ``max_batch``), runs them in one ``BEGIN IMMEDIATE ...
 COMMIT`` and releases each caller only after the COMMIT that holds its rows.
 Requests rarely fail, so a batch first runs straight through (consecutive
-appends in bulk). If anything fails, the batch is rolled back to its start and
-replayed with a SAVEPOINT per request: the failing request is undone alone and
-the rest of the batch commits. ``max_batch=1`` gives one transaction per request.
+appends in bulk). If anything fails, that transaction is rolled back and the
+batch replayed in a new one with a SAVEPOINT per request: the failing request
+is undone alone and the rest of the batch commits. ``max_batch=1`` gives one transaction per request.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ WriteFn = Callable[[sqlite3.Connection], Any]
 #: (then every request of the batch runs alone, with its own savepoint).
 BulkFn = Callable[[sqlite3.Connection, list[Any]], "list[Any] | None"]
 _STOP = object()
+_COMMITTED, _ROLLED_BACK, _REPLAY = object(), object(), object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,16 +146,21 @@ class GroupCommitWriter:
     def _run_batch(self, batch: list[_Request]) -> None:
         self._in_flight = len(batch)
         try:
-            if self._retry.run(lambda: self._attempt(batch)):
+            outcome = self._retry.run(lambda: self._attempt(batch, isolate=False))
+            if outcome is _REPLAY:  # a request failed: run each alone, in a new transaction
+                outcome = self._retry.run(lambda: self._attempt(batch, isolate=True))
+            if outcome is _COMMITTED:
                 self._transactions += 1
                 self._requests += len(batch)
         except StoreBusyError as exc:
+            logger.warning("write batch of %d gave up: %s", len(batch), exc)
             for request in batch:
                 request.error = StoreBusyError(str(exc))
+                request.error.__cause__ = exc.__cause__
         except sqlite3.Error as exc:
             logger.error("write batch of %d failed: %s", len(batch), exc)
             for request in batch:
-                request.error = map_sqlite_error(exc, request.session_id)
+                request.error = _mapped(exc, request.session_id)
         except BaseException as exc:  # never let the writer die with callers waiting
             logger.exception("write batch crashed")
             for request in batch:
@@ -164,26 +170,25 @@ class GroupCommitWriter:
             for request in batch:
                 request.finish()
 
-    def _attempt(self, batch: list[_Request]) -> bool:
-        """One try at the whole batch; True if it committed. Raises sqlite3 busy
-        errors for a retry. Savepoints cost the single writer two statements per
-        request, so they are used only when replaying a batch that had a failure."""
+    def _attempt(self, batch: list[_Request], *, isolate: bool) -> object:
+        """One try at the batch: `_COMMITTED`, `_ROLLED_BACK` (a lone request failed)
+        or `_REPLAY` (one of several failed: run again with ``isolate``). Raises
+        sqlite3 busy errors for a retry.
+
+        Savepoints are costly here (SQLite journals every page they touch), so the
+        batch first runs straight through; only a replay gives each request its own.
+        """
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
-            if len(batch) == 1:
-                if not self._run_plain(conn, batch):  # a lone request runs its fn: error set
-                    conn.execute("ROLLBACK")  # the one request failed: undo its writes
-                    return False
-            else:
-                conn.execute("SAVEPOINT batch")
-                if not self._run_plain(conn, batch):
-                    conn.execute("ROLLBACK TO batch")
-                    for request in batch:
-                        self._run_isolated(conn, request)
-                conn.execute("RELEASE batch")
+            if isolate:
+                for request in batch:
+                    self._run_isolated(conn, request)
+            elif not self._run_plain(conn, batch):
+                conn.execute("ROLLBACK")
+                return _ROLLED_BACK if len(batch) == 1 else _REPLAY  # a lone request's error is set
             conn.execute("COMMIT")
-            return True
+            return _COMMITTED
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")

@@ -10,7 +10,14 @@ from typing import Any
 import pytest
 
 from persistence.sqlite import SqliteStore
-from protocol import Message, SessionEndedError, SessionExistsError, StoredMessage, transcripts_equal
+from protocol import (
+    Message,
+    SessionEndedError,
+    SessionExistsError,
+    StoredMessage,
+    TranscriptError,
+    transcripts_equal,
+)
 from tests.contract.db import snapshot, wait_for
 
 SUMMARY = Message("user", "[CONTEXT COMPACTION] s")
@@ -182,5 +189,49 @@ def test_batched_requests_see_each_others_writes_in_order(sqlite_path):
         assert [(m.seq, m.content) for m in store.transcript("s")] == [(i + 1, str(i)) for i in range(6)]
         assert store.write_stats().transactions == 3  # create, the blocker, then the five together
         assert snapshot("sqlite", sqlite_path)["messages"]  # rows really in the file
+    finally:
+        store.close()
+
+
+@pytest.mark.timeout(60)
+def test_driver_error_in_a_batch_fails_only_its_request(sqlite_path):
+    """A database-level failure (a trigger injected as a fault) inside a bulk run is
+    replayed request by request: only the offending append fails, as our error."""
+    store = SqliteStore(sqlite_path)
+    try:
+        for sid in ("a", "b", "c"):
+            store.create_session(sid)
+        inject = sqlite3.connect(sqlite_path, isolation_level=None)
+        inject.execute(
+            "CREATE TRIGGER inject_fault BEFORE INSERT ON messages WHEN NEW.content LIKE '%boom%'"
+            " BEGIN SELECT RAISE(ABORT, 'injected fault'); END"
+        )
+        inject.close()
+        with pytest.raises(TranscriptError) as alone:
+            store.append("a", [Message("user", "fine"), Message("user", "boom")])
+        assert isinstance(alone.value.__cause__, sqlite3.Error)
+        assert store.transcript("a") == []
+
+        lock = _hold_write_lock(sqlite_path)
+        try:
+            first, _ = _run_in_threads([lambda: store.append("c", Message("user", "blocker"))])
+            wait_for(lambda: store.write_stats().in_flight == 1)
+            calls = [
+                lambda: store.append("a", Message("user", "one")),
+                lambda: store.append("b", [Message("user", "two"), Message("assistant", "boom")]),
+                lambda: store.append("c", Message("user", "three")),
+            ]
+            threads, results = _run_in_threads(calls)
+            wait_for(lambda: store.write_stats().queued == len(calls))
+        finally:
+            lock.rollback()
+            lock.close()
+        for t in [*first, *threads]:
+            t.join(timeout=30)
+        assert isinstance(results[1], TranscriptError) and isinstance(results[1].__cause__, sqlite3.Error)
+        assert [m.content for m in store.transcript("a")] == ["one"]
+        assert store.transcript("b") == []
+        assert [m.content for m in store.transcript("c")] == ["blocker", "three"]
+        assert [m.seq for m in store.append("b", Message("user", "after"))] == [1]  # no seq was burnt
     finally:
         store.close()

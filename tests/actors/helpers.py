@@ -10,7 +10,7 @@ from typing import Any
 from persistence import Store
 from protocol import Message
 
-__all__ = ["FaultyStore", "conversation", "fill", "wait_until"]
+__all__ = ["Blocker", "FaultyStore", "conversation", "result_of", "run_in_thread", "wait_until"]
 
 
 class FaultyStore:
@@ -42,10 +42,6 @@ def conversation(n: int, *, start: int = 0) -> list[Message]:
             for i in range(start, start + n)]
 
 
-def fill(handle: Any, n: int) -> None:
-    handle.append(conversation(n))
-
-
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
     """Poll a state that has no event to wait on (e.g. a counter), with a deadline."""
     deadline = time.monotonic() + timeout
@@ -73,3 +69,26 @@ class Blocker:
             self.entered.set()
             assert self.release.wait(30), "blocked store call never released"
         return real(*args, **kwargs)
+
+
+def run_in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
+    """Start ``fn`` in a thread; returns (thread, box) where box["value"|"error"] is set."""
+    box: dict = {}
+
+    def target():
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # surfaced by the test through the box
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="test-caller")
+    thread.start()
+    return thread, box
+
+
+def result_of(thread: threading.Thread, box: dict[str, Any], timeout: float = 20.0) -> Any:
+    thread.join(timeout)
+    assert not thread.is_alive(), "caller thread did not finish"
+    if "error" in box:
+        raise box["error"]
+    return box["value"]

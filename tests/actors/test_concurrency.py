@@ -11,36 +11,14 @@ import time
 
 import pytest
 
-from actors import CompactionPolicy, SessionRegistry
+from actors import CompactionPolicy, RegistryClosedError, SessionRegistry
 from actors.testing import GatedCompressor, ScriptedCompressor, summary_only
 from persistence import open_store
-from protocol import CompressionStatus
+from protocol import Compress, CompressionDisabledError, CompressionStatus
 
-from .helpers import Blocker, conversation, wait_until
+from .helpers import Blocker, conversation, result_of, run_in_thread, wait_until
 
 S = CompressionStatus
-
-
-def start(fn, name="caller"):
-    box: dict = {}
-
-    def target():
-        try:
-            box["value"] = fn()
-        except BaseException as exc:
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name=name)
-    thread.start()
-    return thread, box
-
-
-def value(thread, box, timeout=20.0):
-    thread.join(timeout)
-    assert not thread.is_alive()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 # -- 1: main + second handle + review at once, many times ---------------------------------
@@ -74,14 +52,20 @@ def _one_round(store, sid: str, mode: str) -> None:
 
         def review_path():
             barrier.wait(5)
+            try:  # the review path tries to compress too: refused, never a second attempt
+                review.ask(Compress())
+            except CompressionDisabledError:
+                pass
+            else:
+                raise AssertionError("a review handle compressed")
             return review.append("assistant", "review note")
 
-        callers = [start(lambda: compress(main)), start(lambda: compress(second)),
-                   start(review_path)]
+        callers = [run_in_thread(lambda: compress(main)), run_in_thread(lambda: compress(second)),
+                   run_in_thread(review_path)]
         assert gated.wait_started(10)
-        wait_until(lambda: registry.stats()["compress_requests"] == 2, what="both compress calls")
+        wait_until(lambda: registry.stats()["compress_requests"] == 3, what="all compress calls")
         gated.release()
-        first, other, _ = (value(t, b) for t, b in callers)
+        first, other, _ = (result_of(t, b) for t, b in callers)
 
     assert first == other, "callers joined to one attempt must see one outcome"
     assert gated.calls == 1
@@ -108,15 +92,15 @@ def test_two_registries_compress_once_loser_skips_then_adopts(make_registry, sto
         barrier.wait(5)
         return handle.compress()
 
-    callers = [start(lambda h=h: compress(h)) for h in handles]
+    callers = [run_in_thread(lambda h=h: compress(h)) for h in handles]
     wait_until(lambda: any("value" in b or "error" in b for _, b in callers), what="the loser")
     loser = next(i for i, (_, b) in enumerate(callers) if "value" in b or "error" in b)
     winner = 1 - loser
-    lost = value(*callers[loser])
+    lost = result_of(*callers[loser])
     assert (lost.status, lost.reason) == (S.SKIPPED, "lease_held")
     for g in gated:
         g.release()
-    won = value(*callers[winner])
+    won = result_of(*callers[winner])
 
     assert won.status is S.COMPACTED
     assert gated[winner].calls == 1 and gated[loser].calls == 0
@@ -134,11 +118,11 @@ def test_interrupt_is_prompt_while_actor_is_stuck_in_a_store_call(make_registry,
     registry = make_registry(gated, faulty=True)
     session = registry.session("s17")
     session.append(conversation(6))
-    compressing = start(session.compress)
+    compressing = run_in_thread(session.compress)
     assert gated.wait_started(10)
     blocker = Blocker()
     registry.store.hooks["append"] = blocker
-    appending = start(lambda: session.append("user", "slow write"))
+    appending = run_in_thread(lambda: session.append("user", "slow write"))
     assert blocker.entered.wait(10)
 
     started = time.monotonic()
@@ -147,8 +131,8 @@ def test_interrupt_is_prompt_while_actor_is_stuck_in_a_store_call(make_registry,
     assert store.current_lease("s17") is None
 
     blocker.release.set()
-    assert value(*appending).content == "slow write"
-    outcome = value(*compressing)
+    assert result_of(*appending).content == "slow write"
+    outcome = result_of(*compressing)
     assert (outcome.status, outcome.reason) == (S.CANCELLED, "interrupted")
     assert store.compactions("s17") == []
 
@@ -167,9 +151,9 @@ def test_sixteen_threads_on_a_new_id_get_one_session_one_actor_one_attempt(make_
         handles[i] = registry.session("brand-new", source="web")
         return handles[i]
 
-    getters = [start(lambda i=i: get(i)) for i in range(16)]
+    getters = [run_in_thread(lambda i=i: get(i)) for i in range(16)]
     for t, b in getters:
-        value(t, b)
+        result_of(t, b)
     assert registry.stats()["actors_started"] == 1
     assert registry.resident_count() == 1
     assert [s.id for s in store.sessions()] == ["brand-new"]
@@ -181,11 +165,11 @@ def test_sixteen_threads_on_a_new_id_get_one_session_one_actor_one_attempt(make_
         barrier2.wait(5)
         return handle.compress()
 
-    callers = [start(lambda h=h: compress(h)) for h in handles]
+    callers = [run_in_thread(lambda h=h: compress(h)) for h in handles]
     assert gated.wait_started(10)
     wait_until(lambda: registry.stats()["compress_requests"] == 16, what="16 compress calls")
     gated.release()
-    outcomes = [value(t, b) for t, b in callers]
+    outcomes = [result_of(t, b) for t, b in callers]
     assert gated.calls == 1
     assert all(o == outcomes[0] for o in outcomes)
     assert outcomes[0].status is S.COMPACTED
@@ -201,15 +185,19 @@ def test_close_interrupts_the_attempt_in_flight_and_frees_the_lease(store_url, s
         registry = SessionRegistry(own_store, compressor=gated)
         session = registry.session("s19")
         session.append(conversation(6))
-        compressing = start(session.compress)
+        compressing = run_in_thread(session.compress)
         assert gated.wait_started(10)
         registry.close()
-        outcome = value(*compressing)
+        outcome = result_of(*compressing)
         assert (outcome.status, outcome.reason) == (S.CANCELLED, "interrupted")
         assert store.current_lease("s19") is None
         assert store.leases() == []
         assert registry.resident_count() == 0
         registry.close()  # idempotent
+        with pytest.raises(RegistryClosedError):
+            session.append("user", "after close")
+        with pytest.raises(RegistryClosedError):
+            registry.session("s19")
     finally:
         own_store.close()
 

@@ -76,3 +76,37 @@ def test_an_actor_with_an_attempt_in_flight_is_never_evicted(make_registry, stor
     # an evicted actor would have cancelled its attempt on stop
     assert box["o"].status is CompressionStatus.COMPACTED
     assert store.current_lease("busy") is None
+
+
+def test_no_message_is_stranded_while_actors_are_evicted_under_load(make_registry, store):
+    """Enqueue and stop share the slot lock: appends racing constant eviction all land."""
+    registry = make_registry(max_resident=2, idle_timeout_s=0.01, ask_timeout_s=5)
+    sessions = [f"churn-{k}" for k in range(16)]
+    handles = {sid: registry.session(sid) for sid in sessions}
+    barrier = threading.Barrier(8)
+    acked: dict[str, list[str]] = {sid: [] for sid in sessions}
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def worker(w: int) -> None:
+        try:
+            barrier.wait(5)
+            for i in range(60):
+                sid = sessions[(w * 7 + i) % len(sessions)]
+                stored = handles[sid].append("user", f"w{w}-{i}")
+                with lock:
+                    acked[sid].append(stored.content)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    assert registry.stats()["actors_stopped"] > 16  # eviction really happened meanwhile
+    for sid in sessions:
+        durable = [m.content for m in store.transcript(sid)]
+        assert sorted(durable) == sorted(acked[sid])
+        assert len(durable) == len(set(durable))

@@ -3,9 +3,11 @@ user messages in a row, whatever the compressor returns (DESIGN section 5, step 
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
-from actors.testing import ScriptedCompressor
+from actors.testing import GatedCompressor, ScriptedCompressor
 from protocol import SUMMARY_PREFIX, CompressionStatus, Message
 
 pytestmark = pytest.mark.timeout(60)
@@ -86,13 +88,9 @@ def test_scaffolding_only_merges_with_the_ask_first(make_registry, store):
 
 def test_tail_user_turn_is_carried_verbatim_after_the_set(make_registry, store):
     """A user message appended during the summary may follow a user one (the tail)."""
-    from actors.testing import GatedCompressor
-
     gated = GatedCompressor(RESULTS["scaffolding_only"])
     session = make_registry(gated).session("roles-tail")
     session.append(transcript_with_ask())
-    import threading
-
     box = {}
     thread = threading.Thread(target=lambda: box.setdefault("o", session.compress()))
     thread.start()

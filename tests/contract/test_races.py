@@ -8,6 +8,7 @@ import pytest
 
 from persistence import open_store
 from protocol import LeaseLostError, Message, SessionEndedError
+from tests.contract.db import wait_for
 
 ROUNDS = 25
 SUMMARY = Message("user", "[CONTEXT COMPACTION] s")
@@ -78,8 +79,7 @@ def test_takeover_race_fences_the_stale_holder(store, store_url):
             store.create_session(sid)
             store.append(sid, [Message("user", "q"), Message("assistant", "a")])
             stale = store.acquire_lease(sid, "slow", 0.05)
-            while other.current_lease(sid) is not None:  # poll until the store says expired
-                threading.Event().wait(0.01)
+            wait_for(lambda sid=sid: other.current_lease(sid) is None)  # the store says expired
             fresh = other.acquire_lease(sid, "fast", 30)
             assert fresh is not None and fresh.token == stale.token + 1
             order = [(store, stale), (other, fresh)] if r % 2 else [(other, fresh), (store, stale)]
