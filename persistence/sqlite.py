@@ -1,10 +1,12 @@
 """The SQLite backend: the default `Store`, one local database file.
 
 WAL mode, ``BEGIN IMMEDIATE`` for every write, busy retries with jitter up to
-a patience budget (then `StoreBusyError`). Every write of this process goes
-through one writer thread; with ``group_commit=True`` concurrent writes share
-a transaction (one fsync for many appends) and a failing request is undone
-alone (see `persistence.sqlite_writer`). Reads use a small pool of
+a patience budget (then `StoreBusyError`). With ``group_commit=True`` (the
+default) every write of this process goes through one writer thread and
+concurrent writes share a transaction (one fsync for many appends); a failing
+request is undone alone (see `persistence.sqlite_writer`). With
+``group_commit=False`` each caller runs its own transaction, one at a time.
+Reads use a small pool of
 connections. Many processes may share the file: the SQLite write lock
 serializes their transactions, and every invariant (fencing, seq assignment,
 at most one child) is checked inside them.
@@ -109,9 +111,10 @@ class SqliteStore:
         self._writer = GroupCommitWriter(
             writer_conn,
             patience_s=busy_patience_s,
-            max_batch=MAX_BATCH if group_commit else 1,
+            max_batch=MAX_BATCH,
             name=f"sqlite-writer:{self.path}",
             bulk=lambda conn, jobs: bulk_append(conn, self._q, jobs, self.now),
+            group_commit=group_commit,
         )
         self._writer_conn = writer_conn
 

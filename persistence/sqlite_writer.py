@@ -6,7 +6,12 @@ COMMIT`` and releases each caller only after the COMMIT that holds its rows.
 Requests rarely fail, so a batch first runs straight through (consecutive
 appends in bulk). If anything fails, that transaction is rolled back and the
 batch replayed in a new one with a SAVEPOINT per request: the failing request
-is undone alone and the rest of the batch commits. ``max_batch=1`` gives one transaction per request.
+is undone alone and the rest of the batch commits.
+
+With ``group_commit=False`` there is no writer thread: each caller runs its own
+``BEGIN IMMEDIATE ... COMMIT`` on the shared connection, in its own thread,
+one caller at a time (an in-process mutex; other processes still meet at the
+SQLite write lock). That is one transaction per request, the plain design.
 """
 
 from __future__ import annotations
@@ -73,7 +78,7 @@ class GroupCommitWriter:
 
     def __init__(
         self, conn: sqlite3.Connection, *, patience_s: float, max_batch: int, name: str,
-        bulk: BulkFn | None = None,
+        bulk: BulkFn | None = None, group_commit: bool = True,
     ) -> None:
         self._conn = conn
         self._bulk = bulk
@@ -85,8 +90,12 @@ class GroupCommitWriter:
         self._transactions = 0  # committed batches
         self._requests = 0  # requests those batches held
         self._in_flight = 0  # size of the batch being attempted
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        # group_commit=False: callers take turns on the connection instead of queueing
+        self._direct = None if group_commit else threading.Lock()
+        self._thread = None
+        if group_commit:
+            self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+            self._thread.start()
 
     def submit(self, fn: WriteFn, session_id: str = "?", *, job: Any = None) -> Any:
         """Run ``fn(conn)`` in a write transaction; return its result once committed.
@@ -97,10 +106,16 @@ class GroupCommitWriter:
         Raises what ``fn`` raised (driver errors mapped to ours), or `StoreBusyError`.
         """
         request = _Request(fn, session_id, job)
-        with self._lock:
-            if self._closed:
-                raise TranscriptError("the store is closed")
-            self._queue.put(request)
+        if self._direct is not None:
+            with self._direct:  # held by close() too: no write outlives the store
+                if self._closed:
+                    raise TranscriptError("the store is closed")
+                self._run_batch([request])  # our own transaction, in this thread
+        else:
+            with self._lock:
+                if self._closed:
+                    raise TranscriptError("the store is closed")
+                self._queue.put(request)
         request.wait()
         if request.error is not None:
             raise request.error
@@ -111,11 +126,15 @@ class GroupCommitWriter:
 
     def close(self) -> None:
         """Finish queued requests, then stop the thread. Idempotent."""
+        if self._direct is not None:
+            with self._direct:  # waits for the write in progress
+                self._closed = True
+            return
         with self._lock:
             if not self._closed:
                 self._closed = True
                 self._queue.put(_STOP)
-        if self._thread is not threading.current_thread():
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
 
     # -- writer thread ----------------------------------------------------------
