@@ -6,10 +6,9 @@ default) every write of this process goes through one writer thread and
 concurrent writes share a transaction (one fsync for many appends); a failing
 request is undone alone (see `persistence.sqlite_writer`). With
 ``group_commit=False`` each caller runs its own transaction, one at a time.
-Reads use a small pool of
-connections. Many processes may share the file: the SQLite write lock
-serializes their transactions, and every invariant (fencing, seq assignment,
-at most one child) is checked inside them.
+Reads use a small pool of connections. Many processes may share the file: the
+SQLite write lock serializes their transactions, and every invariant (fencing,
+seq assignment, at most one child) is checked inside them.
 """
 
 from __future__ import annotations

@@ -27,17 +27,34 @@ PROCESSES = 3
 ITERATIONS = 40
 
 
+class RecordingHeadTail:
+    """HeadTailCompressor that remembers the id of every message it was given."""
+
+    name = "recording-head-tail"
+
+    def __init__(self) -> None:
+        from actors import HeadTailCompressor
+
+        self._inner = HeadTailCompressor(keep_last=2)
+        self.seen: set[int] = set()
+
+    def compress(self, messages, *, target_tokens, cancel):
+        self.seen.update(m.id for m in messages)
+        return self._inner.compress(messages, target_tokens=target_tokens, cancel=cancel)
+
+
 def registry_worker(url: str, worker_no: int, barrier: Any, out: Any) -> None:
-    from actors import CompactionPolicy, HeadTailCompressor, SessionRegistry
+    from actors import CompactionPolicy, SessionRegistry
 
     rng = random.Random(worker_no)
     acked, outcomes = [], []
+    compressor = RecordingHeadTail()
     policy = CompactionPolicy(
         lease_ttl_s=10.0, max_compaction_s=20.0, ask_timeout_s=20.0, cooldown_s=0.0, keep_last=2
     )
     store = PostgresStore(url, max_size=4)
     try:
-        with SessionRegistry(store, compressor=HeadTailCompressor(), policy=policy,
+        with SessionRegistry(store, compressor=compressor, policy=policy,
                              holder=f"registry{worker_no}") as registry:
             barrier.wait(30)
             handles = {root: registry.session(root, source="test") for root in ROOTS}
@@ -50,7 +67,8 @@ def registry_worker(url: str, worker_no: int, barrier: Any, out: Any) -> None:
                     outcome = handle.compress(mode=rng.choice(["in_place", "rotate"]))
                     record_id = outcome.record.id if outcome.record else None
                     outcomes.append((outcome.status.value, outcome.reason, record_id))
-        out.put({"worker": worker_no, "acked": acked, "commits": [], "outcomes": outcomes})
+        out.put({"worker": worker_no, "acked": acked, "commits": [], "outcomes": outcomes,
+                 "compressor_inputs": sorted(compressor.seen)})
     except BaseException as exc:  # reported to the parent, which fails the test
         out.put({"worker": worker_no, "error": repr(exc)})
     finally:
@@ -77,6 +95,12 @@ def test_registries_in_processes_share_sessions_without_forks_or_loss(pg_url: st
     records = {row[0] for row in pg_rows(pg_url, "SELECT id FROM compactions")}
     assert records == set(committed), "a committed outcome without its record, or an unreported commit"
     assert not statuses.get(CompressionStatus.FAILED.value), statuses
+    # Seqs follow commit order: every message a commit archived as compacted (seq <=
+    # watermark) was in the transcript its compressor read; none slipped under a watermark.
+    seen = {i for r in results for i in r["compressor_inputs"]}
+    compacted = {row[0] for row in pg_rows(pg_url, "SELECT id FROM messages WHERE state = 'compacted'")}
+    assert compacted, "no message was compacted"
+    assert compacted <= seen, f"compacted without being compressed: {sorted(compacted - seen)[:10]}"
     for root in ROOTS:  # one live tip per lineage
         live = pg_rows(pg_url, "SELECT count(*) FROM sessions WHERE ended_at IS NULL AND (id = %s OR id LIKE %s)",
                        (root, f"{root}~%"))[0][0]

@@ -1,18 +1,33 @@
 """Append throughput of the SQLite store: group commit versus one transaction per append.
 
-64 threads append concurrently to 64 sessions (thread i writes session i) with
-``synchronous=FULL``; both modes run in the same invocation on fresh files, in
-alternating rounds, and the ratio of the median rates is printed. Not collected
-by pytest (the file name does not match ``test_*.py``).
+64 threads append concurrently to 64 sessions (thread i writes session i),
+``synchronous=FULL`` in both modes, the same messages (one ~230-byte user
+message per append), a fresh database file per run. Each run lasts a fixed
+time (``--seconds``): every thread appends until told to stop, and the rate is
+the appends that returned divided by the time until the last one returned.
+The modes alternate round by round, so load from elsewhere on the machine hits
+both alike, and the medians of the rounds are compared. The process CPU time
+per append (all threads) is printed too: on a fast disk it is what limits both.
 
-    python -m tests.benchmarks.bench_append            # default: a few seconds
-    python -m tests.benchmarks.bench_append --appends 50 --rounds 5 --dir /var/tmp
+The baseline is ``SqliteStore(path, group_commit=False)``: the store as it
+would be without group commit. Each caller runs its own ``BEGIN IMMEDIATE;
+UPDATE sessions ... RETURNING; INSERT ...; COMMIT`` in its own thread on the
+store's write connection, the callers of this process taking turns through a
+mutex (the plain design: no writer thread to hand requests to, and no SQLite
+busy-polling between threads of one process, which would make the baseline
+slower for reasons unrelated to commits). Each append pays its own fsync.
+
+Not collected by pytest (the file name does not match ``test_*.py``).
+
+    python -m tests.benchmarks.bench_append            # default: about 20 s
+    python -m tests.benchmarks.bench_append --seconds 2 --rounds 5 --dir /var/tmp
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import tempfile
 import threading
 import time
@@ -21,63 +36,78 @@ from dataclasses import dataclass
 from persistence.sqlite import SqliteStore
 from protocol import Message
 
+MODES = {"one txn per append": False, "group commit": True}
+DISTINCT_MESSAGES = 32  # per thread, reused in turn (messages are immutable values)
+
 
 @dataclass(frozen=True)
 class Result:
     mode: str
     appends: int
     seconds: float
+    cpu_seconds: float
     transactions: int
 
     @property
     def rate(self) -> float:
         return self.appends / self.seconds
 
+    @property
+    def cpu_us(self) -> float:
+        """Process CPU time (every thread) per append, in microseconds."""
+        return self.cpu_seconds / self.appends * 1e6
+
     def line(self) -> str:
         return (
-            f"{self.mode:<22} {self.appends:>6} appends in {self.seconds:6.2f}s = {self.rate:9.0f} appends/s"
-            f"  ({self.transactions} transactions, {self.appends / max(1, self.transactions):.1f} appends each)"
+            f"{self.mode:<20} {self.appends:>6} appends in {self.seconds:5.2f}s = {self.rate:7.0f}/s"
+            f"  cpu {self.cpu_us:5.0f} us/append  {self.appends / max(1, self.transactions):5.1f} appends/txn"
         )
 
 
-def run(directory: str, *, group_commit: bool, threads: int, sessions: int, appends: int) -> Result:
-    path = os.path.join(directory, f"bench-{'group' if group_commit else 'single'}.db")
-    store = SqliteStore(path, synchronous="FULL", group_commit=group_commit)
+def run(directory: str, mode: str, *, threads: int, sessions: int, seconds: float) -> Result:
+    path = os.path.join(directory, f"bench-{MODES[mode]}.db")
+    store = SqliteStore(path, synchronous="FULL", group_commit=MODES[mode])
     try:
         ids = [f"bench-{i}" for i in range(sessions)]
         for sid in ids:
             store.create_session(sid)
         start_line = threading.Barrier(threads + 1)
+        stop = threading.Event()
+        counts = [0] * threads
         errors: list[BaseException] = []
 
         def worker(n: int) -> None:
             sid = ids[n % sessions]
             # built before the start line: the timed loop measures appends only
-            messages = [Message("user", f"thread {n} message {i} " + "x" * 200) for i in range(appends)]
+            messages = [Message("user", f"thread {n} message {i} " + "x" * 200) for i in range(DISTINCT_MESSAGES)]
+            done = 0
             try:
                 start_line.wait()
-                for message in messages:
-                    store.append(sid, message)
+                while not stop.is_set():
+                    store.append(sid, messages[done % DISTINCT_MESSAGES])
+                    done += 1
             except BaseException as exc:  # reported after the run
                 errors.append(exc)
+            counts[n] = done
 
         pool = [threading.Thread(target=worker, args=(n,)) for n in range(threads)]
         for t in pool:
             t.start()
         before = store.write_stats()
         start_line.wait()
-        began = time.perf_counter()
+        began, cpu_began = time.perf_counter(), time.process_time()
+        stop.wait(seconds)
+        stop.set()
         for t in pool:
             t.join()
-        elapsed = time.perf_counter() - began
+        elapsed, cpu = time.perf_counter() - began, time.process_time() - cpu_began
         if errors:
             raise errors[0]
-        total = threads * appends
+        total = sum(counts)
+        after = store.write_stats()
         stored = sum(len(store.transcript(sid)) for sid in ids)
         assert stored == total, f"expected {total} rows, found {stored}"
-        after = store.write_stats()
-        mode = "group commit" if group_commit else "one txn per append"
-        return Result(mode, total, elapsed, after.transactions - before.transactions)
+        return Result(mode, total, elapsed, cpu, after.transactions - before.transactions)
     finally:
         store.close()
 
@@ -97,36 +127,41 @@ def fsync_latency_ms(directory: str, samples: int = 20) -> float:
     finally:
         os.close(fd)
         os.unlink(path)
-    return sorted(times)[len(times) // 2] * 1000
-
-
-def _median(results: list[Result]) -> Result:
-    return sorted(results, key=lambda r: r.rate)[len(results) // 2]
+    return statistics.median(times) * 1000
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=64)
     parser.add_argument("--sessions", type=int, default=64)
-    parser.add_argument("--appends", type=int, default=20, help="appends per thread per round")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds; medians are reported")
+    parser.add_argument("--seconds", type=float, default=1.5, help="length of each run")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds; medians are compared")
     parser.add_argument("--dir", default=None, help="directory for the database files (local disk)")
     args = parser.parse_args(argv)
-    common = {"threads": args.threads, "sessions": args.sessions, "appends": args.appends}
-    singles, groups = [], []
-    for _ in range(args.rounds):  # alternate, so load from elsewhere hits both modes alike
+    common = {"threads": args.threads, "sessions": args.sessions, "seconds": args.seconds}
+    results: dict[str, list[Result]] = {mode: [] for mode in MODES}
+    fsync_ms = []
+    print(f"{args.threads} threads x {args.sessions} sessions, synchronous=FULL, {os.cpu_count()} CPUs")
+    for number in range(args.rounds):
+        order = list(MODES) if number % 2 == 0 else list(reversed(MODES))  # neither mode always first
         with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-append-") as directory:
-            singles.append(run(directory, group_commit=False, **common))
-            groups.append(run(directory, group_commit=True, **common))
-            fsync_ms = fsync_latency_ms(directory)
+            for mode in order:
+                result = run(directory, mode, **common)
+                results[mode].append(result)
+                print(f"  round {number + 1}: {result.line()}")
+            fsync_ms.append(fsync_latency_ms(directory))
+    print(f"medians of {args.rounds} rounds (fsync here: {statistics.median(fsync_ms):.2f} ms):")
+    rates = {}
+    for mode, runs in results.items():
+        rates[mode] = statistics.median(r.rate for r in runs)
+        cpu = statistics.median(r.cpu_us for r in runs)
+        per_txn = statistics.median(r.appends / max(1, r.transactions) for r in runs)
+        print(f"  {mode:<20} {rates[mode]:7.0f} appends/s  cpu {cpu:5.0f} us/append  {per_txn:5.1f} appends/txn")
+    ratios = [g.rate / s.rate for s, g in zip(results["one txn per append"], results["group commit"])]
     print(
-        f"{args.threads} threads x {args.sessions} sessions, synchronous=FULL, median of {args.rounds} rounds;"
-        f" fsync here takes {fsync_ms:.2f} ms, {os.cpu_count()} CPUs"
+        f"group commit speed-up: {rates['group commit'] / rates['one txn per append']:.1f}x"
+        f" (per round: {', '.join(f'{r:.1f}' for r in ratios)})"
     )
-    single, grouped = _median(singles), _median(groups)
-    print(single.line())
-    print(grouped.line())
-    print(f"group commit speed-up: {grouped.rate / single.rate:.1f}x")
     return 0
 
 
