@@ -11,6 +11,7 @@ import functools
 import hashlib
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -237,20 +238,23 @@ def compaction_from_row(row: Mapping[str, Any]) -> CompactionRecord:
     )
 
 
-def derive_child_id(parent_id: str, epoch: int) -> str:
-    """The child id of a rotation: the parent id plus the new epoch.
+_GENERATION_SUFFIX = re.compile(r"^(?P<root>.*)~g(?P<generation>\d+)-[0-9a-f]{12}$", re.S)
 
-    Deterministic, so two continuations of one parent at one epoch collide on the
-    primary key. An id that would exceed 128 characters keeps a prefix of the
-    parent and a hash of the whole parent id.
+
+def derive_child_id(parent_id: str, epoch: int) -> str:
+    """The child id of a rotation: ``<root>~g<generation>-<hash>``.
+
+    ``root`` is the lineage's first id (a suffix this function added is stripped, so
+    ids do not grow with every rotation), ``generation`` counts rotations from the
+    root, and the hash is of ``(parent_id, epoch)``. Deterministic, so two
+    continuations of one parent at one epoch collide on the primary key; distinct
+    parents give distinct ids. Always within the 128-character limit.
     """
-    suffix = f"~c{epoch}"
-    candidate = parent_id + suffix
-    if len(candidate) <= MAX_SESSION_ID_LENGTH:
-        return candidate
-    digest = hashlib.sha256(parent_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    tail = f"~{digest}{suffix}"
-    return parent_id[: MAX_SESSION_ID_LENGTH - len(tail)] + tail
+    match = _GENERATION_SUFFIX.match(parent_id)
+    root, generation = (match["root"], int(match["generation"])) if match else (parent_id, 0)
+    digest = hashlib.sha256(f"{parent_id}\x00{epoch}".encode("utf-8", "surrogatepass")).hexdigest()
+    suffix = f"~g{generation + 1}-{digest[:12]}"
+    return root[: MAX_SESSION_ID_LENGTH - len(suffix)].rstrip() + suffix
 
 
 def stored_from_params(

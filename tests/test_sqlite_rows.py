@@ -36,7 +36,14 @@ def test_derived_child_ids_are_valid_deterministic_and_distinct(parent, epoch):
 def test_derived_child_ids_of_long_parents_differ_by_parent():
     a, b = "x" * 127 + "a", "x" * 127 + "b"
     assert derive_child_id(a, 1) != derive_child_id(b, 1)
-    assert derive_child_id("short", 3) == "short~c3"
+
+
+def test_derived_child_ids_do_not_grow_along_a_lineage():
+    session_id = "discord:123"
+    for generation in range(1, 60):
+        session_id = derive_child_id(session_id, 2)
+        assert session_id.startswith(f"discord:123~g{generation}-")
+        assert len(session_id) <= len("discord:123") + 20
 
 
 def test_named_blocks_parse_and_reject_duplicates():
