@@ -1,25 +1,34 @@
-"""Bulk appends for group commit: a run of append requests in four statements.
+"""Bulk appends for group commit: a run of append requests in a handful of statements.
 
-Every statement the single writer runs costs all waiting callers (it also
-hands the GIL around), so a run of appends is done with one read of the seq
-counters, one ``executemany`` for the counters and one for the rows, and one
-read of the last row id, instead of two statements per request.
+The single writer is the shared bottleneck, and every statement it runs hands
+the GIL to the waiting callers and must win it back (Python's sqlite3 lets go
+of the GIL around each step), so a run of appends costs a fixed number of
+statements whatever its size: one read of the live sessions' seq counters (as
+one JSON object), multi-row INSERTs of up to `ROWS_PER_INSERT` rows, and one
+UPDATE of the counters. The ids come from the last INSERT's rowid.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["AppendJob", "bulk_append"]
+__all__ = ["ROWS_PER_INSERT", "AppendJob", "bulk_append"]
+
+#: Rows per multi-row INSERT: full statements of this size, then one for the rest,
+#: so at most this many distinct statements live in the connection's cache.
+ROWS_PER_INSERT = 64
+_COLUMNS = operator.itemgetter("role", "content", "name", "tool_call_id", "tool_calls", "meta")
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
-@dataclass(frozen=True, slots=True)
-class AppendJob:
-    """One append request: checked column values for ``session_id``'s next seqs."""
+class AppendJob(NamedTuple):
+    """One append request: checked column values for ``session_id``'s next seqs
+    (a tuple: one is built per append, on the caller's thread)."""
 
     session_id: str
     params: Sequence[Mapping[str, Any]]
@@ -34,30 +43,44 @@ def bulk_append(
     then replays the batch request by request, so only those requests fail.
     """
     session_ids = list(dict.fromkeys(job.session_id for job in jobs))
-    rows = conn.execute(q["sessions_for_append"], {"ids": json.dumps(session_ids)}).fetchall()
-    next_seq = {r["id"]: r["next_seq"] for r in rows if r["ended_at"] is None}
+    found = conn.execute(q["live_next_seqs"], {"ids": _ENCODER.encode(session_ids)}).fetchone()[0]
+    next_seq: dict[str, int] = json.loads(found)
     if len(next_seq) != len(session_ids):
         return None
     now = clock()  # read under the write lock, like every write's clock
-    firsts, inserts = [], []
+    firsts, values = [], []
     for job in jobs:
-        first = next_seq[job.session_id]
-        next_seq[job.session_id] = first + len(job.params)
+        sid = job.session_id
+        first = seq = next_seq[sid]
+        for p in job.params:
+            values.append((sid, seq, *_COLUMNS(p), now))
+            seq += 1
+        next_seq[sid] = seq
         firsts.append(first)
-        for offset, p in enumerate(job.params):
-            inserts.append({**p, "session_id": job.session_id, "seq": first + offset, "now": now, "origin_id": None})
-    conn.executemany(q["set_next_seq"], [{"session_id": s, "next_seq": n} for s, n in next_seq.items()])
-    if inserts:
-        conn.executemany(q["insert_message"], inserts)
-        last_id = conn.execute(q["last_insert_id"]).fetchone()["id"]
-    else:
-        last_id = 0
+    last_id = _insert_rows(conn, q, values)
+    conn.execute(q["set_next_seqs"], {"next_seqs": _ENCODER.encode(next_seq)})
     # AUTOINCREMENT under the exclusive write lock, with no trigger inserting into
     # messages, hands out consecutive ids: the run's rows are last_id-n+1 .. last_id.
-    next_id = last_id - len(inserts) + 1
+    next_id = last_id - len(values) + 1
     results = []
     for job, first in zip(jobs, firsts):
-        ids = list(range(next_id, next_id + len(job.params)))
-        next_id += len(job.params)
-        results.append((first, ids, now))
+        count = len(job.params)
+        results.append((first, list(range(next_id, next_id + count)), now))
+        next_id += count
     return results
+
+
+def _insert_rows(conn: sqlite3.Connection, q: Mapping[str, str], values: list[tuple[Any, ...]]) -> int:
+    """Insert the rows in order, `ROWS_PER_INSERT` per statement; the last row's id (0 if none)."""
+    last_id = 0
+    for start in range(0, len(values), ROWS_PER_INSERT):
+        chunk = values[start:start + ROWS_PER_INSERT]
+        sql = _insert_sql(q["insert_messages_head"], q["insert_messages_row"], len(chunk))
+        last_id = conn.execute(sql, [v for row in chunk for v in row]).lastrowid
+    return last_id
+
+
+@functools.lru_cache(maxsize=ROWS_PER_INSERT)
+def _insert_sql(head: str, row: str, rows: int) -> str:
+    """The INSERT of ``rows`` rows (the same text each time: the statement cache hits)."""
+    return head + "\n" + ",\n".join([row] * rows)

@@ -39,6 +39,9 @@ T = TypeVar("T")
 SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
 _SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
 _PRIVATE = stat.S_IRUSR | stat.S_IWUSR
+# Prepared statements kept per connection: every named query plus the bulk
+# INSERT shapes of group commit, so the writer never re-parses its SQL.
+CACHED_STATEMENTS = 256
 
 
 def ensure_private_file(path: str, *, create: bool) -> None:
@@ -85,7 +88,10 @@ def connect(path: str, *, synchronous: str) -> sqlite3.Connection:
     """
     conn = None
     try:
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=0.05)
+        conn = sqlite3.connect(
+            path, isolation_level=None, check_same_thread=False, timeout=0.05,
+            cached_statements=CACHED_STATEMENTS,
+        )
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA temp_store = MEMORY")  # savepoint journals stay off disk

@@ -8,6 +8,15 @@ appends in bulk). If anything fails, that transaction is rolled back and the
 batch replayed in a new one with a SAVEPOINT per request: the failing request
 is undone alone and the rest of the batch commits.
 
+Releasing callers is where the time goes once fsync is fast: every woken caller
+wants the GIL, which the writer needs between its statements. So the callers of
+a committed batch are released in a chain (`_Request`), and, when more requests
+are already queued, only once the next batch has been written, just before its
+COMMIT: they run while the writer waits on the disk instead of fighting it for
+the GIL while it builds the batch. Only a batch of appends (a bulk run, short
+and bounded) may hold a chain: it is released at once when the queue is empty,
+when the next batch holds any other request, fails or retries, and on close.
+
 With ``group_commit=False`` there is no writer thread: each caller runs its own
 ``BEGIN IMMEDIATE ... COMMIT`` on the shared connection, in its own thread,
 one caller at a time (an in-process mutex; other processes still meet at the
@@ -53,9 +62,17 @@ class WriteStats:
 
 class _Request:
     """One queued write. ``done`` is a lock held until the outcome is set: a plain
-    lock is a much cheaper one-shot latch than an Event for thousands of waiters."""
+    lock is a much cheaper one-shot latch than an Event for thousands of waiters.
 
-    __slots__ = ("fn", "session_id", "job", "done", "result", "error")
+    Callers of a committed batch are released in a chain: the writer releases
+    the first, and each caller releases the next as soon as it wakes. Waking
+    them all at once would make dozens of threads fight over the GIL (and the
+    writer, which needs it for the next batch) at the same moment; the chain
+    wakes them one after another while the writer goes on. ``claim`` makes the
+    release one-shot, so the writer can sweep a stalled chain safely.
+    """
+
+    __slots__ = ("fn", "session_id", "job", "done", "claim", "next", "result", "error")
 
     def __init__(self, fn: WriteFn, session_id: str, job: Any) -> None:
         self.fn = fn
@@ -63,18 +80,26 @@ class _Request:
         self.job = job
         self.done = threading.Lock()
         self.done.acquire()
+        self.claim = threading.Lock()
+        self.next: _Request | None = None  # the caller to release after this one
         self.result: Any = None
         self.error: BaseException | None = None
 
-    def finish(self) -> None:
-        self.done.release()
+    def release(self) -> None:
+        """Let the caller go (its outcome is set). Only the first call counts."""
+        if self.claim.acquire(False):
+            self.done.release()
 
     def wait(self) -> None:
+        """Block until released, then release the next caller of the batch."""
         self.done.acquire()
+        if self.next is not None:
+            self.next.release()
 
 
 class GroupCommitWriter:
-    """The single writer of one store: every write of this process goes through it."""
+    """The single writer of one store: every write of this process goes through it,
+    queued for the writer thread, or (``group_commit=False``) run by its caller."""
 
     def __init__(
         self, conn: sqlite3.Connection, *, patience_s: float, max_batch: int, name: str,
@@ -90,6 +115,7 @@ class GroupCommitWriter:
         self._transactions = 0  # committed batches
         self._requests = 0  # requests those batches held
         self._in_flight = 0  # size of the batch being attempted
+        self._held: _Request | None = None  # head of a committed chain not yet released
         # group_commit=False: callers take turns on the connection instead of queueing
         self._direct = None if group_commit else threading.Lock()
         self._thread = None
@@ -111,6 +137,7 @@ class GroupCommitWriter:
                 if self._closed:
                     raise TranscriptError("the store is closed")
                 self._run_batch([request])  # our own transaction, in this thread
+                request.release()
         else:
             with self._lock:
                 if self._closed:
@@ -141,26 +168,51 @@ class GroupCommitWriter:
 
     def _run(self) -> None:
         stopping = False
-        while not stopping:
-            batch = [self._queue.get()]
-            while len(batch) < self._max_batch:
+        released: list[_Request] = []  # the last batch, whose callers the chain releases
+        try:
+            while not stopping:
                 try:
-                    batch.append(self._queue.get_nowait())
+                    batch = [self._queue.get_nowait()]
                 except queue.Empty:
-                    break
-            if _STOP in batch:
-                stopping = True
-                batch = [r for r in batch if r is not _STOP]
-                # requests queued before close() still run: their callers are waiting
-                while True:
+                    self._release_held()
+                    _sweep(released)  # idle: nobody may wait on a stalled chain meanwhile
+                    batch = [self._queue.get()]
+                while len(batch) < self._max_batch:
                     try:
-                        item = self._queue.get_nowait()
+                        batch.append(self._queue.get_nowait())
                     except queue.Empty:
                         break
-                    if item is not _STOP:
-                        batch.append(item)
-            if batch:
-                self._run_batch(batch)
+                if _STOP in batch:
+                    stopping = True
+                    batch = [r for r in batch if r is not _STOP]
+                    # requests queued before close() still run: their callers are waiting
+                    while True:
+                        try:
+                            item = self._queue.get_nowait()
+                        except queue.Empty:
+                            break
+                        if item is not _STOP:
+                            batch.append(item)
+                if batch:
+                    try:
+                        self._run_batch(batch)
+                    finally:
+                        # the previous chain has had a whole batch to finish: release
+                        # whoever is still waiting in it (a caller interrupted while waiting)
+                        self._release_held()
+                        _sweep(released)
+                        released = batch
+                        for request, successor in zip(batch, batch[1:]):
+                            request.next = successor
+                        self._held = batch[0]  # see the module docstring
+        finally:
+            self._release_held()
+            _sweep(released)
+
+    def _release_held(self) -> None:
+        held, self._held = self._held, None
+        if held is not None:
+            held.release()
 
     def _run_batch(self, batch: list[_Request]) -> None:
         self._in_flight = len(batch)
@@ -186,8 +238,6 @@ class GroupCommitWriter:
                 request.error = TranscriptError(f"write failed: {exc!r}")
         finally:
             self._in_flight = 0
-            for request in batch:
-                request.finish()
 
     def _attempt(self, batch: list[_Request], *, isolate: bool) -> object:
         """One try at the batch: `_COMMITTED`, `_ROLLED_BACK` (a lone request failed)
@@ -198,22 +248,29 @@ class GroupCommitWriter:
         batch first runs straight through; only a replay gives each request its own.
         """
         conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
         try:
+            conn.execute("BEGIN IMMEDIATE")
+            if isolate or not self._only_appends(batch):
+                self._release_held()  # only a bulk append run, short and bounded, may hold them
             if isolate:
                 for request in batch:
                     self._run_isolated(conn, request)
             elif not self._run_plain(conn, batch):
                 conn.execute("ROLLBACK")
                 return _ROLLED_BACK if len(batch) == 1 else _REPLAY  # a lone request's error is set
+            self._release_held()  # the previous batch's callers run while we fsync
             conn.execute("COMMIT")
             return _COMMITTED
         except BaseException:
+            self._release_held()  # they never wait on our retries
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             for request in batch:  # a retry starts from a clean slate
                 request.result, request.error = None, None
             raise
+
+    def _only_appends(self, batch: list[_Request]) -> bool:
+        return self._bulk is not None and all(r.job is not None for r in batch)
 
     def _run_plain(self, conn: sqlite3.Connection, batch: list[_Request]) -> bool:
         """Run the batch without savepoints, consecutive jobs in bulk. False at the
@@ -259,6 +316,11 @@ class GroupCommitWriter:
 
 class _BulkRefused(Exception):
     """The bulk function declined the run: replay request by request."""
+
+
+def _sweep(batch: list[_Request]) -> None:
+    for request in batch:
+        request.release()
 
 
 def _job_run(batch: list[_Request], start: int) -> list[_Request]:

@@ -69,18 +69,17 @@ def validate_session_id(session_id: object) -> str:
     return session_id
 
 
+# Built once: json.dumps with options builds a new encoder on every call, which
+# was a large part of constructing a message.
+_STRICT_JSON = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+
+
 def _check_json(value: Any, what: str) -> str:
     """Serialize ``value`` strictly (no NaN, str keys only) or raise InvalidMessageError."""
     try:
-        return json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+        return _STRICT_JSON.encode(value)
     except (TypeError, ValueError) as exc:
         raise InvalidMessageError(f"{what} is not JSON-able: {exc}") from exc
-
-
-def _content_size(content: str | list[dict[str, Any]]) -> int:
-    if isinstance(content, str):
-        return len(content.encode("utf-8", "surrogatepass"))
-    return len(_check_json(content, "content").encode("utf-8", "surrogatepass"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,21 +115,23 @@ class Message:
             _check_json(self.tool_calls, "tool_calls")
         if not isinstance(self.meta, Mapping):
             raise InvalidMessageError(f"meta must be a mapping, got {type(self.meta).__name__}")
-        if any(not isinstance(k, str) for k in self.meta):
-            raise InvalidMessageError("meta keys must be strings")
-        _check_json(dict(self.meta), "meta")
+        if self.meta:  # an empty mapping is valid JSON: nothing to check
+            if any(not isinstance(k, str) for k in self.meta):
+                raise InvalidMessageError("meta keys must be strings")
+            _check_json(dict(self.meta), "meta")
 
     def _validate_content(self) -> None:
         content = self.content
         if isinstance(content, str):
-            pass
+            size = len(content.encode("utf-8", "surrogatepass"))
         elif isinstance(content, list) and all(isinstance(part, dict) for part in content):
-            _check_json(content, "content")
+            # encoded once: the check and the size come from the same text
+            size = len(_check_json(content, "content").encode("utf-8", "surrogatepass"))
         else:
             raise InvalidMessageError(
                 f"content must be a str or a list of dicts, got {type(content).__name__}"
             )
-        size, limit = _content_size(content), content_limit()
+        limit = content_limit()
         if size > limit:
             raise InvalidMessageError(f"content is {size} bytes, over the {limit}-byte limit")
 

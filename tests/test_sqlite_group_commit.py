@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from persistence.sqlite import SqliteStore
+from persistence.sqlite_conn import connect
+from persistence.sqlite_writer import GroupCommitWriter
 from protocol import (
     Message,
     SessionEndedError,
@@ -235,3 +237,111 @@ def test_driver_error_in_a_batch_fails_only_its_request(sqlite_path):
         assert [m.seq for m in store.append("b", Message("user", "after"))] == [1]  # no seq was burnt
     finally:
         store.close()
+
+
+@pytest.mark.timeout(60)
+def test_every_append_is_committed_when_it_returns(sqlite_path):
+    """Durable on return, under the chained release: as soon as an append returns,
+    another connection sees its rows (uncommitted rows are invisible to it)."""
+    store = SqliteStore(sqlite_path)
+    try:
+        sessions = [f"s{i}" for i in range(16)]
+        for sid in sessions:
+            store.create_session(sid)
+        start = threading.Barrier(len(sessions))
+        missing: list[tuple[str, int]] = []
+
+        def writer(sid: str) -> int:
+            reader = sqlite3.connect(sqlite_path)
+            try:
+                start.wait(timeout=10)
+                for i in range(40):
+                    batch = [Message("user", f"{sid}-{i}-{k}") for k in range(1 + i % 2)]
+                    for m in store.append(sid, batch):
+                        row = reader.execute(
+                            "SELECT content FROM messages WHERE id = ? AND session_id = ? AND seq = ?",
+                            (m.id, sid, m.seq),
+                        ).fetchone()
+                        if row is None:
+                            missing.append((sid, m.seq))
+                return 40
+            finally:
+                reader.close()
+
+        threads, results = _run_in_threads([lambda sid=sid: writer(sid) for sid in sessions])
+        for t in threads:
+            t.join(timeout=50)
+        assert all(r == 40 for r in results.values()), results
+        assert missing == []
+        stats = store.write_stats()
+        assert stats.transactions < stats.requests  # appends did share transactions
+        for sid in sessions:
+            seqs = [m.seq for m in store.transcript(sid)]
+            assert seqs == list(range(1, len(seqs) + 1)) and len(seqs) == sum(1 + i % 2 for i in range(40))
+    finally:
+        store.close()
+
+
+@pytest.mark.timeout(60)
+def test_committed_callers_do_not_wait_for_a_slow_next_batch(sqlite_path):
+    """Callers of a committed batch are released before the writer goes on with a
+    next batch that is not a plain run of appends (here: one that blocks)."""
+    conn = connect(sqlite_path, synchronous="FULL")
+    conn.execute("CREATE TABLE t (v TEXT NOT NULL)")
+    writer = GroupCommitWriter(conn, patience_s=5.0, max_batch=64, name="test-writer")
+    gates = {name: threading.Event() for name in ("first", "a", "b")}
+
+    def insert_after(gate: str, value: str) -> Callable[[sqlite3.Connection], str]:
+        def fn(c: sqlite3.Connection) -> str:
+            assert gates[gate].wait(timeout=20), f"gate {gate} never opened"
+            c.execute("INSERT INTO t (v) VALUES (?)", (value,))
+            return value
+        return fn
+
+    try:
+        first, first_result = _run_in_threads([lambda: writer.submit(insert_after("first", "0"))])
+        wait_for(lambda: writer.stats().in_flight == 1)
+        a, a_result = _run_in_threads([lambda: writer.submit(insert_after("a", "a"))])
+        wait_for(lambda: writer.stats().queued == 1)
+        gates["first"].set()  # "0" commits; "a" runs next, and blocks
+        first[0].join(timeout=10)
+        assert first_result == {0: "0"}
+        b, b_result = _run_in_threads([lambda: writer.submit(insert_after("b", "b"))])
+        wait_for(lambda: writer.stats().queued == 1)
+        gates["a"].set()  # "a" commits while "b" waits: its caller must not wait for "b"
+        a[0].join(timeout=10)
+        assert a_result == {0: "a"}
+        assert writer.stats().in_flight == 1 and b[0].is_alive()  # "b" still running
+        outside = sqlite3.connect(sqlite_path)
+        try:
+            assert sorted(v for (v,) in outside.execute("SELECT v FROM t")) == ["0", "a"]
+        finally:
+            outside.close()
+        gates["b"].set()
+        b[0].join(timeout=10)
+        assert b_result == {0: "b"}
+    finally:
+        for gate in gates.values():
+            gate.set()
+        writer.close()
+        conn.close()
+
+
+def test_group_commit_off_runs_appends_in_the_callers_threads(sqlite_path):
+    """Without group commit there is no writer thread: each caller commits its own append."""
+    before = set(threading.enumerate())
+    store = SqliteStore(sqlite_path, group_commit=False)
+    try:
+        assert set(threading.enumerate()) == before
+        store.create_session("s")
+        stored = store.append("s", Message("user", "mine"))
+        outside = sqlite3.connect(sqlite_path)
+        try:
+            row = outside.execute("SELECT content FROM messages WHERE id = ?", (stored[0].id,)).fetchone()
+            assert row == ('"mine"',)
+        finally:
+            outside.close()
+    finally:
+        store.close()
+    with pytest.raises(TranscriptError):
+        store.append("s", Message("user", "after close"))

@@ -55,15 +55,26 @@ RETURNING next_seq - :count AS first_seq
 UPDATE sessions SET next_seq = next_seq + :count WHERE id = :session_id AND ended_at IS NULL
 RETURNING next_seq - :count AS first_seq
 
--- name: sessions_for_append
--- Group commit: the seq counters of every session a batch appends to, in one read.
-SELECT id, next_seq, ended_at FROM sessions WHERE id IN (SELECT value FROM json_each(:ids))
+-- name: live_next_seqs
+-- Group commit: the seq counters of the live sessions among :ids (a JSON array),
+-- as one JSON object {id: next_seq}: one step for the whole batch.
+SELECT json_group_object(id, next_seq) AS next_seqs FROM sessions
+WHERE id IN (SELECT value FROM json_each(:ids)) AND ended_at IS NULL
 
--- name: set_next_seq
-UPDATE sessions SET next_seq = :next_seq WHERE id = :session_id
+-- name: set_next_seqs
+-- Group commit: move every counter of the batch at once (:next_seqs: {id: next_seq}).
+UPDATE sessions SET next_seq = counters.value
+FROM json_each(:next_seqs) AS counters WHERE sessions.id = counters.key
 
--- name: last_insert_id
-SELECT last_insert_rowid() AS id
+-- name: insert_messages_head
+-- Group commit: many rows in one statement; the writer repeats insert_messages_row,
+-- comma-separated, once per row (positional parameters, in this order).
+INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_calls,
+                      meta, created_at, state, origin_id)
+VALUES
+
+-- name: insert_messages_row
+(?, ?, ?, ?, ?, ?, ?, ?, ?, 'live', NULL)
 
 -- name: bump_epoch
 UPDATE sessions SET epoch = epoch + 1 WHERE id = :session_id RETURNING epoch
