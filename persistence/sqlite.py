@@ -74,7 +74,7 @@ class SqliteStore:
     """A `Store` on one SQLite file (see the module docstring).
 
     Options: ``synchronous`` (``"FULL"`` by default: durable on return),
-    ``busy_patience_s`` (how long a write waits for the lock before
+    ``patience_s`` (how long a write waits for the lock before
     `StoreBusyError`), ``group_commit``, ``clock`` (epoch seconds; tests move
     time instead of sleeping), ``max_content_bytes`` (per message, default the
     protocol's limit), ``create`` (False: a missing file is a `ConfigurationError`).
@@ -85,18 +85,18 @@ class SqliteStore:
         path: str,
         *,
         synchronous: str = "FULL",
-        busy_patience_s: float = 30.0,
+        patience_s: float = 30.0,
         group_commit: bool = True,
         clock: Callable[[], float] | None = None,
         max_content_bytes: int | None = None,
         create: bool = True,
     ) -> None:
-        self._check_options(synchronous, busy_patience_s, max_content_bytes)
+        self._check_options(synchronous, patience_s, max_content_bytes)
         self.path = str(path)
         self._synchronous = synchronous.upper()
         self._clock = clock or time.time
         self._max_content_bytes = max_content_bytes
-        self._retry = BusyRetry(busy_patience_s)
+        self._retry = BusyRetry(patience_s)
         self._q = load_queries(DIALECT)
         ensure_private_file(self.path, create=create)
         writer_conn = connect(self.path, synchronous=self._synchronous)
@@ -109,7 +109,7 @@ class SqliteStore:
         self._readers = ReaderPool(self.path, synchronous=self._synchronous, max_idle=MAX_IDLE_READERS)
         self._writer = GroupCommitWriter(
             writer_conn,
-            patience_s=busy_patience_s,
+            patience_s=patience_s,
             max_batch=MAX_BATCH,
             name=f"sqlite-writer:{self.path}",
             bulk=lambda conn, jobs: bulk_append(conn, self._q, jobs, self.now),
@@ -124,7 +124,7 @@ class SqliteStore:
         if isinstance(patience, bool) or not isinstance(patience, (int, float)) or not (
             math.isfinite(patience) and patience >= 0
         ):
-            raise ConfigurationError(f"busy_patience_s must be a finite number >= 0, got {patience!r}")
+            raise ConfigurationError(f"patience_s must be a finite number >= 0, got {patience!r}")
         if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0):
             raise ConfigurationError(f"max_content_bytes must be a positive int, got {max_bytes!r}")
 

@@ -49,7 +49,7 @@ def worker(path: str, n: int, barrier, out_path: str) -> None:
     name = f"proc{n}"
     rng = random.Random(n)
     try:
-        store = SqliteStore(path, busy_patience_s=30.0)
+        store = SqliteStore(path, patience_s=30.0)
         try:
             barrier.wait(timeout=60)
             for i in range(ITERATIONS):

@@ -49,7 +49,7 @@ def test_injected_clock_drives_lease_expiry_without_sleeping(sqlite_path):
 
 
 def test_write_waits_for_lock_then_reports_busy(sqlite_path):
-    store = SqliteStore(sqlite_path, busy_patience_s=0.3)
+    store = SqliteStore(sqlite_path, patience_s=0.3)
     try:
         store.create_session("s")
         store.append("s", Message("user", "before"))
@@ -88,7 +88,7 @@ def test_not_a_database_is_a_configuration_error(tmp_path):
 
 @pytest.mark.parametrize(
     "options",
-    [{"synchronous": "SOMETIMES"}, {"busy_patience_s": -1}, {"busy_patience_s": float("nan")},
+    [{"synchronous": "SOMETIMES"}, {"patience_s": -1}, {"patience_s": float("nan")},
      {"max_content_bytes": 0}, {"max_content_bytes": "big"}],
     ids=repr,
 )
