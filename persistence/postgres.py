@@ -45,7 +45,7 @@ from .pg_notify import CompactionListener
 from .pg_schema import DIALECT, ensure_schema
 from .queries import load_queries
 from .rows import (
-    check_compaction_args,
+    check_commit_args,
     check_lease,
     check_limit,
     check_messages,
@@ -298,18 +298,14 @@ class PostgresStore:
         child_session_id: str | None = None,
         compressor: str = "",
     ) -> CompactionRecord:
-        check_lease(lease)
-        check_compaction_args(watermark, compacted, mode)
-        params = check_messages(list(compacted), self._max_content_bytes)
-        child = None if child_session_id is None else validate_session_id(child_session_id)
-        if child is not None and mode != "rotate":
-            raise InvalidArgumentError("child_session_id is only meaningful in 'rotate' mode")
-        check_text(compressor, "compressor", allow_empty=True)
-
+        params = check_commit_args(
+            lease, watermark=watermark, compacted=compacted, mode=mode,
+            child_session_id=child_session_id, compressor=compressor,
+            max_content_bytes=self._max_content_bytes)
         def work(cur: Any) -> CompactionRecord:
             return commit_in_transaction(
                 cur, self._q, lease, watermark=watermark, compacted=params, mode=mode,
-                child_session_id=child, compressor=compressor,
+                child_session_id=child_session_id, compressor=compressor,
                 unique_violation=self._unique_violation,
             )
 

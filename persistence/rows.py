@@ -160,8 +160,13 @@ def check_lease(lease: object) -> Lease:
     return lease
 
 
-def check_compaction_args(watermark: object, compacted: object, mode: object) -> None:
-    """Validate `commit_compaction` arguments before anything is written."""
+def check_commit_args(
+    lease: object, *, watermark: object, compacted: object, mode: object,
+    child_session_id: object, compressor: object, max_content_bytes: int | None,
+) -> list[dict[str, Any]]:
+    """Validate every `commit_compaction` argument before anything is written;
+    returns the compacted set as column values."""
+    check_lease(lease)
     if mode not in MODES:
         raise InvalidArgumentError(f"mode must be one of {MODES}, got {mode!r}")
     if isinstance(watermark, bool) or not isinstance(watermark, int) or watermark < 0:
@@ -170,6 +175,13 @@ def check_compaction_args(watermark: object, compacted: object, mode: object) ->
         raise InvalidArgumentError("compacted must be a sequence of Message")
     if not compacted:
         raise InvalidArgumentError("compacted must hold at least one message")
+    if child_session_id is not None:
+        validate_session_id(child_session_id)
+        if mode != "rotate":
+            raise InvalidArgumentError("child_session_id is only meaningful in rotate mode")
+    if not isinstance(compressor, str):
+        raise InvalidArgumentError(f"compressor must be a str, got {compressor!r}")
+    return check_messages(list(compacted), max_content_bytes)
 
 
 def _loads(text: str | None) -> Any:

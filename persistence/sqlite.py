@@ -35,7 +35,7 @@ from protocol.records import CompactionMode
 from . import sqlite_ops as ops
 from .queries import load_queries
 from .rows import (
-    check_compaction_args,
+    check_commit_args,
     checked_session_id,
     check_lease,
     check_limit,
@@ -331,15 +331,10 @@ class SqliteStore:
         child_session_id: str | None = None,
         compressor: str = "",
     ) -> CompactionRecord:
-        check_lease(lease)
-        check_compaction_args(watermark, compacted, mode)
-        if child_session_id is not None:
-            checked_session_id(child_session_id)
-            if mode != "rotate":
-                raise InvalidArgumentError("child_session_id is only meaningful in rotate mode")
-        if not isinstance(compressor, str):
-            raise InvalidArgumentError(f"compressor must be a str, got {compressor!r}")
-        params = check_messages(list(compacted), self._max_content_bytes)
+        params = check_commit_args(
+            lease, watermark=watermark, compacted=compacted, mode=mode,
+            child_session_id=child_session_id, compressor=compressor,
+            max_content_bytes=self._max_content_bytes)
         return self._write(
             lambda c: ops.commit_compaction(
                 c, self._q, lease, watermark=watermark, params=params, mode=mode,

@@ -1,23 +1,36 @@
 """Actor-layer benchmark (prints figures; not collected by pytest).
 
     python tests/benchmarks/bench_actor.py [--db-dir DIR] [--appends N]
+                                           [--seconds 1.5] [--rounds 5] [--only-c]
 
 (a) append latency through a handle vs a direct ``store.append`` on the same DB;
 (b) append latency while a gated 2-second compaction is in flight vs idle;
-(c) durable appends/s, 64 sessions through the registry (group commit) vs
-    one transaction per append (``open_store(path, group_commit=False)``).
+(c) durable appends/s, 64 client threads on 64 sessions (client k appends to
+    session k), in three modes: through `SessionRegistry` handles (group commit),
+    direct one transaction per append (``open_store(path, group_commit=False)``),
+    and, for scale, direct ``store.append`` with the store's group commit.
+    Every mode appends the same prebuilt ~230-byte messages from the same number of
+    threads. Each run is time-boxed (``--seconds``) on a fresh database: clients
+    append until told to stop, and the rate is the acknowledged appends divided by
+    the time until the last one returned. An unrecorded warm-up run of each mode
+    comes first; then ``--rounds`` rounds rotate which mode goes first, and the
+    medians are compared (per-round ratios printed too). After each run the store
+    is closed and a fresh connection counts the rows: it must equal the number of
+    acknowledged appends. Default run: about 40 s.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 import statistics
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -91,66 +104,139 @@ def bench_during_compaction(path: str, n: int) -> None:
           f"  ({len(during)} appends, outcome {box['o'].status.name}; target p99 <= 50 ms)")
 
 
-def run_clients(count: int, per_client: int, append: Callable[[int, int], object]) -> float:
-    barrier = threading.Barrier(count + 1)
+THROUGHPUT_MODES = ("registry", "direct one-txn", "store group commit")
+DISTINCT_MESSAGES = 32  # per client, reused in turn (messages are immutable values)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One time-boxed run of (c): appends acknowledged, wall and process CPU time."""
+
+    mode: str
+    appends: int
+    seconds: float
+    cpu_seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.appends / self.seconds
+
+    @property
+    def cpu_us(self) -> float:
+        return self.cpu_seconds / self.appends * 1e6
+
+
+def client_messages(k: int) -> list[Message]:
+    """The same ~230-byte user messages in every mode, built before the start line."""
+    return [Message("user", f"client {k} message {i} " + "x" * 200) for i in range(DISTINCT_MESSAGES)]
+
+
+def time_boxed(appenders: list[Callable[[Message], object]], seconds: float) -> tuple[int, float, float]:
+    """Every client appends until told to stop; returns (acknowledged, wall s, cpu s),
+    the wall time ending when the last append returned."""
+    start_line = threading.Barrier(len(appenders) + 1)
+    stop = threading.Event()
+    counts = [0] * len(appenders)
+    errors: list[BaseException] = []
 
     def client(k: int) -> None:
-        barrier.wait()
-        for i in range(per_client):
-            append(k, i)
+        messages, append, done = client_messages(k), appenders[k], 0
+        try:
+            start_line.wait()
+            while not stop.is_set():
+                append(messages[done % DISTINCT_MESSAGES])
+                done += 1
+        except BaseException as exc:  # reported after the run
+            errors.append(exc)
+        counts[k] = done
 
-    threads = [threading.Thread(target=client, args=(k,)) for k in range(count)]
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(len(appenders))]
     for t in threads:
         t.start()
-    barrier.wait()
-    started = time.perf_counter()
+    start_line.wait()
+    began, cpu_began = time.perf_counter(), time.process_time()
+    stop.wait(seconds)
+    stop.set()
     for t in threads:
         t.join()
-    return count * per_client / (time.perf_counter() - started)
+    elapsed, cpu = time.perf_counter() - began, time.process_time() - cpu_began
+    if errors:
+        raise errors[0]
+    return sum(counts), elapsed, cpu
 
 
-def bench_throughput(tmp: str, per_client: int) -> None:
-    direct_store = open_store(os.path.join(tmp, "direct.db"), group_commit=False)
+def rows_on_disk(path: str) -> int:
+    """Message rows in the file, read by a fresh connection after the store closed."""
+    conn = sqlite3.connect(path)
     try:
-        for k in range(SESSIONS):
-            direct_store.create_session(f"d{k}")
-        direct = run_clients(SESSIONS, per_client,
-                             lambda k, i: direct_store.append(f"d{k}", Message("user", f"{i}")))
+        return conn.execute("SELECT count(*) FROM messages").fetchone()[0]
     finally:
-        direct_store.close()
-    grouped_store = open_store(os.path.join(tmp, "grouped.db"))
+        conn.close()
+
+
+def throughput_run(directory: str, mode: str, seconds: float) -> Run:
+    """A fresh database, SESSIONS client threads (client k appends to session k)."""
+    path = os.path.join(directory, f"c-{mode.replace(' ', '-')}.db")
+    store = open_store(path, group_commit=(mode != "direct one-txn"))
     try:
-        for k in range(SESSIONS):
-            grouped_store.create_session(f"g{k}")
-        grouped = run_clients(SESSIONS, per_client,
-                              lambda k, i: grouped_store.append(f"g{k}", Message("user", f"{i}")))
-    finally:
-        grouped_store.close()
-    store = open_store(os.path.join(tmp, "registry.db"))
-    try:
-        policy = CompactionPolicy(max_resident=SESSIONS * 2)
-        with SessionRegistry(store, policy=policy) as registry:
-            handles = [registry.session(f"r{k}") for k in range(SESSIONS)]
-            via = run_clients(SESSIONS, per_client,
-                              lambda k, i: handles[k].append("user", f"{i}"))
+        ids = [f"s{k}" for k in range(SESSIONS)]
+        if mode == "registry":
+            with SessionRegistry(store, policy=CompactionPolicy(max_resident=SESSIONS * 2)) as registry:
+                handles = [registry.session(sid) for sid in ids]  # actors started before the clock
+                acked, elapsed, cpu = time_boxed([h.append for h in handles], seconds)
+        else:
+            for sid in ids:
+                store.create_session(sid)
+            acked, elapsed, cpu = time_boxed(
+                [lambda m, sid=sid: store.append(sid, m) for sid in ids], seconds)
     finally:
         store.close()
-    print(f"(c) durable appends/s, {SESSIONS} sessions: registry {via:,.0f}/s  "
-          f"direct one-txn-per-append {direct:,.0f}/s  ratio {via / direct:.1f}x (target >= 5x)")
-    print(f"    for scale: the store's own group commit without actors {grouped:,.0f}/s "
-          f"({grouped / direct:.1f}x the one-txn path on this disk)")
+    stored = rows_on_disk(path)
+    assert stored == acked, f"{mode}: {acked} appends acknowledged, {stored} rows on disk"
+    return Run(mode, acked, elapsed, cpu)
+
+
+def bench_throughput(seconds: float, rounds: int, db_dir: str | None) -> None:
+    runs: dict[str, list[Run]] = {mode: [] for mode in THROUGHPUT_MODES}
+    with tempfile.TemporaryDirectory(dir=db_dir, prefix="bench-actor-warm-") as directory:
+        for mode in THROUGHPUT_MODES:  # warm-up, not recorded
+            throughput_run(directory, mode, min(seconds, 0.3))
+    print(f"(c) durable appends/s, {SESSIONS} client threads x {SESSIONS} sessions, "
+          f"{seconds:g} s per run, {rounds} rounds, order rotating:")
+    for number in range(rounds):
+        shift = number % len(THROUGHPUT_MODES)  # each mode takes its turn at going first
+        order = THROUGHPUT_MODES[shift:] + THROUGHPUT_MODES[:shift]
+        with tempfile.TemporaryDirectory(dir=db_dir, prefix="bench-actor-c-") as directory:
+            for mode in order:
+                run = throughput_run(directory, mode, seconds)
+                runs[mode].append(run)
+                print(f"    round {number + 1}: {mode:<19} {run.appends:>6} appends (= rows) in "
+                      f"{run.seconds:4.2f}s = {run.rate:6,.0f}/s  cpu {run.cpu_us:4.0f} us/append")
+    rate = {mode: statistics.median(r.rate for r in rs) for mode, rs in runs.items()}
+    cpu = {mode: statistics.median(r.cpu_us for r in rs) for mode, rs in runs.items()}
+    for mode in THROUGHPUT_MODES:
+        print(f"    median {mode:<19} {rate[mode]:7,.0f}/s  cpu {cpu[mode]:4.0f} us/append")
+    per_round = [v.rate / d.rate for v, d in zip(runs["registry"], runs["direct one-txn"])]
+    print(f"    registry / direct one-txn-per-append: {rate['registry'] / rate['direct one-txn']:.1f}x "
+          f"(per round: {', '.join(f'{r:.1f}' for r in per_round)}; target >= 5x)")
+    print(f"    for scale: the store's own group commit without actors is "
+          f"{rate['store group commit'] / rate['direct one-txn']:.1f}x the one-txn path; "
+          f"registry / store group commit {rate['registry'] / rate['store group commit']:.2f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db-dir", help="directory for the database files (default: a temp dir)")
     parser.add_argument("--appends", type=int, default=500, help="appends per latency series")
-    parser.add_argument("--per-client", type=int, default=40, help="appends per session in (c)")
+    parser.add_argument("--seconds", type=float, default=1.5, help="length of each run of (c)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of (c); medians are compared")
+    parser.add_argument("--only-c", action="store_true", help="skip (a) and (b)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(dir=args.db_dir) as tmp:
-        bench_latency(os.path.join(tmp, "a.db"), args.appends)
-        bench_during_compaction(os.path.join(tmp, "b.db"), args.appends)
-        bench_throughput(tmp, args.per_client)
+    if not args.only_c:
+        with tempfile.TemporaryDirectory(dir=args.db_dir) as tmp:
+            bench_latency(os.path.join(tmp, "a.db"), args.appends)
+            bench_during_compaction(os.path.join(tmp, "b.db"), args.appends)
+    bench_throughput(args.seconds, args.rounds, args.db_dir)
 
 
 if __name__ == "__main__":
