@@ -32,7 +32,7 @@ from protocol.messages import MAX_SESSION_ID_LENGTH, ROLES
 
 __all__ = [
     "checked_session_id",
-    "check_compaction_args",
+    "check_commit_args",
     "check_lease",
     "check_limit",
     "check_messages",
