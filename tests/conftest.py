@@ -10,6 +10,7 @@ import pykka
 import pytest
 
 from persistence import Store, open_store
+from tests.llm_server import FakeLLM, running_llm_server
 from tests.pg import isolated_postgres_url
 
 BACKENDS = ["sqlite", "postgres"]
@@ -69,3 +70,10 @@ def store(store_url: str) -> Iterator[Store]:
 def sqlite_path(tmp_path) -> str:
     """A real SQLite file path (not :memory:) for SQLite-only tests."""
     return str(tmp_path / "state.db")
+
+
+@pytest.fixture
+def llm_server() -> Iterator[FakeLLM]:
+    """A real chat-completions server on 127.0.0.1 (see tests/llm_server.py)."""
+    with running_llm_server() as server:
+        yield server

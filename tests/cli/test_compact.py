@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
 
 import pytest
 
 from persistence import open_store
 from protocol import SUMMARY_PREFIX, Message
 from tests.cli.helpers import run_cli
-from tests.test_llm_compressor import FakeLLM
+from tests.llm_server import FakeLLM
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -81,20 +79,6 @@ def test_compact_table_output(capsys, db: str) -> None:
     result = run_cli(capsys, "compact", SESSION, "--db", db)
     assert result.code == 0
     assert result.out.startswith("compacted") and SESSION in result.out
-
-
-@pytest.fixture
-def llm_server() -> Iterator[FakeLLM]:
-    server = FakeLLM()
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.release.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
 
 
 def test_compact_with_the_llm_compressor(capsys, db: str, llm_server: FakeLLM) -> None:
