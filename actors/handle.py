@@ -1,8 +1,9 @@
 """Handles: the thread-safe, cheap front of a session actor.
 
-Every call is a protocol command sent to the actor's mailbox with a
-`concurrent.futures.Future` to answer on; sync calls wait on it with a timeout,
-the ``*_async`` twins await it through `asyncio.wrap_future`, so the event loop is
+Every call is a protocol command sent to the actor's mailbox with a reply to
+answer on: sync calls wait with a timeout on a `Reply` (a lock latch, much
+cheaper than a Future); the ``*_async`` twins await a `concurrent.futures.Future`
+through `asyncio.wrap_future`, so the event loop is
 never blocked (a pykka future's ``__await__`` blocks in ``get()``).
 """
 
@@ -32,6 +33,7 @@ from protocol.commands import Origin
 from protocol.records import CompactionMode
 
 from .actor import Request
+from .reply import Reply
 
 if TYPE_CHECKING:
     from .registry import SessionRegistry
@@ -109,14 +111,16 @@ class _Handle:
             return dataclasses.replace(command, origin=self._origin)
         return command
 
-    def _send(self, command: Any) -> Future[Any]:
-        reply: Future[Any] = Future()
+    def _send(self, command: Any, reply: Any = None) -> Any:
+        """Enqueue ``command``; the reply is a `Future` (async twins) or a `Reply` latch."""
+        if reply is None:
+            reply = Future()
         self._slot = self._registry.dispatch(self._slot, Request(command, reply))
         return reply
 
     def _ask(self, command: Any, timeout: float | None = None) -> Any:
         timeout = self._registry.policy.ask_timeout_s if timeout is None else timeout
-        reply = self._send(command)
+        reply = self._send(command, Reply())  # a lock latch: much cheaper than a Future
         try:
             return reply.result(timeout=timeout)
         except FutureTimeout as exc:

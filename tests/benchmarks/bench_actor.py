@@ -16,7 +16,7 @@
     comes first; then ``--rounds`` rounds rotate which mode goes first, and the
     medians are compared (per-round ratios printed too). After each run the store
     is closed and a fresh connection counts the rows: it must equal the number of
-    acknowledged appends. Default run: about 40 s.
+    acknowledged appends. Default run: about 35 s.
 """
 
 from __future__ import annotations
@@ -116,6 +116,7 @@ class Run:
     appends: int
     seconds: float
     cpu_seconds: float
+    transactions: int  # write transactions committed during the run
 
     @property
     def rate(self) -> float:
@@ -124,6 +125,10 @@ class Run:
     @property
     def cpu_us(self) -> float:
         return self.cpu_seconds / self.appends * 1e6
+
+    @property
+    def per_txn(self) -> float:
+        return self.appends / max(1, self.transactions)
 
 
 def client_messages(k: int) -> list[Message]:
@@ -183,17 +188,21 @@ def throughput_run(directory: str, mode: str, seconds: float) -> Run:
         if mode == "registry":
             with SessionRegistry(store, policy=CompactionPolicy(max_resident=SESSIONS * 2)) as registry:
                 handles = [registry.session(sid) for sid in ids]  # actors started before the clock
+                before = store.write_stats().transactions
                 acked, elapsed, cpu = time_boxed([h.append for h in handles], seconds)
+                transactions = store.write_stats().transactions - before
         else:
             for sid in ids:
                 store.create_session(sid)
+            before = store.write_stats().transactions
             acked, elapsed, cpu = time_boxed(
                 [lambda m, sid=sid: store.append(sid, m) for sid in ids], seconds)
+            transactions = store.write_stats().transactions - before
     finally:
         store.close()
     stored = rows_on_disk(path)
     assert stored == acked, f"{mode}: {acked} appends acknowledged, {stored} rows on disk"
-    return Run(mode, acked, elapsed, cpu)
+    return Run(mode, acked, elapsed, cpu, transactions)
 
 
 def bench_throughput(seconds: float, rounds: int, db_dir: str | None) -> None:
@@ -211,11 +220,14 @@ def bench_throughput(seconds: float, rounds: int, db_dir: str | None) -> None:
                 run = throughput_run(directory, mode, seconds)
                 runs[mode].append(run)
                 print(f"    round {number + 1}: {mode:<19} {run.appends:>6} appends (= rows) in "
-                      f"{run.seconds:4.2f}s = {run.rate:6,.0f}/s  cpu {run.cpu_us:4.0f} us/append")
+                      f"{run.seconds:4.2f}s = {run.rate:6,.0f}/s  cpu {run.cpu_us:4.0f} us/append  "
+                      f"{run.per_txn:5.1f} appends/txn")
     rate = {mode: statistics.median(r.rate for r in rs) for mode, rs in runs.items()}
     cpu = {mode: statistics.median(r.cpu_us for r in rs) for mode, rs in runs.items()}
+    per_txn = {mode: statistics.median(r.per_txn for r in rs) for mode, rs in runs.items()}
     for mode in THROUGHPUT_MODES:
-        print(f"    median {mode:<19} {rate[mode]:7,.0f}/s  cpu {cpu[mode]:4.0f} us/append")
+        print(f"    median {mode:<19} {rate[mode]:7,.0f}/s  cpu {cpu[mode]:4.0f} us/append  "
+              f"{per_txn[mode]:5.1f} appends/txn")
     per_round = [v.rate / d.rate for v, d in zip(runs["registry"], runs["direct one-txn"])]
     print(f"    registry / direct one-txn-per-append: {rate['registry'] / rate['direct one-txn']:.1f}x "
           f"(per round: {', '.join(f'{r:.1f}' for r in per_round)}; target >= 5x)")
@@ -229,7 +241,7 @@ def main() -> None:
     parser.add_argument("--db-dir", help="directory for the database files (default: a temp dir)")
     parser.add_argument("--appends", type=int, default=500, help="appends per latency series")
     parser.add_argument("--seconds", type=float, default=1.5, help="length of each run of (c)")
-    parser.add_argument("--rounds", type=int, default=5, help="rounds of (c); medians are compared")
+    parser.add_argument("--rounds", type=int, default=6, help="rounds of (c); medians are compared")
     parser.add_argument("--only-c", action="store_true", help="skip (a) and (b)")
     args = parser.parse_args()
     if not args.only_c:
