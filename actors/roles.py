@@ -59,9 +59,21 @@ def merge_adjacent_user_turns(messages: Sequence[Message]) -> list[Message]:
 
 
 def _contains_ask(messages: Sequence[Message], ask: Message) -> bool:
-    text = ask.text
-    return any(m.role == "user" and (m.content == ask.content or (text and text in m.text))
-               for m in messages)
+    """The ask is kept verbatim, or as the lead (or end) of a merged user turn.
+
+    A bare substring match is not enough: "login bug" inside an older, longer ask
+    would count as kept and the latest ask would silently vanish.
+    """
+    for m in messages:
+        if m.role != "user":
+            continue
+        if m.content == ask.content:
+            return True
+        if isinstance(m.content, str) and isinstance(ask.content, str) and (
+                m.content.startswith(ask.content + _SEPARATOR)
+                or m.content.endswith(_SEPARATOR + ask.content)):
+            return True
+    return False
 
 
 def _merge(first: Message, second: Message, *, meta: dict[str, Any]) -> Message:

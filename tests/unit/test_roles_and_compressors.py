@@ -58,6 +58,23 @@ def test_dropped_ask_is_appended_after_an_assistant_message():
     assert result[-1].content == "latest ask"
 
 
+def test_an_ask_inside_an_older_longer_ask_is_not_taken_as_kept():
+    snapshot = [Message("user", "please fix the login bug"), Message("assistant", "which one?"),
+                Message("user", "login bug"), Message("assistant", "fixed")]
+    compacted = [Message("user", "please fix the login bug"), Message("assistant", f"{SUMMARY_PREFIX} s")]
+    result = restore_real_user_ask(snapshot, compacted)
+    assert result[-1] == Message("user", "login bug")
+    ok = [Message("user", "ok let's start"), Message("assistant", "sure"), Message("user", "ok")]
+    result = restore_real_user_ask(ok, [Message("user", "ok let's start"), Message("assistant", "[s]")])
+    assert result[-1].content == "ok"
+
+
+def test_a_merged_ask_counts_as_kept():
+    ask = Message("user", "the ask")
+    merged = [Message("assistant", "s"), Message("user", "the ask\n\nscaffold")]
+    assert restore_real_user_ask([ask], merged) == merged
+
+
 def test_summaries_and_synthetic_turns_are_never_the_ask():
     snapshot = [
         Message("user", "the real one"),
@@ -89,7 +106,10 @@ def test_restored_sets_never_pair_users_and_keep_the_ask(snapshot, compacted):
     assert no_user_pairs(result)
     ask = latest_real_ask(snapshot)
     if ask is not None:
-        assert any(m.role == "user" and ask.text in m.text for m in result)
+        sep = "\n\n"
+        assert any(m.role == "user" and (
+            m.text == ask.text or m.text.startswith(ask.text + sep) or m.text.endswith(sep + ask.text)
+            or f"{sep}{ask.text}{sep}" in m.text) for m in result)
 
 
 def conversation(n: int) -> list[Message]:
