@@ -11,6 +11,7 @@ from typing import Any
 
 from protocol import (
     END_REASON_COMPRESSION,
+    InvalidLineageError,
     LineageForkedError,
     SessionEndedError,
     SessionNotFoundError,
@@ -48,7 +49,7 @@ def resolve_tip(cur: Any, queries: Mapping[str, str], session_id: str) -> Mappin
         if len(children) > 1:
             raise LineageForkedError(row["id"], children)
         if children[0] in seen or len(seen) > _MAX_LINEAGE_DEPTH:
-            raise TranscriptError(f"lineage of {session_id!r} has a cycle at {children[0]!r}")
+            raise InvalidLineageError(children[0], row["id"], f"lineage cycle through {row['id']!r}")
         seen.add(children[0])
         row = require_session(cur, queries, children[0])
     return row
@@ -67,7 +68,7 @@ def ended_error(cur: Any, queries: Mapping[str, str], session_id: str) -> Transc
     if row["end_reason"] == END_REASON_COMPRESSION:
         try:
             tip = resolve_tip(cur, queries, session_id)
-        except LineageForkedError:
+        except (LineageForkedError, InvalidLineageError):
             tip = None
         if tip is not None and tip["id"] != session_id and tip["ended_at"] is None:
             successor = tip["id"]

@@ -73,7 +73,9 @@ def ended_error(conn: sqlite3.Connection, q: Queries, row: Row) -> SessionEndedE
             tip = resolve(conn, q, row["id"])
         except (LineageForkedError, InvalidLineageError):
             tip = row["id"]
-        successor = tip if tip != row["id"] else None
+        tip_row = conn.execute(q["get_session"], {"session_id": tip}).fetchone()
+        live = tip_row is not None and tip_row["ended_at"] is None
+        successor = tip if tip != row["id"] and live else None
     return SessionEndedError(row["id"], successor_id=successor, end_reason=row["end_reason"])
 
 
@@ -81,12 +83,12 @@ def create_session(
     conn: sqlite3.Connection, q: Queries, session_id: str, source: str,
     parent_session_id: str | None, now: float,
 ) -> Row:
-    if conn.execute(q["get_session"], {"session_id": session_id}).fetchone() is not None:
-        raise SessionExistsError(session_id)
-    if parent_session_id is not None:
+    if parent_session_id is not None:  # the parent first, as on PostgreSQL
         parent = require_session(conn, q, parent_session_id)
         if parent["end_reason"] != END_REASON_COMPRESSION:
             raise InvalidLineageError(session_id, parent_session_id)
+    if conn.execute(q["get_session"], {"session_id": session_id}).fetchone() is not None:
+        raise SessionExistsError(session_id)
     conn.execute(
         q["insert_session"],
         {"session_id": session_id, "source": source, "parent_session_id": parent_session_id, "now": now},

@@ -108,3 +108,11 @@ def test_leases_lists_every_held_row(store):
     lc = store.acquire_lease("c", "C", 30)
     store.release_lease(lb)
     assert sorted(store.leases(), key=lambda l: l.session_id) == [la, lc]
+
+
+def test_renew_and_release_of_a_lease_on_an_unknown_session_are_final_answers(store):
+    from protocol import Lease
+
+    ghost = Lease("ghost", "h", 1, 0.0, 1e12)
+    assert store.renew_lease(ghost, 10) is None
+    assert store.release_lease(ghost) is False

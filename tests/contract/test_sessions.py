@@ -114,6 +114,17 @@ def test_append_to_ended_session_names_live_successor(store, store_url, backend)
     assert caught.value.successor_id is None
 
 
+def test_an_ended_tip_is_not_a_live_successor(store):
+    store.create_session("p")
+    store.append("p", Message("user", "before"))
+    _rotate_by_hand(store, "p", "c1")
+    store.end_session("c1", "user_closed")  # the continuation itself ended for another reason
+    assert store.resolve("p") == "c1"
+    with pytest.raises(SessionEndedError) as caught:
+        store.append("p", Message("user", "late"))
+    assert caught.value.successor_id is None
+
+
 def test_hand_made_fork_is_detected(store):
     store.create_session("p")
     store.end_session("p", END_REASON_COMPRESSION)
