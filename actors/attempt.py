@@ -299,9 +299,11 @@ class Attempt:
     def abort(self, status: CompressionStatus, reason: str | None, *, wait: bool) -> bool:
         """Cancel before admission (True), or wait for an admitted commit (False).
 
-        Thread-safe; runs the cleanup on the calling thread. While still preparing,
-        only the lease is released here: the actor thread sees the abort at its next
-        checkpoint, undoes the rest and completes the outcome.
+        Thread-safe. The cleanup (release the lease, restore a forced cooldown) and
+        the outcome happen here, on the calling thread, without waiting for the actor
+        or the compressor. If the actor thread is still preparing (perhaps inside a
+        slow store call), it repeats the idempotent cleanup at its next checkpoint,
+        for anything it took after this returned.
         """
         previous = self.fence.abort()
         if previous is None:
@@ -312,12 +314,7 @@ class Attempt:
                     logger.warning("admitted commit of %s still running", self._base_id)
             return False
         self.cancel.set()
-        if previous is FenceState.RUNNING:
-            self._cleanup_and_complete(self._outcome(status, reason))
-        else:
-            lease = self.fence.take_lease()
-            if lease is not None:
-                self._release(lease)
+        self._cleanup_and_complete(self._outcome(status, reason))
         return True
 
     # -- step 7: cleanup before any outcome -----------------------------------------

@@ -182,12 +182,41 @@ def test_interrupt_while_preparing_is_prompt_and_frees_the_lease(make_registry, 
     assert session.interrupt() is True
     assert time.monotonic() - started < 1.0
     assert store.current_lease("prep") is None
-    blocker.release.set()
-
+    # the outcome is delivered by the interrupt, not when the actor thread gets free
+    thread.join(10)
+    assert not thread.is_alive() and not blocker.release.is_set()
     outcome = result_of(thread, box)
     assert (outcome.status, outcome.reason) == (S.CANCELLED, "interrupted")
+    blocker.release.set()
+
     assert scripted.calls == 0
     assert store.compactions("prep") == [] and store.current_lease("prep") is None
+    assert session.compress().status is S.COMPACTED  # the actor thread came back clean
+
+
+def test_forced_interrupt_while_preparing_restores_the_cooldown_before_returning(
+        make_registry, store):
+    scripted = ScriptedCompressor(summary_only)
+    registry = make_registry(scripted, faulty=True)
+    session = registry.session("prep-forced")
+    session.append(conversation(6))
+    armed = store.arm_cooldown("prep-forced", 600, "earlier failure")
+    blocker = Blocker()
+    registry.store.hooks["transcript"] = blocker  # after the snapshot and clear, step 5 hangs
+    thread, box = run_in_thread(lambda: session.compress(force=True))
+    assert blocker.entered.wait(10)
+    assert store.cooldown("prep-forced") is None  # the forced attempt cleared it
+
+    assert session.interrupt() is True
+    assert store.cooldown("prep-forced") == armed  # restored on the interrupting thread
+    assert store.current_lease("prep-forced") is None
+    thread.join(10)
+    assert (result_of(thread, box).status, box["value"].reason) == (S.CANCELLED, "interrupted")
+    blocker.release.set()
+
+    registry.close()  # waits for the actor thread, which repeats its cleanup
+    assert store.cooldown("prep-forced") == armed
+    assert store.current_lease("prep-forced") is None and scripted.calls == 0
 
 
 def test_commit_error_fails_and_arms_cooldown(make_registry, store):
