@@ -215,7 +215,17 @@ class SessionRegistry:
             return False
 
     def interrupt(self, slot: Slot) -> bool:
-        """Cancel the attempt in flight for ``slot`` (or the slot it handed over to)."""
+        """Cancel the attempt in flight for ``slot`` (or the slot it handed over to).
+
+        A handle may hold a slot whose actor was evicted and later restarted for the
+        same session: the interrupt goes to the slot serving that id now.
+        """
+        slot = slot.current()
+        if slot.closed:
+            with self._lock:
+                serving = self._slots.get(slot.session_id)
+            if serving is not None:
+                slot = serving.current()
         cancelled = False
         while slot is not None:
             attempt = slot.attempt

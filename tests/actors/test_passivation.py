@@ -110,3 +110,23 @@ def test_no_message_is_stranded_while_actors_are_evicted_under_load(make_registr
         durable = [m.content for m in store.transcript(sid)]
         assert sorted(durable) == sorted(acked[sid])
         assert len(durable) == len(set(durable))
+
+
+def test_an_old_handle_interrupts_the_restarted_actors_attempt(make_registry, store):
+    gated = GatedCompressor()
+    registry = make_registry(gated, idle_timeout_s=0.05)
+    old = registry.session("restarted")
+    old.append(conversation(6))
+    wait_until(lambda: registry.resident_count() == 0, what="idle eviction")
+
+    fresh = registry.session("restarted")  # a new actor for the same session
+    done = threading.Event()
+    box: dict = {}
+    worker = threading.Thread(target=lambda: (box.update(o=fresh.compress()), done.set()))
+    worker.start()
+    assert gated.wait_started(10)
+    assert old.interrupt() is True  # the handle from before the eviction still reaches it
+    assert done.wait(10)
+    worker.join(10)
+    assert box["o"].status is CompressionStatus.CANCELLED
+    assert store.current_lease("restarted") is None
