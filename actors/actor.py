@@ -147,8 +147,8 @@ class SessionActor(pykka.ThreadingActor):
                 _set_result(reply, self._store.transcript(self.live_id))
             elif isinstance(command, ReadArchive):
                 _set_result(reply, self._store.archive(self.live_id))
-            elif isinstance(command, Interrupt):
-                _set_result(reply, self.interrupt())
+            elif isinstance(command, Interrupt):  # out of band only: see SessionHandle.ask
+                raise InvalidArgumentError("Interrupt is not a mailbox message; use interrupt()")
             else:
                 raise InvalidArgumentError(f"unknown command {command!r}")
         except _Forwarded:

@@ -20,7 +20,9 @@ from protocol import (
     MODES,
     Append,
     Compress,
+    CompressionDisabledError,
     CompressionOutcome,
+    Interrupt,
     InvalidArgumentError,
     InvalidMessageError,
     Message,
@@ -87,8 +89,17 @@ class _Handle:
         return self._ask(ReadArchive())
 
     def ask(self, command: Any, *, timeout: float | None = None) -> Any:
-        """Send any protocol command value (stamped with this handle's origin)."""
-        return self._ask(self._stamp(command), timeout)
+        """Send any protocol command value (stamped with this handle's origin).
+
+        `Interrupt` never goes through the mailbox (it would queue behind the work it
+        must stop): it is delivered out of band, and only main handles may send it.
+        """
+        command = self._stamp(command)
+        if isinstance(command, Interrupt):
+            if command.origin == "review":
+                raise CompressionDisabledError(self.session_id, "review handles cannot interrupt")
+            return self._registry.interrupt(self._slot)
+        return self._ask(command, timeout)
 
     # -- async twins --------------------------------------------------------------
 

@@ -12,6 +12,7 @@ import pytest
 
 from actors.testing import GatedCompressor, ScriptedCompressor, summary_only
 from protocol import (
+    Interrupt,
     Compress,
     CompressionDisabledError,
     CompressionStatus,
@@ -211,6 +212,20 @@ def test_review_handle_appends_and_reads_but_never_compresses(make_registry, sto
         review.ask(Compress(origin="main"))  # the handle stamps its own origin
     assert store.compactions("s13") == [] and store.current_lease("s13") is None
     assert main.compress().status is S.COMPACTED
+
+
+def test_interrupt_is_out_of_band_and_refused_to_review_handles(make_registry, store):
+    gated = GatedCompressor()
+    registry = make_registry(gated)
+    main, review = registry.session("s13i"), registry.review("s13i")
+    main.append(conversation(6))
+    thread, box = run_in_thread(main.compress)
+    assert gated.wait_started(10)
+    with pytest.raises(CompressionDisabledError):
+        review.ask(Interrupt())
+    assert thread.is_alive() and store.current_lease("s13i") is not None  # still running
+    assert main.ask(Interrupt()) is True  # not queued behind the attempt: answered now
+    assert result_of(thread, box).status is S.CANCELLED
 
 
 # -- bad input is typed and writes nothing ------------------------------------------------
