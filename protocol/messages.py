@@ -74,12 +74,21 @@ def validate_session_id(session_id: object) -> str:
 _STRICT_JSON = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
 
 
-def _check_json(value: Any, what: str) -> str:
-    """Serialize ``value`` strictly (no NaN, str keys only) or raise InvalidMessageError."""
+def _check_json(value: Any, what: str) -> bytes:
+    """Serialize ``value`` strictly (no NaN, valid UTF-8) or raise InvalidMessageError;
+    returns the UTF-8 bytes a store would write."""
     try:
-        return _STRICT_JSON.encode(value)
-    except (TypeError, ValueError) as exc:
+        return _STRICT_JSON.encode(value).encode("utf-8")
+    except (TypeError, ValueError) as exc:  # UnicodeEncodeError: a lone surrogate
         raise InvalidMessageError(f"{what} is not JSON-able: {exc}") from exc
+
+
+def _utf8_size(text: str, what: str) -> int:
+    """Byte length of ``text``; a lone surrogate cannot be stored, so it is invalid."""
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidMessageError(f"{what} is not valid Unicode: {exc}") from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +120,8 @@ class Message:
             value = getattr(self, attr)
             if value is not None and not isinstance(value, str):
                 raise InvalidMessageError(f"{attr} must be a str or None, got {type(value).__name__}")
+            if value is not None:
+                _utf8_size(value, attr)
         if self.tool_calls is not None:
             _check_json(self.tool_calls, "tool_calls")
         if not isinstance(self.meta, Mapping):
@@ -123,10 +134,10 @@ class Message:
     def _validate_content(self) -> None:
         content = self.content
         if isinstance(content, str):
-            size = len(content.encode("utf-8", "surrogatepass"))
+            size = _utf8_size(content, "content")
         elif isinstance(content, list) and all(isinstance(part, dict) for part in content):
-            # encoded once: the check and the size come from the same text
-            size = len(_check_json(content, "content").encode("utf-8", "surrogatepass"))
+            # encoded once: the check and the size come from the same bytes
+            size = len(_check_json(content, "content"))
         else:
             raise InvalidMessageError(
                 f"content must be a str or a list of dicts, got {type(content).__name__}"
@@ -158,7 +169,9 @@ class Message:
         """Build a message from the OpenAI chat shape (``content: None`` becomes ``""``)."""
         if not isinstance(data, Mapping):
             raise InvalidMessageError(f"expected a mapping, got {type(data).__name__}")
-        unknown = set(data) - set(cls._FIELDS)
+        # Fields we do not model are refused rather than dropped, except empty ones
+        # such as OpenAI's ``"refusal": null``, which carry nothing to lose.
+        unknown = {k for k, v in data.items() if k not in cls._FIELDS and v is not None}
         if unknown:
             raise InvalidMessageError(f"unknown message fields: {sorted(unknown)}")
         if "role" not in data:

@@ -125,3 +125,21 @@ def test_outcome_status_committed_flag():
     assert committed == {CompressionStatus.COMPACTED, CompressionStatus.ROTATED}
     outcome = CompressionOutcome(CompressionStatus.SKIPPED, "s", reason="cooldown")
     assert outcome.reason == "cooldown" and outcome.record is None
+
+
+@pytest.mark.parametrize("fields", [
+    {"content": "lone \ud800 surrogate"},
+    {"content": [{"type": "text", "text": "\udfff"}]},
+    {"content": "ok", "name": "\ud800"},
+    {"content": "ok", "meta": {"k": "\ud800"}},
+])
+def test_text_that_cannot_be_stored_as_utf8_is_rejected_at_construction(fields):
+    with pytest.raises(InvalidMessageError):
+        Message("user", **fields)
+
+
+def test_from_dict_tolerates_empty_unmodelled_openai_fields_only():
+    message = Message.from_dict({"role": "assistant", "content": "hi", "refusal": None})
+    assert message == Message("assistant", "hi")
+    with pytest.raises(InvalidMessageError):
+        Message.from_dict({"role": "assistant", "content": "hi", "refusal": "no"})
