@@ -1,8 +1,8 @@
 """session-actors: inspect, check, compact and stress a session store.
 
-Exit status: 0 ok; 1 when fsck or simulate finds a problem (or compact
-did not commit for a reason that needs attention); 2 for a user or configuration error
-(unknown id, missing database, bad URL), printed as one line on stderr.
+Exit status: 0 ok (compact included, whatever outcome it prints); 1 when fsck or
+simulate finds a problem; 2 for a user or configuration error (unknown id, missing
+database, bad URL), printed as one line on stderr.
 --db and --json are accepted before or after the subcommand.
 """
 
@@ -94,10 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_command(sub, common, "fsck", cli_inspect.cmd_fsck,
                  "check integrity: forks, orphan writes, seq gaps, lineage cycles, leaked leases "
-                 "(exit 1 when any)", f"{PROG} fsck --db postgresql://localhost/agents")
+                 "(exit 1 when any); warnings such as stranded live rows are listed, not counted",
+                 f"{PROG} fsck --db postgresql://localhost/agents")
 
     p = _add_command(sub, common, "compact", cli_compact.cmd_compact,
-                     "compact one session now through a session actor (lease + fencing)",
+                     "compact one session now through a session actor (lease + fencing); "
+                     "exit 0 for every outcome printed (compacted, skipped, failed, lease_lost, ...)",
                      f"{PROG} compact discord:123 --mode rotate --force")
     p.add_argument("session_id", metavar="ID")
     p.add_argument("--force", action="store_true", help="ignore a live cooldown")

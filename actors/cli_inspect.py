@@ -228,6 +228,7 @@ def cmd_fsck(args: argparse.Namespace) -> int:
             "messages_checked": report.messages_checked,
             "counts": report.counts(),
             "problems": to_jsonable(report.problems),
+            "warnings": to_jsonable(report.warnings),
             "live_leases": [lease_dict(lease, now) for lease in report.live_leases],
         })
         return 0 if report.ok else 1
@@ -236,6 +237,8 @@ def cmd_fsck(args: argparse.Namespace) -> int:
     for lease in report.live_leases:
         out.print(f"live lease (not a problem): {lease.session_id} held by {lease.holder} "
                   f"token {lease.token} until {fmt_time(lease.expires_at)}")
+    for warning in report.warnings:  # listed like live leases: not damage, not counted
+        out.print(f"warning (not a problem): {warning.kind}: {warning.session_id}: {warning.detail}")
     if report.ok:
         out.print("ok: no problems found")
         return 0

@@ -5,13 +5,19 @@ Only the `Store` protocol is used (``sessions``, ``transcript``, ``archive``,
 
 - ``fork``: a compression-ended session with more than one child.
 - ``orphan_write``: messages in a child of a forked parent other than the oldest;
-  live messages created after their session ended; live messages left in a session
-  ended by compression (its history must be archive only).
+  live messages created after their session ended (whatever the end reason).
 - ``seq_gap``: a session's seqs over all states are not exactly 1..N.
 - ``lineage_cycle``: following parents comes back to where it started.
 - ``missing_parent``: a parent id that names no session.
 - ``leaked_lease``: a lease expired and never released. A live lease is reported,
   not counted as a problem (a compaction may be running right now).
+
+Warnings are listed, not counted (the exit status stays 0):
+
+- ``stranded_live_rows``: live messages left in a session ended by compression,
+  written before it ended. The public API reaches this state (append, end the
+  session for compression, create a child), so it is not damage; the rows are
+  simply not part of the live continuation.
 """
 
 from __future__ import annotations
@@ -24,14 +30,15 @@ from dataclasses import dataclass, field
 from persistence import Store
 from protocol import END_REASON_COMPRESSION, Lease, SessionInfo, StoredMessage
 
-__all__ = ["PROBLEM_KINDS", "FsckReport", "Problem", "check_store"]
+__all__ = ["PROBLEM_KINDS", "WARNING_KINDS", "FsckReport", "FsckWarning", "Problem", "check_store"]
 
 log = logging.getLogger("session_actors.fsck")
 
 PROBLEM_KINDS: tuple[str, ...] = (
     "fork", "orphan_write", "seq_gap", "lineage_cycle", "missing_parent", "leaked_lease",
 )
-#: Most seqs listed in one seq-gap problem's detail.
+WARNING_KINDS: tuple[str, ...] = ("stranded_live_rows",)
+#: Most seqs listed in one detail (a seq gap, stranded live rows).
 _MAX_LISTED = 10
 
 
@@ -42,11 +49,21 @@ class Problem:
     detail: str
 
 
+@dataclass(frozen=True, slots=True)
+class FsckWarning:
+    """A state worth knowing about that is not damage: listed, never counted."""
+
+    kind: str
+    session_id: str
+    detail: str
+
+
 @dataclass(slots=True)
 class FsckReport:
     sessions_checked: int = 0
     messages_checked: int = 0
     problems: list[Problem] = field(default_factory=list)
+    warnings: list[FsckWarning] = field(default_factory=list)
     live_leases: list[Lease] = field(default_factory=list)
 
     @property
@@ -77,6 +94,7 @@ def check_store(
         report.messages_checked += len(messages)
         report.problems += _seq_problems(info, messages)
         report.problems += _ended_session_problems(info, messages)
+        report.warnings += _ended_session_warnings(info, messages)
         report.problems += _fork_problems(store, info, children.get(info.id, []))
     report.problems += _lineage_problems(infos, [info.id for info in checked])
     _check_leases(store, in_scope, report)
@@ -112,23 +130,32 @@ def _seq_problems(info: SessionInfo, messages: list[StoredMessage]) -> list[Prob
 
 
 def _ended_session_problems(info: SessionInfo, messages: list[StoredMessage]) -> list[Problem]:
+    """Live rows created after the session ended, whatever the end reason."""
     if info.ended_at is None:
-        return []
-    live = [m for m in messages if m.state == "live"]
-    if info.end_reason == END_REASON_COMPRESSION:
-        # its history must be archive only: any live row was never carried over
-        if live:
-            return [Problem("orphan_write", info.id,
-                            f"{len(live)} live message(s) left in a session ended by compression")]
         return []
     # Only live rows: a row a compaction archived was handled by that commit, even
     # when its created_at (a transaction start time on PostgreSQL) is a hair later.
-    late = [m for m in live if m.created_at > info.ended_at]
+    late = [m for m in messages if m.state == "live" and m.created_at > info.ended_at]
     if late:
         return [Problem("orphan_write", info.id,
                         f"{len(late)} message(s) written after the session ended "
                         f"(first seq {late[0].seq})")]
     return []
+
+
+def _ended_session_warnings(info: SessionInfo, messages: list[StoredMessage]) -> list[FsckWarning]:
+    """Live rows a compression-ended session kept from before it ended."""
+    if info.ended_at is None or info.end_reason != END_REASON_COMPRESSION:
+        return []
+    stranded = [m for m in messages if m.state == "live" and m.created_at <= info.ended_at]
+    if not stranded:
+        return []
+    seqs = _listed(sorted(m.seq for m in stranded))
+    return [FsckWarning(
+        "stranded_live_rows", info.id,
+        f"{len(stranded)} live message(s) left in the session, written before it was "
+        f"ended by compression (seqs {seqs})",
+    )]
 
 
 def _fork_problems(store: Store, info: SessionInfo, kids: list[SessionInfo]) -> list[Problem]:

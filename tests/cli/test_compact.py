@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 
 import pytest
 
+from actors import cli_compact
+
 from persistence import open_store
-from protocol import SUMMARY_PREFIX, Message
+from protocol import SUMMARY_PREFIX, LeaseLostError, Message
 from tests.cli.helpers import run_cli
 from tests.llm_server import FakeLLM
 
@@ -95,15 +98,52 @@ def test_compact_with_the_llm_compressor(capsys, db: str, llm_server: FakeLLM) -
         store.close()
 
 
-def test_llm_failure_is_a_failed_outcome_exit_1(capsys, db: str, llm_server: FakeLLM) -> None:
+def test_llm_failure_is_a_failed_outcome_exit_0(capsys, db: str, llm_server: FakeLLM) -> None:
+    # Exit 1 is only for fsck/simulate finding damage: a failed outcome is a result.
     llm_server.behaviour = "error"
     code, outcome = compact(capsys, db, "--compressor", "llm",
                             "--llm-base-url", llm_server.base_url, "--llm-model", "tiny")
-    assert code == 1 and outcome["status"] == "failed"
+    assert code == 0 and outcome["status"] == "failed"
+    assert outcome["error"]
     store = open_store(db)
     try:
         assert store.cooldown(SESSION) is not None  # the failure armed the cooldown
         assert len(store.archive(SESSION)) == 0  # nothing written
+    finally:
+        store.close()
+    # the table output says so too, with the same exit status (the cooldown is forced past)
+    result = run_cli(capsys, "compact", SESSION, "--db", db, "--force", "--compressor", "llm",
+                     "--llm-base-url", llm_server.base_url, "--llm-model", "tiny")
+    assert result.code == 0 and result.out.startswith("failed") and "error:" in result.out
+
+
+class _FencedOffStore:
+    """The real store, except that every commit is fenced off (a lease taken over)."""
+
+    def __init__(self, store) -> None:
+        self.inner = store
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    def commit_compaction(self, lease, **_kwargs):
+        raise LeaseLostError(lease.session_id, lease.holder, lease.token)
+
+
+def test_lease_lost_outcome_is_exit_0(capsys, db: str, monkeypatch) -> None:
+    real_open_existing = cli_compact.open_existing
+
+    @contextmanager
+    def fenced_open_existing(args):
+        with real_open_existing(args) as store:
+            yield _FencedOffStore(store)
+
+    monkeypatch.setattr(cli_compact, "open_existing", fenced_open_existing)
+    code, outcome = compact(capsys, db)
+    assert code == 0 and outcome["status"] == "lease_lost"
+    store = open_store(db)
+    try:
+        assert len(store.archive(SESSION)) == 0 and len(store.transcript(SESSION)) == 14
     finally:
         store.close()
 

@@ -81,4 +81,6 @@ def test_writes_into_an_orphan_child_are_lost(sqlite_path: str) -> None:
     report = check(sqlite_path, acks)
     assert report.forks == 1
     assert report.lost_messages == 2  # left live in the ended root, and written to the orphan
-    assert report.orphan_writes >= 2
+    # fsck's orphan write is only the one in the non-oldest child: the root's row was
+    # written before the root ended (a stranded row, a warning), yet it is still lost
+    assert report.orphan_writes == 1
