@@ -25,7 +25,7 @@ from protocol import (
 )
 
 from .pg_lineage import ended_error, require_session
-from .rows import compaction_from_row, derive_child_id
+from .rows import check_watermark, compaction_from_row, derive_child_id
 
 __all__ = ["column_arrays", "commit_in_transaction"]
 
@@ -61,6 +61,7 @@ def commit_in_transaction(
     session = cur.fetchone()
     if session is None:
         raise ended_error(cur, queries, sid)
+    check_watermark(sid, watermark, int(session["next_seq"]))
     cur.execute(queries["archive_compacted"], {"id": sid, "watermark": watermark})
     archived_count = cur.rowcount
     cur.execute(queries["supersede_tail"], {"id": sid, "watermark": watermark})

@@ -33,6 +33,7 @@ from protocol.messages import MAX_SESSION_ID_LENGTH, ROLES
 __all__ = [
     "checked_session_id",
     "check_commit_args",
+    "check_watermark",
     "check_lease",
     "check_limit",
     "check_messages",
@@ -182,6 +183,14 @@ def check_commit_args(
     if not isinstance(compressor, str):
         raise InvalidArgumentError(f"compressor must be a str, got {compressor!r}")
     return check_messages(list(compacted), max_content_bytes)
+
+
+def check_watermark(session_id: str, watermark: int, next_seq: int) -> None:
+    """Inside the commit: a watermark past the last assigned seq names messages that
+    do not exist (a confused caller); refusing it rolls the commit back."""
+    if watermark >= next_seq:
+        raise InvalidArgumentError(
+            f"watermark {watermark} is past the last seq ({next_seq - 1}) of {session_id!r}")
 
 
 def _loads(text: str | None) -> Any:

@@ -23,7 +23,7 @@ from protocol import (
     SessionNotFoundError,
 )
 
-from .rows import compaction_from_row, derive_child_id
+from .rows import check_watermark, compaction_from_row, derive_child_id
 
 __all__ = [
     "append_rows",
@@ -157,6 +157,7 @@ def commit_compaction(
         raise LeaseLostError(sid, lease.holder, lease.token)
     if session["ended_at"] is not None:
         raise ended_error(conn, q, session)
+    check_watermark(sid, watermark, session["next_seq"])
     archived_count, tail = _archive_live(conn, q, sid, watermark)
     epoch = conn.execute(q["bump_epoch"], {"session_id": sid}).fetchone()["epoch"]
     target = sid

@@ -161,6 +161,8 @@ def test_commit_on_ended_session_writes_nothing(store, store_url, backend):
         {"compacted": ["not a message"]},
         {"compacted": SUMMARY},
         {"child_session_id": " bad"},
+        {"watermark": 4},  # past the last seq: names messages that do not exist
+        {"watermark": 4, "mode": "in_place"},
     ],
     ids=repr,
 )
