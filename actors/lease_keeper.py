@@ -109,24 +109,27 @@ class LeaseKeeper:
                 self._on_lost()
                 return
             if now >= next_renew:
-                next_renew = now + interval
-                if not self._renew_once():
+                renewed = self._renew_once()
+                if renewed is None:
                     self._on_lost()
                     return
+                # after a transient failure, retry sooner: the self-fence is coming
+                next_renew = now + (interval if renewed else interval / 4)
 
-    def _renew_once(self) -> bool:
-        """Renew; False when the lease is definitively gone."""
+    def _renew_once(self) -> bool | None:
+        """Renew: True when renewed, False after a transient error, None when the
+        lease is definitively gone."""
         started = time.monotonic()
         try:
             renewed = self._store.renew_lease(self.lease, self._policy.lease_ttl_s)
         except Exception:  # transient: keep trying until the self-fence says otherwise
             logger.warning("renewing lease on %s failed; will retry", self._lease.session_id,
                            exc_info=True)
-            return True
+            return False
         if renewed is None:
             logger.warning("lease on %s was taken over or expired", self._lease.session_id)
             self._mark_lost()
-            return False
+            return None
         with self._lock:
             self._lease = renewed
             self._proven_at = started

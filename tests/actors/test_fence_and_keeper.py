@@ -107,3 +107,35 @@ def test_keeper_reports_a_takeover_as_lost(store):
     finally:
         keeper.stop()
         keeper.join(5)
+
+
+def test_keeper_retries_sooner_after_transient_failures_and_keeps_the_lease(store):
+    """Two failed renews in a row must not cost the lease: with ttl 0.6 s the
+    renew interval is 0.2 s and the self-fence 0.54 s, so only early retries
+    (interval/4 after a failure) reach a successful renew in time."""
+    store.create_session("k3")
+    faulty = FaultyStore(store)
+    calls = []
+    renewed_after_failures = threading.Event()
+
+    def flaky_renew(real, lease, ttl_s):
+        calls.append(lease.token)
+        if len(calls) <= 2:
+            raise OSError("transient renew failure (injected)")
+        result = real(lease, ttl_s)
+        if result is not None:
+            renewed_after_failures.set()
+        return result
+
+    faulty.hooks["renew_lease"] = flaky_renew
+    lease = store.acquire_lease("k3", "me", 0.6)
+    lost = threading.Event()
+    keeper = LeaseKeeper(faulty, lease, CompactionPolicy(lease_ttl_s=0.6, max_compaction_s=30),
+                         on_lost=lost.set, on_timeout=lambda: None)
+    keeper.start()
+    try:
+        assert renewed_after_failures.wait(5)
+        assert not lost.is_set() and keeper.owned()
+    finally:
+        keeper.stop()
+        keeper.join(5)
