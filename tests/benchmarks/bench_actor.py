@@ -30,7 +30,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -38,6 +37,7 @@ from actors import CompactionPolicy, SessionRegistry  # noqa: E402
 from actors.testing import GatedCompressor  # noqa: E402
 from persistence import open_store  # noqa: E402
 from protocol import Message  # noqa: E402
+from tests.benchmarks.timeboxed import Run, time_boxed  # noqa: E402
 
 SESSIONS = 64
 
@@ -105,69 +105,6 @@ def bench_during_compaction(path: str, n: int) -> None:
 
 
 THROUGHPUT_MODES = ("registry", "direct one-txn", "store group commit")
-DISTINCT_MESSAGES = 32  # per client, reused in turn (messages are immutable values)
-
-
-@dataclass(frozen=True)
-class Run:
-    """One time-boxed run of (c): appends acknowledged, wall and process CPU time."""
-
-    mode: str
-    appends: int
-    seconds: float
-    cpu_seconds: float
-    transactions: int  # write transactions committed during the run
-
-    @property
-    def rate(self) -> float:
-        return self.appends / self.seconds
-
-    @property
-    def cpu_us(self) -> float:
-        return self.cpu_seconds / self.appends * 1e6
-
-    @property
-    def per_txn(self) -> float:
-        return self.appends / max(1, self.transactions)
-
-
-def client_messages(k: int) -> list[Message]:
-    """The same ~230-byte user messages in every mode, built before the start line."""
-    return [Message("user", f"client {k} message {i} " + "x" * 200) for i in range(DISTINCT_MESSAGES)]
-
-
-def time_boxed(appenders: list[Callable[[Message], object]], seconds: float) -> tuple[int, float, float]:
-    """Every client appends until told to stop; returns (acknowledged, wall s, cpu s),
-    the wall time ending when the last append returned."""
-    start_line = threading.Barrier(len(appenders) + 1)
-    stop = threading.Event()
-    counts = [0] * len(appenders)
-    errors: list[BaseException] = []
-
-    def client(k: int) -> None:
-        messages, append, done = client_messages(k), appenders[k], 0
-        try:
-            start_line.wait()
-            while not stop.is_set():
-                append(messages[done % DISTINCT_MESSAGES])
-                done += 1
-        except BaseException as exc:  # reported after the run
-            errors.append(exc)
-        counts[k] = done
-
-    threads = [threading.Thread(target=client, args=(k,)) for k in range(len(appenders))]
-    for t in threads:
-        t.start()
-    start_line.wait()
-    began, cpu_began = time.perf_counter(), time.process_time()
-    stop.wait(seconds)
-    stop.set()
-    for t in threads:
-        t.join()
-    elapsed, cpu = time.perf_counter() - began, time.process_time() - cpu_began
-    if errors:
-        raise errors[0]
-    return sum(counts), elapsed, cpu
 
 
 def rows_on_disk(path: str) -> int:
@@ -219,9 +156,7 @@ def bench_throughput(seconds: float, rounds: int, db_dir: str | None) -> None:
             for mode in order:
                 run = throughput_run(directory, mode, seconds)
                 runs[mode].append(run)
-                print(f"    round {number + 1}: {mode:<19} {run.appends:>6} appends (= rows) in "
-                      f"{run.seconds:4.2f}s = {run.rate:6,.0f}/s  cpu {run.cpu_us:4.0f} us/append  "
-                      f"{run.per_txn:5.1f} appends/txn")
+                print(f"    round {number + 1}: {run.line()}  (= rows on disk)")
     rate = {mode: statistics.median(r.rate for r in rs) for mode, rs in runs.items()}
     cpu = {mode: statistics.median(r.cpu_us for r in rs) for mode, rs in runs.items()}
     per_txn = {mode: statistics.median(r.per_txn for r in rs) for mode, rs in runs.items()}

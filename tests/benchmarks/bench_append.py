@@ -32,85 +32,28 @@ import argparse
 import os
 import statistics
 import tempfile
-import threading
 import time
-from dataclasses import dataclass
 
 from persistence.sqlite import SqliteStore
-from protocol import Message
+from tests.benchmarks.timeboxed import Run, time_boxed
 
 MODES = {"one txn per append": False, "group commit": True}
-DISTINCT_MESSAGES = 32  # per thread, reused in turn (messages are immutable values)
 
 
-@dataclass(frozen=True)
-class Result:
-    mode: str
-    appends: int
-    seconds: float
-    cpu_seconds: float
-    transactions: int
-
-    @property
-    def rate(self) -> float:
-        return self.appends / self.seconds
-
-    @property
-    def cpu_us(self) -> float:
-        """Process CPU time (every thread) per append, in microseconds."""
-        return self.cpu_seconds / self.appends * 1e6
-
-    def line(self) -> str:
-        return (
-            f"{self.mode:<20} {self.appends:>6} appends in {self.seconds:5.2f}s = {self.rate:7.0f}/s"
-            f"  cpu {self.cpu_us:5.0f} us/append  {self.appends / max(1, self.transactions):5.1f} appends/txn"
-        )
-
-
-def run(directory: str, mode: str, *, threads: int, sessions: int, seconds: float) -> Result:
+def run(directory: str, mode: str, *, threads: int, sessions: int, seconds: float) -> Run:
     path = os.path.join(directory, f"bench-{MODES[mode]}.db")
     store = SqliteStore(path, synchronous="FULL", group_commit=MODES[mode])
     try:
         ids = [f"bench-{i}" for i in range(sessions)]
         for sid in ids:
             store.create_session(sid)
-        start_line = threading.Barrier(threads + 1)
-        stop = threading.Event()
-        counts = [0] * threads
-        errors: list[BaseException] = []
-
-        def worker(n: int) -> None:
-            sid = ids[n % sessions]
-            # built before the start line: the timed loop measures appends only
-            messages = [Message("user", f"thread {n} message {i} " + "x" * 200) for i in range(DISTINCT_MESSAGES)]
-            done = 0
-            try:
-                start_line.wait()
-                while not stop.is_set():
-                    store.append(sid, messages[done % DISTINCT_MESSAGES])
-                    done += 1
-            except BaseException as exc:  # reported after the run
-                errors.append(exc)
-            counts[n] = done
-
-        pool = [threading.Thread(target=worker, args=(n,)) for n in range(threads)]
-        for t in pool:
-            t.start()
         before = store.write_stats()
-        start_line.wait()
-        began, cpu_began = time.perf_counter(), time.process_time()
-        stop.wait(seconds)
-        stop.set()
-        for t in pool:
-            t.join()
-        elapsed, cpu = time.perf_counter() - began, time.process_time() - cpu_began
-        if errors:
-            raise errors[0]
-        total = sum(counts)
+        total, elapsed, cpu = time_boxed(
+            [lambda m, sid=ids[n % sessions]: store.append(sid, m) for n in range(threads)], seconds)
         after = store.write_stats()
         stored = sum(len(store.transcript(sid)) for sid in ids)
         assert stored == total, f"expected {total} rows, found {stored}"
-        return Result(mode, total, elapsed, cpu, after.transactions - before.transactions)
+        return Run(mode, total, elapsed, cpu, after.transactions - before.transactions)
     finally:
         store.close()
 
@@ -142,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", default=None, help="directory for the database files (local disk)")
     args = parser.parse_args(argv)
     common = {"threads": args.threads, "sessions": args.sessions, "seconds": args.seconds}
-    results: dict[str, list[Result]] = {mode: [] for mode in MODES}
+    results: dict[str, list[Run]] = {mode: [] for mode in MODES}
     fsync_ms = []
     print(f"{args.threads} threads x {args.sessions} sessions, synchronous=FULL, {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-append-") as directory:

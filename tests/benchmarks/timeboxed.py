@@ -1,0 +1,86 @@
+"""Shared by the append benchmarks: time-boxed concurrent clients and their figures.
+
+Every client thread appends prebuilt messages until told to stop; a run reports
+the appends acknowledged, wall time, process CPU time (all threads) and the
+write transactions committed, so modes are compared on the same load.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from protocol import Message
+
+__all__ = ["DISTINCT_MESSAGES", "Run", "client_messages", "time_boxed"]
+
+DISTINCT_MESSAGES = 32  # per client, reused in turn (messages are immutable values)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One time-boxed run of one mode."""
+
+    mode: str
+    appends: int
+    seconds: float
+    cpu_seconds: float
+    transactions: int  # write transactions committed during the run
+
+    @property
+    def rate(self) -> float:
+        return self.appends / self.seconds
+
+    @property
+    def cpu_us(self) -> float:
+        """Process CPU time (every thread) per append, in microseconds."""
+        return self.cpu_seconds / self.appends * 1e6
+
+    @property
+    def per_txn(self) -> float:
+        return self.appends / max(1, self.transactions)
+
+    def line(self) -> str:
+        return (f"{self.mode:<20} {self.appends:>6} appends in {self.seconds:5.2f}s = "
+                f"{self.rate:7,.0f}/s  cpu {self.cpu_us:5.0f} us/append  {self.per_txn:5.1f} appends/txn")
+
+
+def client_messages(k: int) -> list[Message]:
+    """The same ~230-byte user messages in every mode, built before the start line."""
+    return [Message("user", f"client {k} message {i} " + "x" * 200) for i in range(DISTINCT_MESSAGES)]
+
+
+def time_boxed(appenders: list[Callable[[Message], object]], seconds: float) -> tuple[int, float, float]:
+    """Client k calls ``appenders[k]`` until told to stop; returns (acknowledged,
+    wall s, cpu s), the wall time ending when the last append returned."""
+    start_line = threading.Barrier(len(appenders) + 1)
+    stop = threading.Event()
+    counts = [0] * len(appenders)
+    errors: list[BaseException] = []
+
+    def client(k: int) -> None:
+        messages, append, done = client_messages(k), appenders[k], 0
+        try:
+            start_line.wait()
+            while not stop.is_set():
+                append(messages[done % DISTINCT_MESSAGES])
+                done += 1
+        except BaseException as exc:  # reported after the run
+            errors.append(exc)
+        counts[k] = done
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(len(appenders))]
+    for t in threads:
+        t.start()
+    start_line.wait()
+    began, cpu_began = time.perf_counter(), time.process_time()
+    stop.wait(seconds)
+    stop.set()
+    for t in threads:
+        t.join()
+    elapsed, cpu = time.perf_counter() - began, time.process_time() - cpu_began
+    if errors:
+        raise errors[0]
+    return sum(counts), elapsed, cpu
