@@ -58,6 +58,25 @@ def store_url(backend: str, tmp_path) -> Iterator[str]:
 
 
 @pytest.fixture
+def pg_url() -> Iterator[str]:
+    """An isolated PostgreSQL schema's URL, for PostgreSQL-only tests."""
+    with isolated_postgres_url() as url:
+        yield url
+
+
+@pytest.fixture
+def pg(pg_url: str):
+    """A `PostgresStore` on an isolated schema, closed afterwards."""
+    from persistence.postgres import PostgresStore  # the postgres extra may be absent
+
+    store = PostgresStore(pg_url)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@pytest.fixture
 def store(store_url: str) -> Iterator[Store]:
     s = open_store(store_url)
     try:

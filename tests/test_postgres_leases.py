@@ -10,14 +10,12 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
 from persistence.postgres import PostgresStore
 from protocol import LeaseLostError, Message
 from tests.pg import (
-    isolated_postgres_url,
     pg_rows,
     table_snapshot,
     with_application_name,
@@ -26,21 +24,6 @@ from tests.pg import (
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(30)]
 
 TEN_YEARS_S = 10 * 365 * 24 * 3600.0
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    with isolated_postgres_url() as url:
-        yield url
-
-
-@pytest.fixture
-def pg(pg_url: str) -> Iterator[PostgresStore]:
-    store = PostgresStore(pg_url)
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 def db_clock(url: str) -> float:

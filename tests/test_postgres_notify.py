@@ -3,7 +3,6 @@ same schema, a fenced-off one is not, and other schemas' events are filtered out
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 
 import pytest
 
@@ -13,16 +12,6 @@ from protocol import LeaseLostError, Message
 from tests.pg import isolated_postgres_url
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(30)]
-
-
-@pytest.fixture
-def pg() -> Iterator[PostgresStore]:
-    with isolated_postgres_url() as url:
-        store = PostgresStore(url)
-        try:
-            yield store
-        finally:
-            store.close()
 
 
 def _compact(store: PostgresStore, sid: str, mode: str):

@@ -14,14 +14,13 @@ import queue
 import random
 import time
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from persistence.postgres import PostgresStore
 from protocol import LeaseLostError, Message, SessionEndedError
-from tests.pg import isolated_postgres_url, pg_rows
+from tests.pg import pg_rows
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(90)]
 
@@ -236,12 +235,6 @@ def check_integrity(url: str, results: list[dict[str, Any]]) -> dict[str, int]:
     if commits:
         assert records[0] == len(commits), "a commit without a record, or a record nobody committed"
     return {"acked": len(acked), "commits": len(commits), "tails": sum(c["record"].tail_count for c in commits)}
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    with isolated_postgres_url() as url:
-        yield url
 
 
 def test_processes_race_appends_rotations_and_in_place_compactions(pg_url: str):

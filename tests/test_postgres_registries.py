@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from persistence.postgres import PostgresStore
 from protocol import CompressionStatus
-from tests.pg import isolated_postgres_url, pg_rows
+from tests.pg import pg_rows
 from tests.test_postgres_processes import check_integrity, run_processes
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
@@ -73,12 +72,6 @@ def registry_worker(url: str, worker_no: int, barrier: Any, out: Any) -> None:
         out.put({"worker": worker_no, "error": repr(exc)})
     finally:
         store.close()
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    with isolated_postgres_url() as url:
-        yield url
 
 
 def test_registries_in_processes_share_sessions_without_forks_or_loss(pg_url: str):

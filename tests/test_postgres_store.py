@@ -9,7 +9,6 @@ import queue
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
@@ -33,12 +32,6 @@ from tests.pg import (
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(30)]
 
 SPAWN = multiprocessing.get_context("spawn")
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    with isolated_postgres_url() as url:
-        yield url
 
 
 def _schema_of(url: str) -> str:

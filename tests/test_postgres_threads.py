@@ -6,14 +6,12 @@ archived message in its compactor's snapshot, tails carried, nothing lost."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from persistence.postgres import PostgresStore
 from protocol import Message
-from tests.pg import isolated_postgres_url
 from tests.test_postgres_processes import append_following, compact_once, check_integrity
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(60)]
@@ -21,12 +19,6 @@ pytestmark = [pytest.mark.postgres, pytest.mark.timeout(60)]
 WRITERS = 6
 APPENDS = 40
 ROUNDS = 8
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    with isolated_postgres_url() as url:
-        yield url
 
 
 def test_threads_share_a_pool_while_compactions_commit(pg_url: str):

@@ -63,16 +63,24 @@ def test_fork_and_orphan_writes_in_non_oldest_children(capsys, store_url: str) -
     assert [c["session"]["id"] for c in doc["tree"]["children"]] == ["p-child-a", "p-child-b"]
 
 
-def test_write_after_end_is_an_orphan_write(capsys, sqlite_path: str) -> None:
-    store = open_store(sqlite_path)
+def end_with_a_late_row(path: str, reason: str, *, continuation: str | None = None) -> None:
+    """Session ``s`` with two rows, ended for ``reason``; its seq 2 is then dated after the
+    end, as if a write got in (the store refuses one, so the row is crafted)."""
+    store = open_store(path)
     try:
         store.create_session("s")
-        store.append("s", [Message("user", "a"), Message("assistant", "b")])
-        ended = store.end_session("s", "user_closed")
+        store.append("s", [Message("user", "before"), Message("assistant", "late")])
+        ended = store.end_session("s", reason)
+        if continuation is not None:
+            store.create_session(continuation, parent_session_id="s")
     finally:
         store.close()
-    sql(sqlite_path, "UPDATE messages SET created_at = ? WHERE session_id = 's' AND seq = 2",
+    sql(path, "UPDATE messages SET created_at = ? WHERE session_id = 's' AND seq = 2",
         ended.ended_at + 30)
+
+
+def test_write_after_end_is_an_orphan_write(capsys, sqlite_path: str) -> None:
+    end_with_a_late_row(sqlite_path, "user_closed")
     code, doc = fsck(capsys, sqlite_path)
     assert code == 1
     assert kinds(doc) == [("orphan_write", "s")]
@@ -104,17 +112,7 @@ def test_live_rows_left_before_a_compression_end_are_a_warning_not_a_problem(
 
 
 def test_write_after_a_compression_end_is_an_orphan_write(capsys, sqlite_path: str) -> None:
-    store = open_store(sqlite_path)
-    try:
-        store.create_session("s")
-        store.append("s", [Message("user", "before"), Message("assistant", "late")])
-        ended = store.end_session("s", "compression")
-        store.create_session("s2", parent_session_id="s")
-    finally:
-        store.close()
-    # The store refuses a write into an ended session: craft one row as if it got in.
-    sql(sqlite_path, "UPDATE messages SET created_at = ? WHERE session_id = 's' AND seq = 2",
-        ended.ended_at + 30)
+    end_with_a_late_row(sqlite_path, "compression", continuation="s2")
     code, doc = fsck(capsys, sqlite_path)
     assert code == 1
     assert kinds(doc) == [("orphan_write", "s")]
