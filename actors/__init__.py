@@ -7,15 +7,10 @@ transcript) or ``registry.review(id)`` for a `ReviewHandle` (never compacts).
 """
 
 from .actor import SessionActor
-from .compressors import Compressor, HeadTailCompressor
+from .compaction import CompactionPolicy, TokenCounter, estimate_tokens
+from .compressors import Compressor, HeadTailCompressor, LLMCompressor
 from .handle import AskTimeoutError, ReviewHandle, SessionHandle
-from .policy import CompactionPolicy, TokenCounter, estimate_tokens
 from .registry import RegistryClosedError, SessionRegistry
-
-try:  # written in parallel; optional until it lands
-    from .llm import LLMCompressor
-except ImportError:  # pragma: no cover
-    LLMCompressor = None  # type: ignore[assignment,misc]
 
 __all__ = [
     "AskTimeoutError",

@@ -13,7 +13,7 @@ import logging
 import time
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pykka
 
@@ -34,28 +34,18 @@ from protocol import (
     TranscriptError,
 )
 
-from .attempt import Attempt
-from .compressors import Compressor
-from .policy import CompactionPolicy
+from .compaction.attempt import Attempt
+from .compaction.policy import CompactionPolicy
+from .compressors.base import Compressor
+from .routing import Request, Router
 from .slot import Slot
 
-if TYPE_CHECKING:
-    from .registry import SessionRegistry
-
-__all__ = ["Request", "SessionActor"]
+__all__ = ["SessionActor"]
 
 logger = logging.getLogger("session_actors.actor")
 
 #: An append following successors more often than this is a lineage bug, not a race.
 MAX_REDIRECTS = 16
-
-
-@dataclass(frozen=True, slots=True)
-class Request:
-    """A mailbox envelope: a protocol command and the future its caller waits on."""
-
-    command: Any
-    reply: Future[Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +62,7 @@ class _Forwarded(Exception):
 class SessionActor(pykka.ThreadingActor):
     """Serves one live session: appends, reads and the compaction flow."""
 
-    def __init__(self, *, slot: Slot, registry: SessionRegistry, store: Store,
+    def __init__(self, *, slot: Slot, registry: Router, store: Store,
                  compressor: Compressor | None, policy: CompactionPolicy, holder: str,
                  info: SessionInfo) -> None:
         super().__init__()
@@ -135,7 +125,7 @@ class SessionActor(pykka.ThreadingActor):
         reply = request.reply
         try:
             if self._slot.successor is not None:
-                self._registry.forward(self._slot, request)
+                self._registry._forward(self._slot, request)
                 return
             command = request.command
             if isinstance(command, Append):
@@ -153,13 +143,13 @@ class SessionActor(pykka.ThreadingActor):
                 raise InvalidArgumentError(f"unknown command {command!r}")
         except _Forwarded:
             try:
-                self._registry.forward(self._slot, request)
+                self._registry._forward(self._slot, request)
             except BaseException as exc:  # e.g. the registry closed meanwhile
                 _set_exception(reply, exc)
         except BaseException as exc:
             _set_exception(reply, exc)
         finally:
-            self._registry.request_done(self._slot)
+            self._registry._request_done(self._slot)
 
     # -- appends ----------------------------------------------------------------------
 
@@ -196,12 +186,12 @@ class SessionActor(pykka.ThreadingActor):
         if live_id == self._slot.session_id:
             return True
         self._tokens = None
-        return self._registry.relocate(self._slot, live_id)
+        return self._registry._relocate(self._slot, live_id)
 
     # -- compaction -------------------------------------------------------------------
 
     def _compress(self, command: Compress, reply: Future[Any]) -> None:
-        self._registry.note_compress_request()
+        self._registry._note_compress_request()
         if command.origin == "review":
             raise CompressionDisabledError(self.live_id, "review handles never compact")
         attempt = self._attempt
@@ -217,7 +207,7 @@ class SessionActor(pykka.ThreadingActor):
                           compressor=self._compressor, holder=self._holder)
         self._attempt = attempt
         self._slot.attempt = attempt
-        self._registry.track_attempt(attempt)
+        self._registry._track_attempt(attempt)
         return attempt
 
     def interrupt(self) -> bool:

@@ -34,11 +34,10 @@ from protocol import (
 from protocol.commands import Origin
 from protocol.records import CompactionMode
 
-from .actor import Request
 from .reply import Reply
+from .routing import Request, Router
 
 if TYPE_CHECKING:
-    from .registry import SessionRegistry
     from .slot import Slot
 
 __all__ = ["AskTimeoutError", "ReviewHandle", "SessionHandle"]
@@ -53,7 +52,7 @@ class _Handle:
 
     _origin: Origin = "main"
 
-    def __init__(self, registry: SessionRegistry, slot: Slot) -> None:
+    def __init__(self, registry: Router, slot: Slot) -> None:
         self._registry = registry
         self._slot = slot
 
@@ -98,7 +97,7 @@ class _Handle:
         if isinstance(command, Interrupt):
             if command.origin == "review":
                 raise CompressionDisabledError(self.session_id, "review handles cannot interrupt")
-            return self._registry.interrupt(self._slot)
+            return self._registry._interrupt(self._slot)
         return self._ask(command, timeout)
 
     # -- async twins --------------------------------------------------------------
@@ -126,7 +125,7 @@ class _Handle:
         """Enqueue ``command``; the reply is a `Future` (async twins) or a `Reply` latch."""
         if reply is None:
             reply = Future()
-        self._slot = self._registry.dispatch(self._slot, Request(command, reply))
+        self._slot = self._registry._dispatch(self._slot, Request(command, reply))
         return reply
 
     def _ask(self, command: Any, timeout: float | None = None) -> Any:
@@ -171,7 +170,7 @@ class SessionHandle(_Handle):
 
     def interrupt(self) -> bool:
         """Cancel the attempt in flight: True if it was cancelled before its commit."""
-        return self._registry.interrupt(self._slot)
+        return self._registry._interrupt(self._slot)
 
     async def interrupt_async(self) -> bool:
         return await asyncio.to_thread(self.interrupt)

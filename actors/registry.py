@@ -30,19 +30,20 @@ from protocol import (
     validate_session_id,
 )
 
-from .actor import Request, SessionActor
-from .attempt import Attempt
-from .compressors import Compressor, bind_compressor
+from .actor import SessionActor
+from .compaction.attempt import Attempt
+from .compaction.policy import CompactionPolicy, bind_compressor
+from .compressors.base import Compressor
 from .handle import ReviewHandle, SessionHandle
 from .passivation import pick_evictions
-from .policy import CompactionPolicy
+from .routing import Request
 from .slot import Slot
 
 __all__ = ["RegistryClosedError", "SessionRegistry", "default_holder"]
 
 logger = logging.getLogger("session_actors.registry")
 
-#: Bound on slot-chasing retries in `SessionRegistry.dispatch` (evictions racing a send).
+#: Bound on slot-chasing retries in `SessionRegistry._dispatch` (evictions racing a send).
 MAX_DISPATCH_RETRIES = 64
 
 
@@ -81,16 +82,11 @@ class SessionRegistry:
 
     def session(self, session_id: str, *, source: str = "api") -> SessionHandle:
         """A handle on ``session_id`` (created when missing), following its lineage."""
-        return SessionHandle(self, self.get_or_start(session_id, source=source))
+        return SessionHandle(self, self._get_or_start(session_id, source=source))
 
     def review(self, session_id: str, *, source: str = "api") -> ReviewHandle:
         """A handle for a background review: same actor, appends and reads, never compacts."""
-        return ReviewHandle(self, self.get_or_start(session_id, source=source))
-
-    def resident_count(self) -> int:
-        """Actors currently resident (started and not stopped or stopping)."""
-        with self._lock:
-            return len(self._resident)
+        return ReviewHandle(self, self._get_or_start(session_id, source=source))
 
     def stats(self) -> dict[str, int]:
         """Counters for monitoring and tests."""
@@ -139,9 +135,9 @@ class SessionRegistry:
                  tb: TracebackType | None) -> None:
         self.close()
 
-    # -- used by handles and actors -------------------------------------------------------
+    # -- the Router interface: used by handles and actors ------------------------------------
 
-    def get_or_start(self, session_id: str, *, source: str | None = None) -> Slot:
+    def _get_or_start(self, session_id: str, *, source: str | None = None) -> Slot:
         """The slot serving ``session_id``'s live id, starting its actor if needed."""
         validate_session_id(session_id)
         with self._lock:
@@ -163,7 +159,7 @@ class SessionRegistry:
             self._evict_over_capacity(keep=slot)
             return slot
 
-    def dispatch(self, slot: Slot, request: Request) -> Slot:
+    def _dispatch(self, slot: Slot, request: Request) -> Slot:
         """Enqueue ``request`` on the actor now serving ``slot``; returns that slot."""
         for _ in range(MAX_DISPATCH_RETRIES):
             slot = slot.current()
@@ -178,19 +174,19 @@ class SessionRegistry:
                         slot.pending -= 1
                         slot.closed = True
             if slot.successor is None:
-                slot = self.get_or_start(slot.session_id)
+                slot = self._get_or_start(slot.session_id)
         raise TranscriptError(f"could not reach the actor of {slot.session_id!r}")
 
-    def forward(self, slot: Slot, request: Request) -> None:
+    def _forward(self, slot: Slot, request: Request) -> None:
         """Re-send a request that reached a handed-over actor to its successor."""
-        self.dispatch(slot, request)
+        self._dispatch(slot, request)
 
-    def request_done(self, slot: Slot) -> None:
+    def _request_done(self, slot: Slot) -> None:
         with slot.lock:
             slot.pending -= 1
             slot.last_used = time.monotonic()
 
-    def relocate(self, slot: Slot, live_id: str) -> bool:
+    def _relocate(self, slot: Slot, live_id: str) -> bool:
         """Point ``slot`` at ``live_id``; False if another slot serves it (hand-over done)."""
         with self._lock:
             other = self._slots.get(live_id)
@@ -214,7 +210,7 @@ class SessionRegistry:
             logger.info("actor for %s hands over to the resident actor of %s", slot.ids, live_id)
             return False
 
-    def interrupt(self, slot: Slot) -> bool:
+    def _interrupt(self, slot: Slot) -> bool:
         """Cancel the attempt in flight for ``slot`` (or the slot it handed over to).
 
         A handle may hold a slot whose actor was evicted and later restarted for the
@@ -235,11 +231,11 @@ class SessionRegistry:
             slot = slot.successor
         return cancelled
 
-    def note_compress_request(self) -> None:
+    def _note_compress_request(self) -> None:
         with self._lock:
             self._counters["compress_requests"] += 1
 
-    def track_attempt(self, attempt: Attempt) -> None:
+    def _track_attempt(self, attempt: Attempt) -> None:
         with self._lock:
             self._attempts = [a for a in self._attempts if a.in_flight or a.threads_alive]
             self._attempts.append(attempt)

@@ -1,6 +1,6 @@
 """Numbered schema migrations, shared by every dialect.
 
-Migrations are package data: ``persistence/sql/<dialect>/migrations/NNNN_name.sql``.
+Migrations are package data: ``persistence/<dialect>/migrations/NNNN_name.sql``.
 The ``schema_version`` table holds one row per applied migration; the schema
 version is its highest ``version``. A backend asks `pending_migrations` which
 scripts to run (inside its own write transaction, under its own lock) and
@@ -33,7 +33,7 @@ class Migration:
 @functools.lru_cache(maxsize=None)
 def load_migrations(dialect: str) -> tuple[Migration, ...]:
     """The dialect's migrations in version order; versions must be 1..N without gaps."""
-    folder = resources.files("persistence").joinpath("sql", dialect, "migrations")
+    folder = resources.files("persistence").joinpath(dialect, "migrations")
     if not folder.is_dir():
         raise ConfigurationError(f"no migrations for dialect {dialect!r}")
     found = []

@@ -1,7 +1,7 @@
 """Named SQL blocks loaded from package data, one mapping per dialect.
 
 Every backend is a dumb connector running named queries: the SQL (and the
-invariants it enforces) lives in ``persistence/sql/<dialect>/*.sql``. A block
+invariants it enforces) lives in ``persistence/<dialect>/*.sql``. A block
 starts at a line ``-- name: <block_name>`` and runs to the next such line.
 Each dialect writes its own parameter style (``:name`` for SQLite,
 ``%(name)s`` for psycopg); this loader does not touch the text.
@@ -52,11 +52,11 @@ def parse_named_blocks(text: str, *, source: str = "<sql>") -> dict[str, str]:
 
 @functools.lru_cache(maxsize=None)
 def load_queries(dialect: str) -> Mapping[str, str]:
-    """All named blocks of ``persistence/sql/<dialect>/*.sql`` (not migrations).
+    """All named blocks of ``persistence/<dialect>/*.sql`` (not migrations).
 
     Raises: `ConfigurationError` for an unknown dialect or a duplicate name.
     """
-    folder = resources.files("persistence").joinpath("sql", dialect)
+    folder = resources.files("persistence").joinpath(dialect)
     if not folder.is_dir():
         raise ConfigurationError(f"no SQL for dialect {dialect!r}")
     merged: dict[str, str] = {}

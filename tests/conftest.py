@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pykka
 import pytest
@@ -12,6 +14,12 @@ import pytest
 from persistence import Store, open_store
 from tests.llm_server import FakeLLM, running_llm_server
 from tests.pg import isolated_postgres_url
+
+# Subprocesses the tests start (the CLI, spawned workers) import this checkout, not
+# whichever copy of the project happens to be installed.
+_ROOT = str(Path(__file__).resolve().parent.parent)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [_ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != _ROOT])
 
 BACKENDS = ["sqlite", "postgres"]
 LEAK_GRACE_S = 5.0

@@ -100,7 +100,7 @@ def test_asyncio_append_restarts_an_evicted_actor(make_registry, store):
     registry = make_registry(idle_timeout_s=0.05)
     session = registry.session("async-evicted")
     session.append("user", "before eviction")
-    wait_until(lambda: registry.resident_count() == 0, what="idle eviction")
+    wait_until(lambda: registry.stats()["resident"] == 0, what="idle eviction")
 
     async def main():
         return await session.append_async("assistant", "after eviction")

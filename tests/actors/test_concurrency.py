@@ -155,7 +155,7 @@ def test_sixteen_threads_on_a_new_id_get_one_session_one_actor_one_attempt(make_
     for t, b in getters:
         result_of(t, b)
     assert registry.stats()["actors_started"] == 1
-    assert registry.resident_count() == 1
+    assert registry.stats()["resident"] == 1
     assert [s.id for s in store.sessions()] == ["brand-new"]
     handles[0].append(conversation(6))
 
@@ -192,7 +192,7 @@ def test_close_interrupts_the_attempt_in_flight_and_frees_the_lease(store_url, s
         assert (outcome.status, outcome.reason) == (S.CANCELLED, "interrupted")
         assert store.current_lease("s19") is None
         assert store.leases() == []
-        assert registry.resident_count() == 0
+        assert registry.stats()["resident"] == 0
         registry.close()  # idempotent
         with pytest.raises(RegistryClosedError):
             session.append("user", "after close")
@@ -224,11 +224,11 @@ def test_moving_onto_a_resident_live_id_hands_over(make_registry, store):
     rotated = make_registry(ScriptedCompressor(summary_only), mode="rotate").session("hp").compress()
     child = rotated.session_id
     fresh = ours.session(child)  # a second actor here, for the child
-    assert ours.resident_count() == 2
+    assert ours.stats()["resident"] == 2
 
     stale.append("user", "via the stale handle")  # redirect onto the child: hand over
 
-    assert ours.resident_count() == 1
+    assert ours.stats()["resident"] == 1
     assert stale.session_id == fresh.session_id == child
     assert [m.content for m in fresh.transcript()][-1] == "via the stale handle"
     assert ours.session("hp").session_id == child

@@ -7,8 +7,8 @@ import threading
 import pytest
 
 from actors import CompactionPolicy
-from actors.fence import CommitFence, FenceState
-from actors.lease_keeper import LeaseKeeper
+from actors.compaction.fence import CommitFence, FenceState
+from actors.compaction.lease_keeper import LeaseKeeper
 
 from .helpers import FaultyStore, wait_until
 

@@ -31,7 +31,7 @@ def test_many_sessions_stay_bounded_and_lose_nothing(make_registry, store):
     for i in range(SESSIONS):
         handle = registry.session(f"many-{i}")
         handle.append("user", f"message {i}")
-        peak_resident = max(peak_resident, registry.resident_count())
+        peak_resident = max(peak_resident, registry.stats()["resident"])
         peak_threads = max(peak_threads, threading.active_count())
 
     assert peak_resident <= MAX_RESIDENT
@@ -51,9 +51,9 @@ def test_idle_actors_are_stopped_and_come_back(make_registry, store):
     registry = make_registry(idle_timeout_s=0.1)
     session = registry.session("idle")
     session.append("user", "before")
-    wait_until(lambda: registry.resident_count() == 0, what="idle eviction")
+    wait_until(lambda: registry.stats()["resident"] == 0, what="idle eviction")
     session.append("assistant", "after")
-    assert registry.resident_count() == 1
+    assert registry.stats()["resident"] == 1
     assert [m.content for m in session.transcript()] == ["before", "after"]
 
 
@@ -69,7 +69,7 @@ def test_an_actor_with_an_attempt_in_flight_is_never_evicted(make_registry, stor
     for i in range(5):  # push over capacity while it compacts
         registry.session(f"other-{i}").append("user", "x")
     # the idle ones go (capacity and idle timeout); the busy one must stay
-    wait_until(lambda: registry.resident_count() == 1, what="idle actors to be evicted")
+    wait_until(lambda: registry.stats()["resident"] == 1, what="idle actors to be evicted")
     assert registry.stats()["attempts_in_flight"] == 1
     gated.release()
     thread.join(20)
@@ -117,7 +117,7 @@ def test_an_old_handle_interrupts_the_restarted_actors_attempt(make_registry, st
     registry = make_registry(gated, idle_timeout_s=0.05)
     old = registry.session("restarted")
     old.append(conversation(6))
-    wait_until(lambda: registry.resident_count() == 0, what="idle eviction")
+    wait_until(lambda: registry.stats()["resident"] == 0, what="idle eviction")
 
     fresh = registry.session("restarted")  # a new actor for the same session
     done = threading.Event()

@@ -1,0 +1,84 @@
+"""Which database a CLI command uses, and the check that it already exists.
+
+`open_store` creates a missing SQLite file (and migrates an empty PostgreSQL schema),
+so every command except ``simulate`` checks first that the database is there and holds
+a session-actors schema: a typo in ``--db`` must not silently create an empty store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+
+from persistence import Store, open_store
+from persistence.queries import load_queries
+from persistence.urls import parse_store_url
+from protocol import ConfigurationError
+
+__all__ = ["DEFAULT_DB", "ENV_DB", "open_existing", "require_existing", "resolve_db"]
+
+ENV_DB = "SESSION_ACTORS_DB"
+DEFAULT_DB = "./state.db"
+#: Named block in persistence/<dialect>/cli.sql.
+_SCHEMA_QUERY = "cli_schema_present"
+
+
+def resolve_db(args: argparse.Namespace) -> str:
+    """``--db``, else ``$SESSION_ACTORS_DB``, else ``./state.db``."""
+    return getattr(args, "db", None) or os.environ.get(ENV_DB) or DEFAULT_DB
+
+
+def require_existing(url: str) -> None:
+    """Raise `ConfigurationError` unless ``url`` names an existing session-actors database."""
+    backend, target = parse_store_url(url)
+    if backend == "sqlite":
+        _require_sqlite(target)
+    else:
+        _require_postgres(target)
+
+
+def _require_sqlite(path: str) -> None:
+    if not os.path.exists(path):
+        raise ConfigurationError(
+            f"database not found: {path} (only `session-actors simulate` creates one)"
+        )
+    if not os.path.isfile(path):
+        raise ConfigurationError(f"not a database file: {path}")
+    try:
+        with closing(sqlite3.connect(path, timeout=5)) as conn:
+            row = conn.execute(load_queries("sqlite")[_SCHEMA_QUERY]).fetchone()
+    except sqlite3.Error as exc:
+        raise ConfigurationError(f"cannot read {path} as SQLite: {exc}") from exc
+    if not row or not row[0]:
+        raise ConfigurationError(f"{path} is not a session-actors database (no schema_version table)")
+
+
+def _require_postgres(url: str) -> None:
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise ConfigurationError(
+            "PostgreSQL needs the postgres extra: pip install 'session-actors[postgres]'"
+        ) from exc
+    try:
+        with psycopg.connect(url, connect_timeout=10, autocommit=True) as conn:
+            row = conn.execute(load_queries("postgres")[_SCHEMA_QUERY]).fetchone()
+    except psycopg.Error as exc:
+        raise ConfigurationError(f"cannot connect to PostgreSQL: {exc}") from exc
+    if not row or not row[0]:
+        raise ConfigurationError("the PostgreSQL database has no session-actors schema")
+
+
+@contextmanager
+def open_existing(args: argparse.Namespace) -> Iterator[Store]:
+    """Open the command's database after checking it exists; closed on exit."""
+    url = resolve_db(args)
+    require_existing(url)
+    store = open_store(url)
+    try:
+        yield store
+    finally:
+        store.close()

@@ -1,0 +1,147 @@
+"""session-actors: inspect, check, compact and stress a session store.
+
+Exit status: 0 ok (compact included, whatever outcome it prints); 1 when fsck or
+simulate finds a problem; 2 for a user or configuration error (unknown id, missing
+database, bad URL), printed as one line on stderr.
+--db and --json are accepted before or after the subcommand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from protocol import MODES, TranscriptError
+
+from . import compact, inspect, simulate
+from .database import DEFAULT_DB, ENV_DB
+
+__all__ = ["EXIT_OK", "EXIT_PROBLEM", "EXIT_USAGE", "build_parser", "main"]
+
+log = logging.getLogger("session_actors.cli")
+
+EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
+PROG = "session-actors"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one stderr line and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _common_options() -> argparse.ArgumentParser:
+    # SUPPRESS defaults: an option given before the subcommand is not overwritten
+    # by the subparser's default, so it may appear on either side.
+    common = _Parser(add_help=False)
+    common.add_argument(
+        "--db", metavar="URL", default=argparse.SUPPRESS,
+        help=f"database path, sqlite:///path or postgresql://... "
+             f"(default: ${ENV_DB} or {DEFAULT_DB})",
+    )
+    common.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS,
+        help="print exactly one JSON document on stdout instead of tables",
+    )
+    return common
+
+
+def _add_command(sub, common, name: str, handler, summary: str, example: str):
+    parser = sub.add_parser(
+        name, parents=[common], help=summary, description=summary,
+        epilog=f"example:\n  {example}", formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common_options()
+    parser = _Parser(
+        prog=PROG, parents=[common], description=__doc__,
+        epilog="example:\n  session-actors simulate && session-actors fsck",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=_Parser)
+
+    p = _add_command(sub, common, "sessions", inspect.cmd_sessions,
+                     "list sessions, newest first", f"{PROG} sessions --live --limit 20")
+    state = p.add_mutually_exclusive_group()
+    state.add_argument("--live", dest="live", action="store_const", const=True, default=None,
+                       help="only sessions that have not ended")
+    state.add_argument("--ended", dest="live", action="store_const", const=False,
+                       help="only ended sessions")
+    p.add_argument("--limit", type=int, default=100, help="at most N sessions (0: all; default 100)")
+
+    p = _add_command(sub, common, "show", inspect.cmd_show,
+                     "show a session's live transcript (and its archive)",
+                     f"{PROG} show discord:123 --archive")
+    p.add_argument("session_id", metavar="ID")
+    p.add_argument("--archive", action="store_true",
+                   help="also show compacted and superseded messages and compaction records")
+
+    p = _add_command(sub, common, "lineage", inspect.cmd_lineage,
+                     "show the tree of continuations a session belongs to",
+                     f"{PROG} lineage discord:123")
+    p.add_argument("session_id", metavar="ID")
+
+    _add_command(sub, common, "locks", inspect.cmd_locks,
+                 "list compaction leases still held (live or expired)", f"{PROG} locks --json")
+
+    _add_command(sub, common, "fsck", inspect.cmd_fsck,
+                 "check integrity: forks, orphan writes, seq gaps, lineage cycles, leaked leases "
+                 "(exit 1 when any); warnings such as stranded live rows are listed, not counted",
+                 f"{PROG} fsck --db postgresql://localhost/agents")
+
+    p = _add_command(sub, common, "compact", compact.cmd_compact,
+                     "compact one session now through a session actor (lease + fencing); "
+                     "exit 0 for every outcome printed (compacted, skipped, failed, lease_lost, ...)",
+                     f"{PROG} compact discord:123 --mode rotate --force")
+    p.add_argument("session_id", metavar="ID")
+    p.add_argument("--force", action="store_true", help="ignore a live cooldown")
+    p.add_argument("--mode", choices=MODES, default=None, help="default: in_place")
+    compact.add_compressor_options(p)
+
+    p = _add_command(sub, common, "simulate", simulate.cmd_simulate,
+                     "run a gateway-shaped concurrent workload, then an integrity report "
+                     "(exit 1 on any violation); creates the database if missing",
+                     f"{PROG} simulate --sessions 16 --turns 20 --threads 6 --processes 2")
+    simulate.add_options(p)
+    compact.add_compressor_options(p)
+    return parser
+
+
+def _fail(message: str) -> int:
+    line = " ".join(str(message).split()) or "error"
+    sys.stderr.write(f"{PROG}: error: {line}\n")
+    return EXIT_USAGE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status (the console script passes it to exit)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as exc:  # --help (0) or a usage error (2), already printed
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format=f"{PROG}: %(levelname)s %(name)s: %(message)s")
+    try:
+        return handler(args)
+    except TranscriptError as exc:
+        return _fail(str(exc))
+    except OSError as exc:  # unreadable path, permission denied, ...
+        return _fail(f"{exc.strerror or exc}: {exc.filename or ''}".strip(": "))
+    except KeyboardInterrupt:
+        sys.stderr.write(f"{PROG}: interrupted\n")
+        return 130
+
+

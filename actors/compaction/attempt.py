@@ -1,0 +1,402 @@
+"""One compaction attempt: the state machine of DESIGN section 5, steps 2-9.
+
+`Attempt.prepare` runs on the actor thread (cooldown, lease, adoption, forced
+cooldown snapshot, durable read) and starts the compressor in a worker thread.
+`Attempt.on_result` runs on the actor thread when the compressor returns; it goes
+through the commit fence, so exactly one of {commit, interrupt, timeout, lease
+loss} decides the outcome. Whoever decides cleans up (restore/arm the cooldown,
+release the lease) *before* the outcome future is completed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future, InvalidStateError
+from typing import Protocol
+
+from persistence import Store
+from protocol import (
+    END_REASON_COMPRESSION,
+    CompactionRecord,
+    CompressionOutcome,
+    CompressionStatus,
+    Compress,
+    Lease,
+    LeaseLostError,
+    Message,
+    SessionEndedError,
+    SessionNotFoundError,
+    StoredMessage,
+    transcripts_equal,
+)
+
+from ..compressors.base import Compressor
+from .fence import CommitFence, FenceState
+from .lease_keeper import LeaseKeeper
+from .policy import CompactionPolicy
+from .roles import restore_real_user_ask
+
+__all__ = ["Attempt", "AttemptHost"]
+
+logger = logging.getLogger("session_actors.attempt")
+
+S = CompressionStatus
+# Outcomes after which a forced attempt keeps the cooldown as the attempt left it.
+_KEEPS_FORCED_CLEAR = (S.COMPACTED, S.ROTATED, S.FAILED)
+
+
+class AttemptHost(Protocol):
+    """What an attempt needs from its actor."""
+
+    @property
+    def baseline(self) -> tuple[str, int]: ...
+
+    @property
+    def live_id(self) -> str: ...
+
+    def adopt(self, live_id: str, epoch: int) -> None: ...
+
+    def on_committed(self, record: CompactionRecord, mode: str) -> None: ...
+
+    def post_result(self, attempt: Attempt, result: list[Message] | None,
+                    error: BaseException | None) -> None: ...
+
+
+class _Aborted(Exception):
+    """Internal: an interrupt won while the attempt was still preparing."""
+
+
+class Attempt:
+    """A single attempt; its ``outcome`` future is what every joined caller waits on."""
+
+    def __init__(self, command: Compress, *, host: AttemptHost, store: Store,
+                 policy: CompactionPolicy, compressor: Compressor | None, holder: str) -> None:
+        self.command = command
+        self.mode = command.mode or policy.mode
+        self.automatic = command.automatic
+        self.outcome: Future[CompressionOutcome] = Future()
+        self.finished_at: float | None = None
+        self.cancel = threading.Event()
+        self.fence = CommitFence()
+        self._host = host
+        self._store = store
+        self._policy = policy
+        self._compressor = compressor
+        self._holder = holder
+        self._base_id, self._base_epoch = host.baseline
+        self._keeper: LeaseKeeper | None = None
+        self._worker: threading.Thread | None = None
+        self._snapshot: list[StoredMessage] = []
+        self._watermark = 0
+        self._proven_at = time.monotonic()
+
+    # -- inspection -------------------------------------------------------------
+
+    @property
+    def in_flight(self) -> bool:
+        return not self.outcome.done()
+
+    @property
+    def committed(self) -> bool:
+        if not self.outcome.done() or self.outcome.exception() is not None:
+            return False
+        return self.outcome.result().status.committed
+
+    @property
+    def threads_alive(self) -> bool:
+        """The compressor or keeper thread is still running (even after an abort)."""
+        return any(t is not None and t.is_alive() for t in (self._worker, self._keeper_thread()))
+
+    def _keeper_thread(self) -> threading.Thread | None:
+        return None if self._keeper is None else self._keeper.thread
+
+    def join_threads(self, deadline: float) -> None:
+        """Wait (until the monotonic ``deadline``) for the keeper and worker threads."""
+        if self._keeper is not None:
+            self._keeper.join(max(0.0, deadline - time.monotonic()))
+        worker = self._worker
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(max(0.0, deadline - time.monotonic()))
+
+    # -- steps 2-5, on the actor thread -------------------------------------------
+
+    def prepare(self) -> None:
+        """Run up to the compressor; completes the outcome unless the compressor started."""
+        try:
+            outcome = self._prepare()
+        except _Aborted:
+            self._cleanup_and_complete(self._outcome(S.CANCELLED, "interrupted"))
+            return
+        except BaseException as exc:  # store errors, ended session, forked lineage
+            self.fence.admit()
+            self._fail_with(exc)
+            return
+        if outcome is None:
+            return  # the compressor is running; on_result or an abort finishes
+        if not self.fence.admit():  # an interrupt won while we were preparing
+            outcome = self._outcome(S.CANCELLED, "interrupted")
+        self._cleanup_and_complete(outcome)
+
+    def _prepare(self) -> CompressionOutcome | None:
+        if self._compressor is None:
+            return self._outcome(S.SKIPPED, "disabled")
+        if not self.command.force and self._cooldown_is_live():
+            return self._outcome(S.SKIPPED, "cooldown")
+        self._checkpoint()
+        skipped = self._acquire_lease()
+        if skipped is not None:
+            return skipped
+        adopted = self._adopt_if_stale()
+        if adopted is not None:
+            return adopted
+        if self.command.force:
+            self._snapshot_and_clear_cooldown()
+        self._checkpoint()
+        self._snapshot = self._store.transcript(self._base_id)
+        if len(self._snapshot) < 2:
+            return self._outcome(S.SKIPPED, "nothing_to_do")
+        self._watermark = self._snapshot[-1].seq
+        self._start_compressor()
+        return None
+
+    def _checkpoint(self) -> None:
+        if self.fence.aborted:
+            raise _Aborted
+
+    def _cooldown_is_live(self) -> bool:
+        cooldown = self._store.cooldown(self._base_id)
+        return cooldown is not None and cooldown.is_live(self._store.now())
+
+    def _acquire_lease(self) -> CompressionOutcome | None:
+        """Step 3. Any failure of the lease machinery fails closed (lease_error)."""
+        proven_at = time.monotonic()
+        try:
+            lease = self._store.acquire_lease(self._base_id, self._holder, self._policy.lease_ttl_s)
+        except Exception:
+            logger.warning("acquiring the lease on %s failed", self._base_id, exc_info=True)
+            self._release_orphaned_lease()
+            return self._outcome(S.SKIPPED, "lease_error")
+        if lease is None:
+            return self._outcome(S.SKIPPED, "lease_held")
+        if not self.fence.publish_lease(lease):
+            self._release(lease)
+            raise _Aborted
+        self._proven_at = proven_at
+        return None
+
+    def _release_orphaned_lease(self) -> None:
+        """An acquire that raised may still have committed: give back anything ours."""
+        try:
+            lease = self._store.current_lease(self._base_id)
+            if lease is not None and lease.holder == self._holder:
+                self._store.release_lease(lease)
+        except Exception:
+            logger.warning("could not check for a leaked lease on %s", self._base_id, exc_info=True)
+
+    def _adopt_if_stale(self) -> CompressionOutcome | None:
+        """Step 4: someone else compacted (or we moved); follow instead of compacting."""
+        info = self._store.get_session(self._base_id)
+        if info is None:
+            raise SessionNotFoundError(self._base_id)
+        rotated = info.end_reason == END_REASON_COMPRESSION
+        if info.ended_at is not None and not rotated:
+            raise SessionEndedError(self._base_id, None, info.end_reason)
+        if not (rotated or self._host.live_id != self._base_id or info.epoch > self._base_epoch):
+            return None
+        live_id = self._store.resolve(self._base_id)
+        live = info if live_id == self._base_id else self._store.get_session(live_id)
+        if live is None:
+            raise SessionNotFoundError(live_id)
+        self._host.adopt(live_id, live.epoch)
+        return self._outcome(S.ADOPTED, None, previous=self._base_id)
+
+    def _snapshot_and_clear_cooldown(self) -> None:
+        """Step 5, forced: keep the raw row (under the lease) to restore it verbatim."""
+        snapshot = self._store.cooldown(self._base_id)
+        if not self.fence.publish_snapshot(snapshot):
+            raise _Aborted
+        self._store.clear_cooldown(self._base_id)
+
+    def _start_compressor(self) -> None:
+        lease = self.fence.lease
+        if lease is None:  # an interrupt already took it back
+            raise _Aborted
+        self._keeper = LeaseKeeper(
+            self._store, lease, self._policy,
+            on_lost=lambda: self.abort(S.LEASE_LOST, None, wait=False),
+            on_timeout=lambda: self.abort(S.CANCELLED, "timeout", wait=False),
+            renewed_at=self._proven_at,
+        )
+        if not self.fence.start_running():
+            raise _Aborted
+        self._keeper.start()
+        self._worker = threading.Thread(
+            target=self._run_compressor, name=f"compressor:{self._base_id}", daemon=True
+        )
+        self._worker.start()
+
+    def _run_compressor(self) -> None:
+        """Worker thread: call the compressor, hand the result to the actor thread."""
+        result: list[Message] | None = None
+        error: BaseException | None = None
+        try:
+            output = self._compressor.compress(  # type: ignore[union-attr]
+                self._snapshot, target_tokens=self._policy.target_tokens, cancel=self.cancel)
+            result = _as_messages(output)
+        except BaseException as exc:  # delivered as FAILED, never escapes the thread
+            error = exc
+        try:
+            self._host.post_result(self, result, error)
+        except Exception:  # the actor is gone (registry closing): finish here
+            logger.debug("actor gone before the compressor returned", exc_info=True)
+            self.abort(S.CANCELLED, "interrupted", wait=False)
+
+    # -- step 6, on the actor thread ------------------------------------------------
+
+    def on_result(self, result: list[Message] | None, error: BaseException | None) -> None:
+        """Admit the compressor's result through the fence, then decide and commit."""
+        if not self.fence.admit():
+            return  # an interrupt, timeout or lease loss already answered
+        try:
+            outcome = self._decide(result, error)
+        except Exception as exc:  # defensive: a bug here must still free the lease
+            logger.exception("deciding the compaction of %s failed", self._base_id)
+            outcome = self._outcome(S.FAILED, "commit_error", error=repr(exc))
+        self._cleanup_and_complete(outcome)
+
+    def _decide(self, result: list[Message] | None, error: BaseException | None) -> CompressionOutcome:
+        assert self._keeper is not None
+        if error is not None or result is None:
+            return self._outcome(S.FAILED, "compressor_error", error=_describe(error))
+        if not self._keeper.owned():
+            return self._outcome(S.LEASE_LOST, None)
+        if transcripts_equal(result, self._snapshot):
+            return self._outcome(S.UNCHANGED, None)
+        if not result:
+            return self._outcome(S.SKIPPED, "empty_result")
+        compacted = restore_real_user_ask(self._snapshot, result)
+        try:
+            record = self._store.commit_compaction(
+                self._keeper.lease, watermark=self._watermark, compacted=compacted,
+                mode=self.mode, compressor=getattr(self._compressor, "name", "") or "")
+        except LeaseLostError:
+            return self._outcome(S.LEASE_LOST, None)
+        except Exception as exc:
+            logger.warning("commit of %s failed", self._base_id, exc_info=True)
+            return self._outcome(S.FAILED, "commit_error", error=_describe(exc))
+        self._host.on_committed(record, self.mode)
+        if self.mode == "rotate":
+            return self._outcome(S.ROTATED, None, record=record, previous=self._base_id,
+                                 after=len(compacted) + record.tail_count)
+        return self._outcome(S.COMPACTED, None, record=record,
+                             after=len(compacted) + record.tail_count)
+
+    # -- step 8: interrupt, timeout, lease loss -------------------------------------
+
+    def abort(self, status: CompressionStatus, reason: str | None, *, wait: bool) -> bool:
+        """Cancel before admission (True), or wait for an admitted commit (False).
+
+        Thread-safe. The cleanup (release the lease, restore a forced cooldown) and
+        the outcome happen here, on the calling thread, without waiting for the actor
+        or the compressor. If the actor thread is still preparing (perhaps inside a
+        slow store call), it repeats the idempotent cleanup at its next checkpoint,
+        for anything it took after this returned.
+        """
+        previous = self.fence.abort()
+        if previous is None:
+            if wait and self.fence.state is FenceState.ADMITTED:
+                try:
+                    self.outcome.exception(timeout=self._policy.ask_timeout_s)
+                except Exception:  # timed out or cancelled: we waited as long as allowed
+                    logger.warning("admitted commit of %s still running", self._base_id)
+            return False
+        self.cancel.set()
+        self._cleanup_and_complete(self._outcome(status, reason))
+        return True
+
+    # -- step 7: cleanup before any outcome -----------------------------------------
+
+    def _cleanup_and_complete(self, outcome: CompressionOutcome) -> None:
+        error = self._cleanup(outcome.status, outcome.reason, outcome.error)
+        if error is not None:
+            self._complete_error(error)
+        else:
+            self._complete(outcome)
+
+    def _fail_with(self, exc: BaseException) -> None:
+        logger.warning("compaction attempt on %s raised %r", self._base_id, exc)
+        error = self._cleanup(None, None, None)
+        self._complete_error(exc if error is None else error)
+
+    def _cleanup(self, status: CompressionStatus | None, reason: str | None,
+                 error_text: str | None) -> BaseException | None:
+        """Restore/arm the cooldown, then release the lease. Returns a failed compensation."""
+        if self._keeper is not None:
+            self._keeper.stop()
+        failure: BaseException | None = None
+        if self.command.force and self.fence.has_snapshot and status not in _KEEPS_FORCED_CLEAR:
+            try:
+                self._store.restore_cooldown(self._base_id, self.fence.snapshot)
+            except Exception as exc:  # a failed compensation must surface, not look clean
+                logger.error("restoring the cooldown of %s failed", self._base_id, exc_info=True)
+                failure = exc
+        if status is S.FAILED or (status is S.CANCELLED and reason == "timeout"):
+            try:
+                self._store.arm_cooldown(self._base_id, self._policy.cooldown_s,
+                                         reason if reason == "timeout" else (error_text or reason))
+            except Exception as exc:
+                logger.error("arming the cooldown of %s failed", self._base_id, exc_info=True)
+                failure = failure or exc
+        lease = self.fence.take_lease()
+        if lease is not None:
+            self._release(lease)
+        return failure
+
+    def _release(self, lease: Lease) -> None:
+        try:
+            self._store.release_lease(lease)
+        except Exception:  # it expires on its own; fencing keeps us correct meanwhile
+            logger.warning("releasing the lease on %s failed", lease.session_id, exc_info=True)
+
+    def _complete(self, outcome: CompressionOutcome) -> None:
+        self.finished_at = time.monotonic()
+        try:
+            self.outcome.set_result(outcome)
+        except InvalidStateError:
+            pass
+
+    def _complete_error(self, exc: BaseException) -> None:
+        self.finished_at = time.monotonic()
+        if not isinstance(exc, Exception):
+            wrapped = RuntimeError(f"compaction aborted by {exc!r}")
+            wrapped.__cause__ = exc
+            exc = wrapped
+        try:
+            self.outcome.set_exception(exc)
+        except InvalidStateError:
+            pass
+
+    def _outcome(self, status: CompressionStatus, reason: str | None, *,
+                 previous: str | None = None, record: CompactionRecord | None = None,
+                 after: int = 0, error: str | None = None) -> CompressionOutcome:
+        before = len(self._snapshot)
+        return CompressionOutcome(
+            status=status, session_id=self._host.live_id, previous_session_id=previous,
+            reason=reason, record=record, messages_before=before,
+            messages_after=after if record is not None else before, error=error)
+
+
+def _as_messages(output: Sequence[Message] | None) -> list[Message]:
+    """Validate the compressor's output: plain messages (dicts accepted)."""
+    if output is None or isinstance(output, (str, bytes)):
+        raise TypeError(f"a compressor must return a sequence of messages, got {type(output).__name__}")
+    return [m if isinstance(m, Message) else Message.from_dict(m) for m in output]
+
+
+def _describe(exc: BaseException | None) -> str:
+    if exc is None:
+        return "compressor returned nothing"
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,31 @@
+"""The `Compressor` interface every compressor implements."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from protocol import Message, StoredMessage
+
+__all__ = ["Compressor"]
+
+
+@runtime_checkable
+class Compressor(Protocol):
+    """Turns a durable transcript into a shorter one.
+
+    ``compress`` is called off the actor thread with the live transcript
+    (`StoredMessage` in seq order) and returns plain `Message` values. It must be
+    stateless across calls (several sessions may call it at once) and should poll
+    ``cancel`` and return early once it is set: the result is then discarded.
+    Raising makes the attempt FAILED and arms the session's cooldown.
+    A compressor may define ``for_policy(policy) -> Compressor`` to pick up policy
+    defaults; the registry calls it once (see `bind_compressor`).
+    """
+
+    name: str
+
+    def compress(
+        self, messages: Sequence[StoredMessage], *, target_tokens: int, cancel: threading.Event
+    ) -> Sequence[Message]: ...

@@ -1,0 +1,100 @@
+"""`HeadTailCompressor`: the shipped local compressor (no network, deterministic)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Protocol
+
+from protocol import SUMMARY_PREFIX, InvalidArgumentError, Message, StoredMessage, is_real_user_ask
+
+__all__ = ["HeadTailCompressor"]
+
+SUMMARY_LINE_CHARS = 160
+DEFAULT_KEEP_LAST = 6
+
+
+class _KeepLastPolicy(Protocol):
+    """What `HeadTailCompressor.for_policy` reads of a `CompactionPolicy`."""
+
+    keep_last: int
+
+
+class HeadTailCompressor:
+    """Local, deterministic, no network.
+
+    Keeps the leading system prompt, the first real user ask and the last
+    ``keep_last`` messages (the policy's when None), and replaces the middle with one
+    summary message starting with ``[CONTEXT COMPACTION]`` that lists each dropped
+    message on a line, truncated to fit ``target_tokens``. A transcript with no
+    middle comes back unchanged (the attempt ends UNCHANGED).
+    """
+
+    name = "head-tail"
+
+    def __init__(self, keep_last: int | None = None) -> None:
+        if keep_last is not None and (not isinstance(keep_last, int) or keep_last < 0):
+            raise InvalidArgumentError(f"keep_last must be an int >= 0 or None, got {keep_last!r}")
+        self.keep_last = keep_last
+
+    def for_policy(self, policy: _KeepLastPolicy) -> HeadTailCompressor:
+        return self if self.keep_last is not None else HeadTailCompressor(policy.keep_last)
+
+    def compress(
+        self, messages: Sequence[Message], *, target_tokens: int, cancel: threading.Event
+    ) -> list[Message]:
+        messages = list(messages)
+        head = _head_indexes(messages)
+        tail_start = _tail_start(messages, self._keep_last(), after=max(head, default=-1))
+        middle = [m for i, m in enumerate(messages[:tail_start]) if i not in head]
+        if not middle or cancel.is_set():
+            return [m.as_message() for m in messages]
+        kept_head = [messages[i].as_message() for i in sorted(head)]
+        neighbours = {kept_head[-1].role if kept_head else None,
+                      messages[tail_start].role if tail_start < len(messages) else None}
+        summary = Message(
+            "assistant" if "user" in neighbours else "user",  # never user next to user
+            _summarize(middle, target_tokens),
+            meta={"synthetic": True, "compaction": True},
+        )
+        return kept_head + [summary] + [m.as_message() for m in messages[tail_start:]]
+
+    def _keep_last(self) -> int:
+        return DEFAULT_KEEP_LAST if self.keep_last is None else self.keep_last
+
+
+def _head_indexes(messages: Sequence[Message]) -> set[int]:
+    """Leading system messages plus the first real user ask."""
+    head: set[int] = set()
+    for i, message in enumerate(messages):
+        if message.role != "system":
+            break
+        head.add(i)
+    for i, message in enumerate(messages):
+        if is_real_user_ask(message):
+            head.add(i)
+            break
+    return head
+
+
+def _tail_start(messages: Sequence[Message], keep_last: int, *, after: int) -> int:
+    """Index where the verbatim tail starts; never splits a tool result from its call."""
+    start = max(len(messages) - keep_last, after + 1)
+    while after + 1 < start < len(messages) and messages[start].role == "tool":
+        start -= 1
+    return start
+
+
+def _summarize(middle: Sequence[Message], target_tokens: int) -> str:
+    budget_chars = max(200, target_tokens * 2)  # about half the target, in characters
+    lines = [f"{SUMMARY_PREFIX} {len(middle)} earlier messages, condensed:"]
+    used = len(lines[0])
+    for message in middle:
+        text = " ".join(message.text.split())
+        line = f"- {message.role}: {text[:SUMMARY_LINE_CHARS]}"
+        if used + len(line) > budget_chars:
+            lines.append(f"- ... {len(middle) - len(lines) + 1} more")
+            break
+        lines.append(line)
+        used += len(line) + 1
+    return "\n".join(lines)

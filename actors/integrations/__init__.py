@@ -1,0 +1,3 @@
+"""Adapters from session-actors to agent frameworks, each behind its own extra."""
+
+__all__: list[str] = []

@@ -1,0 +1,60 @@
+"""How handles and actors reach the registry: the mailbox envelope and the narrow
+interface the registry offers them.
+
+Handles and actors depend on `Router`, not on `SessionRegistry`, so the runtime's
+modules import one way (registry -> actor, handle -> routing). The methods are
+private: they are the runtime's own collaboration, not user API.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from .compaction.attempt import Attempt
+    from .compaction.policy import CompactionPolicy
+    from .slot import Slot
+
+__all__ = ["Request", "Router"]
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A mailbox envelope: a protocol command and the future its caller waits on."""
+
+    command: Any
+    reply: Future[Any]
+
+
+class Router(Protocol):
+    """What a `SessionRegistry` does for its handles and actors."""
+
+    policy: CompactionPolicy
+
+    def _dispatch(self, slot: Slot, request: Request) -> Slot:
+        """Enqueue ``request`` on the actor now serving ``slot``; returns that slot."""
+        ...
+
+    def _forward(self, slot: Slot, request: Request) -> None:
+        """Re-send a request that reached a handed-over actor to its successor."""
+        ...
+
+    def _request_done(self, slot: Slot) -> None:
+        """One request of ``slot`` was handled (for the busy count and the idle clock)."""
+        ...
+
+    def _relocate(self, slot: Slot, live_id: str) -> bool:
+        """Point ``slot`` at ``live_id``; False if another slot serves it (hand-over)."""
+        ...
+
+    def _interrupt(self, slot: Slot) -> bool:
+        """Cancel the attempt in flight of the actor serving ``slot``."""
+        ...
+
+    def _note_compress_request(self) -> None:
+        ...
+
+    def _track_attempt(self, attempt: Attempt) -> None:
+        ...

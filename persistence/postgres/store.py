@@ -1,0 +1,396 @@
+"""The PostgreSQL backend: `PostgresStore`, opened by ``open_store("postgresql://...")``.
+
+A dumb connector running the named queries of ``persistence/postgres``; the
+database enforces the invariants (fencing inside the UPDATE of the lease row,
+``UNIQUE(session_id, seq)``, the session row lock that orders seqs by commit).
+
+**Clock.** Every time is ``extract(epoch FROM clock_timestamp())`` evaluated by the
+server: the database's wall clock at the moment the statement checks it. Lease
+expiry never looks at a client clock, so clients with skewed clocks agree.
+``now()`` was rejected because it is frozen at transaction start and would judge
+a lease by a stale time after a lock wait.
+
+Leases are rows (``leases``), never advisory locks: an advisory lock carries no
+token and breaks behind transaction poolers. The only advisory lock is the
+per-schema one taken while migrating (see `persistence.postgres.schema`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from protocol import (
+    CompactionRecord,
+    Cooldown,
+    END_REASON_COMPRESSION,
+    InvalidArgumentError,
+    InvalidLineageError,
+    Lease,
+    Message,
+    SessionExistsError,
+    SessionInfo,
+    SessionNotFoundError,
+    StoredMessage,
+    validate_session_id,
+)
+from protocol.records import CompactionMode
+
+from ..queries import load_queries
+from ..rows import (
+    check_commit_args,
+    check_lease,
+    check_limit,
+    check_messages,
+    check_ttl,
+    compaction_from_row,
+    cooldown_from_row,
+    lease_from_row,
+    session_from_row,
+    stored_message_from_row,
+)
+from .args import check_cooldown_seconds, check_pool_options, check_snapshot, check_text
+from .compaction import column_arrays, commit_in_transaction
+from .driver import PgDatabase
+from .lineage import ended_error, require_session, resolve_tip
+from .notify import CompactionListener
+from .schema import DIALECT, ensure_schema
+
+__all__ = ["PostgresStore"]
+
+log = logging.getLogger("session_actors.postgres")
+
+
+class PostgresStore:
+    """The `Store` on PostgreSQL, through a ``psycopg_pool.ConnectionPool``.
+
+    Options: ``min_size``/``max_size`` (pool), ``patience_s`` (how long a call
+    retries a busy database — serialization failures, deadlocks, lock waits, no
+    free connection — before `StoreBusyError`; also the server-side
+    ``lock_timeout``), ``connect_timeout_s``, ``max_content_bytes`` (per message,
+    default: the process-wide limit).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        patience_s: float = 10.0,
+        connect_timeout_s: float = 5.0,
+        max_content_bytes: int | None = None,
+    ) -> None:
+        check_pool_options(min_size, max_size, patience_s, connect_timeout_s, max_content_bytes)
+        self._max_content_bytes = max_content_bytes
+        self._url = url
+        self._connect_timeout_s = float(connect_timeout_s)
+        self._q = load_queries(DIALECT)
+        self._db = PgDatabase(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            patience_s=float(patience_s),
+            connect_timeout_s=float(connect_timeout_s),
+        )
+        try:
+            self.schema_version = ensure_schema(self._db, self._q)
+        except BaseException:
+            self._db.close()
+            raise
+        self._unique_violation = self._db.psycopg.errors.UniqueViolation
+        self._fk_violation = self._db.psycopg.errors.ForeignKeyViolation
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self._db.where})"
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- helpers ---------------------------------------------------------------
+
+    def _read(self, what: str, work: Any) -> Any:
+        return self._db.run(what, work, readonly=True)
+
+    def _write(self, what: str, work: Any) -> Any:
+        return self._db.run(what, work)
+
+    # -- sessions --------------------------------------------------------------
+
+    def create_session(
+        self, session_id: str, *, source: str = "api", parent_session_id: str | None = None
+    ) -> SessionInfo:
+        sid = validate_session_id(session_id)
+        check_text(source, "source")
+        parent = None if parent_session_id is None else validate_session_id(parent_session_id)
+        q = self._q
+
+        def work(cur: Any) -> SessionInfo:
+            if parent is not None:
+                prow = require_session(cur, q, parent)
+                if prow["end_reason"] != END_REASON_COMPRESSION:
+                    raise InvalidLineageError(sid, parent)
+            try:
+                cur.execute(q["insert_session"], {"id": sid, "source": source, "parent_session_id": parent})
+            except self._unique_violation as exc:
+                raise SessionExistsError(sid) from exc
+            return session_from_row(require_session(cur, q, sid))
+
+        return self._write("create_session", work)
+
+    def get_session(self, session_id: str) -> SessionInfo | None:
+        sid = validate_session_id(session_id)
+
+        def work(cur: Any) -> SessionInfo | None:
+            cur.execute(self._q["get_session"], {"id": sid})
+            row = cur.fetchone()
+            return None if row is None else session_from_row(row)
+
+        return self._read("get_session", work)
+
+    def end_session(self, session_id: str, reason: str) -> SessionInfo:
+        sid = validate_session_id(session_id)
+        check_text(reason, "reason")
+        q = self._q
+
+        def work(cur: Any) -> SessionInfo:
+            cur.execute(q["end_session"], {"id": sid, "reason": reason})
+            ended_now = cur.fetchone() is not None
+            row = require_session(cur, q, sid)
+            if not ended_now and row["end_reason"] != reason:
+                raise ended_error(cur, q, sid)
+            return session_from_row(row)
+
+        return self._write("end_session", work)
+
+    def sessions(self, *, live: bool | None = None, limit: int | None = None) -> list[SessionInfo]:
+        if live is not None and not isinstance(live, bool):
+            raise InvalidArgumentError(f"live must be None or a bool, got {live!r}")
+        params = {"live": live, "limit": check_limit(limit)}
+
+        def work(cur: Any) -> list[SessionInfo]:
+            cur.execute(self._q["list_sessions"], params)
+            return [session_from_row(r) for r in cur.fetchall()]
+
+        return self._read("sessions", work)
+
+    def children(self, session_id: str) -> list[SessionInfo]:
+        sid = validate_session_id(session_id)
+
+        def work(cur: Any) -> list[SessionInfo]:
+            require_session(cur, self._q, sid)
+            cur.execute(self._q["list_children"], {"id": sid})
+            return [session_from_row(r) for r in cur.fetchall()]
+
+        return self._read("children", work)
+
+    def resolve(self, session_id: str) -> str:
+        sid = validate_session_id(session_id)
+        return self._read("resolve", lambda cur: resolve_tip(cur, self._q, sid)["id"])
+
+    # -- messages --------------------------------------------------------------
+
+    def append(self, session_id: str, messages: Message | Sequence[Message]) -> list[StoredMessage]:
+        sid = validate_session_id(session_id)
+        params = check_messages(messages, self._max_content_bytes)
+        q = self._q
+
+        def work(cur: Any) -> list[StoredMessage]:
+            if not params:
+                row = require_session(cur, q, sid)
+                if row["ended_at"] is not None:
+                    raise ended_error(cur, q, sid)
+                return []
+            cur.execute(q["append_messages"], {"session_id": sid, **column_arrays(params)})
+            rows = cur.fetchall()
+            if not rows:
+                raise ended_error(cur, q, sid)  # or SessionNotFoundError
+            return sorted((stored_message_from_row(r) for r in rows), key=lambda m: m.seq)
+
+        return self._write("append", work)
+
+    def transcript(self, session_id: str) -> list[StoredMessage]:
+        return self._messages("live_messages", session_id)
+
+    def archive(self, session_id: str) -> list[StoredMessage]:
+        return self._messages("archived_messages", session_id)
+
+    def _messages(self, query: str, session_id: str) -> list[StoredMessage]:
+        sid = validate_session_id(session_id)
+
+        def work(cur: Any) -> list[StoredMessage]:
+            require_session(cur, self._q, sid)
+            cur.execute(self._q[query], {"id": sid})
+            return [stored_message_from_row(r) for r in cur.fetchall()]
+
+        return self._read(query, work)
+
+    # -- leases ----------------------------------------------------------------
+
+    def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> Lease | None:
+        sid = validate_session_id(session_id)
+        check_text(holder, "holder")
+        ttl = check_ttl(ttl_s)
+
+        def work(cur: Any) -> Lease | None:
+            try:
+                cur.execute(self._q["acquire_lease"], {"session_id": sid, "holder": holder, "ttl": ttl})
+            except self._fk_violation as exc:
+                raise SessionNotFoundError(sid) from exc
+            row = cur.fetchone()
+            return None if row is None else lease_from_row(row)
+
+        return self._write("acquire_lease", work)
+
+    def renew_lease(self, lease: Lease, ttl_s: float) -> Lease | None:
+        check_lease(lease)
+        ttl = check_ttl(ttl_s)
+        params = {"session_id": lease.session_id, "holder": lease.holder, "token": lease.token, "ttl": ttl}
+
+        def work(cur: Any) -> Lease | None:
+            cur.execute(self._q["renew_lease"], params)
+            row = cur.fetchone()
+            return None if row is None else lease_from_row(row)
+
+        return self._write("renew_lease", work)
+
+    def release_lease(self, lease: Lease) -> bool:
+        check_lease(lease)
+        params = {"session_id": lease.session_id, "holder": lease.holder, "token": lease.token}
+
+        def work(cur: Any) -> bool:
+            cur.execute(self._q["release_lease"], params)
+            return cur.fetchone() is not None
+
+        return self._write("release_lease", work)
+
+    def current_lease(self, session_id: str) -> Lease | None:
+        sid = validate_session_id(session_id)
+
+        def work(cur: Any) -> Lease | None:
+            require_session(cur, self._q, sid)
+            cur.execute(self._q["current_lease"], {"session_id": sid})
+            row = cur.fetchone()
+            return None if row is None else lease_from_row(row)
+
+        return self._read("current_lease", work)
+
+    def leases(self) -> list[Lease]:
+        def work(cur: Any) -> list[Lease]:
+            cur.execute(self._q["held_leases"])
+            return [lease_from_row(r) for r in cur.fetchall()]
+
+        return self._read("leases", work)
+
+    # -- compaction ------------------------------------------------------------
+
+    def commit_compaction(
+        self,
+        lease: Lease,
+        *,
+        watermark: int,
+        compacted: Sequence[Message],
+        mode: CompactionMode,
+        child_session_id: str | None = None,
+        compressor: str = "",
+    ) -> CompactionRecord:
+        params = check_commit_args(
+            lease, watermark=watermark, compacted=compacted, mode=mode,
+            child_session_id=child_session_id, compressor=compressor,
+            max_content_bytes=self._max_content_bytes)
+        def work(cur: Any) -> CompactionRecord:
+            return commit_in_transaction(
+                cur, self._q, lease, watermark=watermark, compacted=params, mode=mode,
+                child_session_id=child_session_id, compressor=compressor,
+                unique_violation=self._unique_violation,
+            )
+
+        record = self._write("commit_compaction", work)
+        log.info(
+            "compaction committed: session=%s mode=%s token=%d watermark=%d archived=%d tail=%d child=%s",
+            record.session_id, record.mode, record.token, record.watermark,
+            record.archived_count, record.tail_count, record.child_session_id,
+        )
+        return record
+
+    def compactions(self, session_id: str) -> list[CompactionRecord]:
+        sid = validate_session_id(session_id)
+
+        def work(cur: Any) -> list[CompactionRecord]:
+            require_session(cur, self._q, sid)
+            cur.execute(self._q["list_compactions"], {"id": sid})
+            return [compaction_from_row(r) for r in cur.fetchall()]
+
+        return self._read("compactions", work)
+
+    # -- cooldowns -------------------------------------------------------------
+
+    def cooldown(self, session_id: str) -> Cooldown | None:
+        sid = validate_session_id(session_id)
+
+        def work(cur: Any) -> Cooldown | None:
+            row = require_session(cur, self._q, sid)
+            if row["cooldown_until"] is None:
+                return None
+            return Cooldown(sid, float(row["cooldown_until"]), row["cooldown_error"])
+
+        return self._read("cooldown", work)
+
+    def arm_cooldown(self, session_id: str, seconds: float, error: str | None) -> Cooldown:
+        sid = validate_session_id(session_id)
+        seconds = check_cooldown_seconds(seconds)
+        if error is not None:
+            check_text(error, "error", allow_empty=True)
+        params = {"session_id": sid, "seconds": seconds, "error": error}
+
+        def work(cur: Any) -> Cooldown:
+            try:
+                cur.execute(self._q["arm_cooldown"], params)
+            except self._fk_violation as exc:
+                raise SessionNotFoundError(sid) from exc
+            return cooldown_from_row(cur.fetchone())
+
+        return self._write("arm_cooldown", work)
+
+    def clear_cooldown(self, session_id: str) -> None:
+        self.restore_cooldown(session_id, None)
+
+    def restore_cooldown(self, session_id: str, snapshot: Cooldown | None) -> None:
+        sid = validate_session_id(session_id)
+        snapshot = check_snapshot(sid, snapshot)
+        q = self._q
+
+        def work(cur: Any) -> None:
+            require_session(cur, q, sid)
+            if snapshot is None:
+                cur.execute(q["delete_cooldown"], {"session_id": sid})
+            else:
+                cur.execute(
+                    q["put_cooldown"],
+                    {"session_id": sid, "until": float(snapshot.until), "error": snapshot.error},
+                )
+
+        self._write("restore_cooldown", work)
+
+    # -- notifications (PostgreSQL only) --------------------------------------
+
+    def listen_compactions(self) -> CompactionListener:
+        """A `CompactionListener` on a dedicated connection: hints of compactions
+        committed from now on (by any process on this schema). Close it when done."""
+        return CompactionListener(self._url, self._q, connect_timeout_s=self._connect_timeout_s)
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def now(self) -> float:
+        def work(cur: Any) -> float:
+            cur.execute(self._q["clock"])
+            return float(cur.fetchone()["now"])
+
+        return self._read("now", work)
+
+    def close(self) -> None:
+        self._db.close()

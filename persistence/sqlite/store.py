@@ -1,0 +1,407 @@
+"""The SQLite backend: the default `Store`, one local database file.
+
+WAL mode, ``BEGIN IMMEDIATE`` for every write, busy retries with jitter up to
+a patience budget (then `StoreBusyError`). With ``group_commit=True`` (the
+default) every write of this process goes through one writer thread and
+concurrent writes share a transaction (one fsync for many appends); a failing
+request is undone alone (see `persistence.sqlite.writer`). With
+``group_commit=False`` each caller runs its own transaction, one at a time.
+Reads use a small pool of connections. Many processes may share the file: the
+SQLite write lock serializes their transactions, and every invariant (fencing,
+seq assignment, at most one child) is checked inside them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from protocol import (
+    CompactionRecord,
+    ConfigurationError,
+    Cooldown,
+    InvalidArgumentError,
+    Lease,
+    Message,
+    SessionInfo,
+    StoredMessage,
+)
+from protocol.records import CompactionMode
+
+from ..queries import load_queries
+from ..rows import (
+    check_commit_args,
+    checked_session_id,
+    check_lease,
+    check_limit,
+    check_messages,
+    check_ttl,
+    compaction_from_row,
+    cooldown_from_row,
+    lease_from_row,
+    session_from_row,
+    stored_from_params,
+    stored_message_from_row,
+)
+from . import ops
+from .connection import (
+    SYNCHRONOUS_MODES,
+    BusyRetry,
+    ReaderPool,
+    connect,
+    ensure_private_file,
+    map_sqlite_error,
+    restrict_sidecars,
+)
+from .bulk import AppendJob, bulk_append
+from .schema import DIALECT, prepare_database
+from .writer import GroupCommitWriter, WriteStats
+
+__all__ = ["SqliteStore", "WriteStats"]
+
+logger = logging.getLogger("session_actors.sqlite")
+
+T = TypeVar("T")
+MAX_BATCH = 256
+MAX_IDLE_READERS = 8
+
+
+class SqliteStore:
+    """A `Store` on one SQLite file (see the module docstring).
+
+    Options: ``synchronous`` (``"FULL"`` by default: durable on return),
+    ``patience_s`` (how long a write waits for the lock before
+    `StoreBusyError`), ``group_commit``, ``clock`` (epoch seconds; tests move
+    time instead of sleeping), ``max_content_bytes`` (per message, default the
+    protocol's limit), ``create`` (False: a missing file is a `ConfigurationError`).
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        synchronous: str = "FULL",
+        patience_s: float = 30.0,
+        group_commit: bool = True,
+        clock: Callable[[], float] | None = None,
+        max_content_bytes: int | None = None,
+        create: bool = True,
+    ) -> None:
+        self._check_options(synchronous, patience_s, max_content_bytes)
+        self.path = str(path)
+        self._synchronous = synchronous.upper()
+        self._clock = clock or time.time
+        self._max_content_bytes = max_content_bytes
+        self._retry = BusyRetry(patience_s)
+        self._q = load_queries(DIALECT)
+        ensure_private_file(self.path, create=create)
+        writer_conn = connect(self.path, synchronous=self._synchronous)
+        try:
+            prepare_database(writer_conn, self._q, path=self.path, retry=self._retry, clock=self.now)
+        except BaseException:
+            writer_conn.close()
+            raise
+        restrict_sidecars(self.path)
+        self._readers = ReaderPool(self.path, synchronous=self._synchronous, max_idle=MAX_IDLE_READERS)
+        self._writer = GroupCommitWriter(
+            writer_conn,
+            patience_s=patience_s,
+            max_batch=MAX_BATCH,
+            name=f"sqlite-writer:{self.path}",
+            bulk=lambda conn, jobs: bulk_append(conn, self._q, jobs, self.now),
+            group_commit=group_commit,
+        )
+        self._writer_conn = writer_conn
+
+    @staticmethod
+    def _check_options(synchronous: object, patience: object, max_bytes: object) -> None:
+        if not isinstance(synchronous, str) or synchronous.upper() not in SYNCHRONOUS_MODES:
+            raise ConfigurationError(f"synchronous must be one of {SYNCHRONOUS_MODES}, got {synchronous!r}")
+        if isinstance(patience, bool) or not isinstance(patience, (int, float)) or not (
+            math.isfinite(patience) and patience >= 0
+        ):
+            raise ConfigurationError(f"patience_s must be a finite number >= 0, got {patience!r}")
+        if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0):
+            raise ConfigurationError(f"max_content_bytes must be a positive int, got {max_bytes!r}")
+
+    # -- plumbing ---------------------------------------------------------------
+
+    def _read(self, fn: Callable[[sqlite3.Connection], T], session_id: str = "?") -> T:
+        """Run ``fn`` in one read transaction (a consistent snapshot)."""
+        conn = self._readers.checkout()
+
+        def attempt() -> T:
+            conn.execute("BEGIN")
+            try:
+                return fn(conn)
+            finally:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+
+        try:
+            return self._retry.run(attempt)
+        except sqlite3.Error as exc:
+            raise map_sqlite_error(exc, session_id) from exc
+        finally:
+            self._readers.checkin(conn)
+
+    def _write(self, fn: Callable[[sqlite3.Connection], T], session_id: str = "?") -> T:
+        """Run ``fn`` in a write transaction. Bodies read the clock themselves, under
+        the write lock, so lease times follow commit order across processes."""
+        return self._writer.submit(fn, session_id)
+
+    def write_stats(self) -> WriteStats:
+        """Write transactions committed by this store object, the requests they held
+        (group commit puts many in one), and requests queued for the writer."""
+        return self._writer.stats()
+
+    def now(self) -> float:
+        return float(self._clock())
+
+    def close(self) -> None:
+        if not self._readers.close():
+            return
+        self._writer.close()  # runs what is queued, then stops its thread
+        try:
+            self._writer_conn.close()
+        except sqlite3.Error as exc:  # closing must not raise; note it
+            logger.warning("closing the writer connection failed: %s", exc)
+
+    def __enter__(self) -> SqliteStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({self.path!r})"
+
+    # -- sessions ---------------------------------------------------------------
+
+    def create_session(
+        self, session_id: str, *, source: str = "api", parent_session_id: str | None = None
+    ) -> SessionInfo:
+        checked_session_id(session_id)
+        if parent_session_id is not None:
+            checked_session_id(parent_session_id)
+        if not isinstance(source, str) or not source:
+            raise InvalidArgumentError(f"source must be a non-empty str, got {source!r}")
+        row = self._write(
+            lambda c: ops.create_session(c, self._q, session_id, source, parent_session_id, self.now()),
+            session_id,
+        )
+        return session_from_row(row)
+
+    def get_session(self, session_id: str) -> SessionInfo | None:
+        checked_session_id(session_id)
+        row = self._read(lambda c: c.execute(self._q["get_session"], {"session_id": session_id}).fetchone())
+        return None if row is None else session_from_row(row)
+
+    def end_session(self, session_id: str, reason: str) -> SessionInfo:
+        checked_session_id(session_id)
+        if not isinstance(reason, str) or not reason:
+            raise InvalidArgumentError(f"reason must be a non-empty str, got {reason!r}")
+        row = self._write(lambda c: ops.end_session(c, self._q, session_id, reason, self.now()), session_id)
+        return session_from_row(row)
+
+    def sessions(self, *, live: bool | None = None, limit: int | None = None) -> list[SessionInfo]:
+        if live is not None and not isinstance(live, bool):
+            raise InvalidArgumentError(f"live must be None or a bool, got {live!r}")
+        limit = check_limit(limit)
+        params = {"live": live, "limit": -1 if limit is None else limit}
+        rows = self._read(lambda c: c.execute(self._q["list_sessions"], params).fetchall())
+        return [session_from_row(r) for r in rows]
+
+    def children(self, session_id: str) -> list[SessionInfo]:
+        checked_session_id(session_id)
+
+        def body(c: sqlite3.Connection) -> list[sqlite3.Row]:
+            ops.require_session(c, self._q, session_id)
+            return c.execute(self._q["children"], {"session_id": session_id}).fetchall()
+
+        return [session_from_row(r) for r in self._read(body, session_id)]
+
+    def resolve(self, session_id: str) -> str:
+        checked_session_id(session_id)
+        return self._read(lambda c: ops.resolve(c, self._q, session_id), session_id)
+
+    # -- messages ---------------------------------------------------------------
+
+    def append(self, session_id: str, messages: Message | Sequence[Message]) -> list[StoredMessage]:
+        checked_session_id(session_id)
+        originals = [messages] if isinstance(messages, Message) else messages
+        params = check_messages(originals, self._max_content_bytes)
+
+        def body(c: sqlite3.Connection) -> tuple[int, list[int], float]:
+            now = self.now()
+            return (*ops.append_rows(c, self._q, session_id, params, now), now)
+
+        first_seq, ids, created_at = self._writer.submit(body, session_id, job=AppendJob(session_id, params))
+        # built here, not on the writer thread: the writer is the shared bottleneck
+        return [
+            stored_from_params(m, p, session_id=session_id, seq=first_seq + i, id=msg_id, created_at=created_at)
+            for i, (m, p, msg_id) in enumerate(zip(originals, params, ids))
+        ]
+
+    def _messages(self, query: str, session_id: str) -> list[StoredMessage]:
+        checked_session_id(session_id)
+
+        def body(c: sqlite3.Connection) -> list[sqlite3.Row]:
+            ops.require_session(c, self._q, session_id)
+            return c.execute(self._q[query], {"session_id": session_id}).fetchall()
+
+        return [stored_message_from_row(r) for r in self._read(body, session_id)]
+
+    def transcript(self, session_id: str) -> list[StoredMessage]:
+        return self._messages("transcript", session_id)
+
+    def archive(self, session_id: str) -> list[StoredMessage]:
+        return self._messages("archive", session_id)
+
+    # -- leases -----------------------------------------------------------------
+
+    def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> Lease | None:
+        checked_session_id(session_id)
+        if not isinstance(holder, str) or not holder:
+            raise InvalidArgumentError(f"holder must be a non-empty str, got {holder!r}")
+        ttl = check_ttl(ttl_s)
+
+        def body(c: sqlite3.Connection) -> sqlite3.Row | None:
+            ops.require_session(c, self._q, session_id)
+            now = self.now()
+            params = {"session_id": session_id, "holder": holder, "now": now, "expires_at": now + ttl}
+            return c.execute(self._q["acquire_lease"], params).fetchone()
+
+        row = self._write(body, session_id)
+        return None if row is None else lease_from_row(row)
+
+    def renew_lease(self, lease: Lease, ttl_s: float) -> Lease | None:
+        check_lease(lease)
+        ttl = check_ttl(ttl_s)
+
+        def body(c: sqlite3.Connection) -> sqlite3.Row | None:
+            now = self.now()  # an unknown session has no lease row: None, like any lost lease
+            params = {
+                "session_id": lease.session_id, "holder": lease.holder, "token": lease.token,
+                "now": now, "expires_at": now + ttl,
+            }
+            return c.execute(self._q["renew_lease"], params).fetchone()
+
+        row = self._write(body, lease.session_id)
+        return None if row is None else lease_from_row(row)
+
+    def release_lease(self, lease: Lease) -> bool:
+        check_lease(lease)
+
+        def body(c: sqlite3.Connection) -> bool:
+            params = {"session_id": lease.session_id, "holder": lease.holder, "token": lease.token, "now": self.now()}
+            return c.execute(self._q["release_lease"], params).rowcount == 1
+
+        return self._write(body, lease.session_id)
+
+    def current_lease(self, session_id: str) -> Lease | None:
+        checked_session_id(session_id)
+
+        def body(c: sqlite3.Connection) -> sqlite3.Row | None:
+            ops.require_session(c, self._q, session_id)
+            return c.execute(self._q["current_lease"], {"session_id": session_id, "now": self.now()}).fetchone()
+
+        row = self._read(body, session_id)
+        return None if row is None else lease_from_row(row)
+
+    def leases(self) -> list[Lease]:
+        rows = self._read(lambda c: c.execute(self._q["held_leases"]).fetchall())
+        return [lease_from_row(r) for r in rows]
+
+    # -- compaction -------------------------------------------------------------
+
+    def commit_compaction(
+        self,
+        lease: Lease,
+        *,
+        watermark: int,
+        compacted: Sequence[Message],
+        mode: CompactionMode,
+        child_session_id: str | None = None,
+        compressor: str = "",
+    ) -> CompactionRecord:
+        params = check_commit_args(
+            lease, watermark=watermark, compacted=compacted, mode=mode,
+            child_session_id=child_session_id, compressor=compressor,
+            max_content_bytes=self._max_content_bytes)
+        return self._write(
+            lambda c: ops.commit_compaction(
+                c, self._q, lease, watermark=watermark, params=params, mode=mode,
+                child_session_id=child_session_id, compressor=compressor, now=self.now(),
+            ),
+            lease.session_id,
+        )
+
+    def compactions(self, session_id: str) -> list[CompactionRecord]:
+        checked_session_id(session_id)
+
+        def body(c: sqlite3.Connection) -> list[sqlite3.Row]:
+            ops.require_session(c, self._q, session_id)
+            return c.execute(self._q["compactions"], {"session_id": session_id}).fetchall()
+
+        return [compaction_from_row(r) for r in self._read(body, session_id)]
+
+    # -- cooldowns --------------------------------------------------------------
+
+    def cooldown(self, session_id: str) -> Cooldown | None:
+        checked_session_id(session_id)
+
+        def body(c: sqlite3.Connection) -> sqlite3.Row | None:
+            ops.require_session(c, self._q, session_id)
+            return c.execute(self._q["get_cooldown"], {"session_id": session_id}).fetchone()
+
+        row = self._read(body, session_id)
+        return None if row is None else cooldown_from_row(row)
+
+    def arm_cooldown(self, session_id: str, seconds: float, error: str | None) -> Cooldown:
+        checked_session_id(session_id)
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not (
+            math.isfinite(seconds) and seconds >= 0
+        ):
+            raise InvalidArgumentError(f"seconds must be finite and >= 0, got {seconds!r}")
+        _check_error_text(error)
+
+        def body(c: sqlite3.Connection) -> sqlite3.Row:
+            ops.require_session(c, self._q, session_id)
+            params = {"session_id": session_id, "until": self.now() + seconds, "error": error}
+            return c.execute(self._q["arm_cooldown"], params).fetchone()
+
+        return cooldown_from_row(self._write(body, session_id))
+
+    def clear_cooldown(self, session_id: str) -> None:
+        self.restore_cooldown(session_id, None)
+
+    def restore_cooldown(self, session_id: str, snapshot: Cooldown | None) -> None:
+        checked_session_id(session_id)
+        if snapshot is not None:
+            if not isinstance(snapshot, Cooldown) or snapshot.session_id != session_id:
+                raise InvalidArgumentError(f"snapshot must be None or a Cooldown of {session_id!r}")
+            if not isinstance(snapshot.until, (int, float)) or not math.isfinite(snapshot.until):
+                raise InvalidArgumentError(f"cooldown until must be finite, got {snapshot.until!r}")
+            _check_error_text(snapshot.error)
+
+        def body(c: sqlite3.Connection) -> None:
+            ops.require_session(c, self._q, session_id)
+            if snapshot is None:
+                c.execute(self._q["delete_cooldown"], {"session_id": session_id})
+            else:
+                c.execute(
+                    self._q["put_cooldown"],
+                    {"session_id": session_id, "until": snapshot.until, "error": snapshot.error},
+                )
+
+        self._write(body, session_id)
+
+
+def _check_error_text(error: Any) -> None:
+    if error is not None and not isinstance(error, str):
+        raise InvalidArgumentError(f"error must be None or a str, got {error!r}")

@@ -1,0 +1,344 @@
+"""Group commit: one writer thread runs queued write requests in shared transactions.
+
+Each request is a function of a connection. The writer takes every request
+queued so far (up to ``max_batch``), runs them in one ``BEGIN IMMEDIATE ...
+COMMIT`` and releases each caller only after the COMMIT that holds its rows.
+Requests rarely fail, so a batch first runs straight through (consecutive
+appends in bulk). If anything fails, that transaction is rolled back and the
+batch replayed in a new one with a SAVEPOINT per request: the failing request
+is undone alone and the rest of the batch commits.
+
+Releasing callers is where the time goes once fsync is fast: every woken caller
+wants the GIL, which the writer needs between its statements. So the callers of
+a committed batch are released in a chain (`_Request`), and, when more requests
+are already queued, only once the next batch has been written, just before its
+COMMIT: they run while the writer waits on the disk instead of fighting it for
+the GIL while it builds the batch. Only a batch of appends (a bulk run, short
+and bounded) may hold a chain: it is released at once when the queue is empty,
+when the next batch holds any other request, fails or retries, and on close.
+
+With ``group_commit=False`` there is no writer thread: each caller runs its own
+``BEGIN IMMEDIATE ... COMMIT`` on the shared connection, in its own thread,
+one caller at a time (an in-process mutex; other processes still meet at the
+SQLite write lock). That is one transaction per request, the plain design.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from protocol import StoreBusyError, TranscriptError
+
+from .connection import BusyRetry, is_busy, map_sqlite_error
+
+__all__ = ["GroupCommitWriter", "WriteFn", "WriteStats"]
+
+logger = logging.getLogger("session_actors.sqlite_writer")
+
+WriteFn = Callable[[sqlite3.Connection], Any]
+#: Runs many jobs at once; returns one result per job, or None when it cannot
+#: (then every request of the batch runs alone, with its own savepoint).
+BulkFn = Callable[[sqlite3.Connection, list[Any]], "list[Any] | None"]
+_STOP = object()
+_COMMITTED, _ROLLED_BACK, _REPLAY = object(), object(), object()
+
+
+@dataclass(frozen=True, slots=True)
+class WriteStats:
+    """Counters of one writer: committed transactions, the requests they held,
+    requests of the batch being attempted now, and requests waiting in the queue."""
+
+    transactions: int
+    requests: int
+    in_flight: int
+    queued: int
+
+
+class _Request:
+    """One queued write. ``done`` is a lock held until the outcome is set: a plain
+    lock is a much cheaper one-shot latch than an Event for thousands of waiters.
+
+    Callers of a committed batch are released in a chain: the writer releases
+    the first, and each caller releases the next as soon as it wakes. Waking
+    them all at once would make dozens of threads fight over the GIL (and the
+    writer, which needs it for the next batch) at the same moment; the chain
+    wakes them one after another while the writer goes on. ``claim`` makes the
+    release one-shot, so the writer can sweep a stalled chain safely.
+    """
+
+    __slots__ = ("fn", "session_id", "job", "done", "claim", "next", "result", "error")
+
+    def __init__(self, fn: WriteFn, session_id: str, job: Any) -> None:
+        self.fn = fn
+        self.session_id = session_id
+        self.job = job
+        self.done = threading.Lock()
+        self.done.acquire()
+        self.claim = threading.Lock()
+        self.next: _Request | None = None  # the caller to release after this one
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def release(self) -> None:
+        """Let the caller go (its outcome is set). Only the first call counts."""
+        if self.claim.acquire(False):
+            self.done.release()
+
+    def wait(self) -> None:
+        """Block until released, then release the next caller of the batch."""
+        self.done.acquire()
+        if self.next is not None:
+            self.next.release()
+
+
+class GroupCommitWriter:
+    """The single writer of one store: every write of this process goes through it,
+    queued for the writer thread, or (``group_commit=False``) run by its caller."""
+
+    def __init__(
+        self, conn: sqlite3.Connection, *, patience_s: float, max_batch: int, name: str,
+        bulk: BulkFn | None = None, group_commit: bool = True,
+    ) -> None:
+        self._conn = conn
+        self._bulk = bulk
+        self._retry = BusyRetry(patience_s)
+        self._max_batch = max_batch
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._lock = threading.Lock()  # closing vs submitting
+        self._closed = False
+        self._transactions = 0  # committed batches
+        self._requests = 0  # requests those batches held
+        self._in_flight = 0  # size of the batch being attempted
+        self._held: _Request | None = None  # head of a committed chain not yet released
+        # group_commit=False: callers take turns on the connection instead of queueing
+        self._direct = None if group_commit else threading.Lock()
+        self._thread = None
+        if group_commit:
+            self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+            self._thread.start()
+
+    def submit(self, fn: WriteFn, session_id: str = "?", *, job: Any = None) -> Any:
+        """Run ``fn(conn)`` in a write transaction; return its result once committed.
+
+        A request with a ``job`` may instead run together with neighbouring jobs
+        through the writer's ``bulk`` function, which must return what ``fn``
+        would have returned for each.
+        Raises what ``fn`` raised (driver errors mapped to ours), or `StoreBusyError`.
+        """
+        request = _Request(fn, session_id, job)
+        if self._direct is not None:
+            with self._direct:  # held by close() too: no write outlives the store
+                if self._closed:
+                    raise TranscriptError("the store is closed")
+                self._run_batch([request])  # our own transaction, in this thread
+                request.release()
+        else:
+            with self._lock:
+                if self._closed:
+                    raise TranscriptError("the store is closed")
+                self._queue.put(request)
+        request.wait()
+        if request.error is not None:
+            raise request.error
+        return request.result
+
+    def stats(self) -> WriteStats:
+        return WriteStats(self._transactions, self._requests, self._in_flight, self._queue.qsize())
+
+    def close(self) -> None:
+        """Finish queued requests, then stop the thread. Idempotent."""
+        if self._direct is not None:
+            with self._direct:  # waits for the write in progress
+                self._closed = True
+            return
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._queue.put(_STOP)
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    # -- writer thread ----------------------------------------------------------
+
+    def _run(self) -> None:
+        stopping = False
+        released: list[_Request] = []  # the last batch, whose callers the chain releases
+        try:
+            while not stopping:
+                try:
+                    batch = [self._queue.get_nowait()]
+                except queue.Empty:
+                    self._release_held()
+                    _sweep(released)  # idle: nobody may wait on a stalled chain meanwhile
+                    batch = [self._queue.get()]
+                while len(batch) < self._max_batch:
+                    try:
+                        batch.append(self._queue.get_nowait())
+                    except queue.Empty:
+                        break
+                if _STOP in batch:
+                    stopping = True
+                    batch = [r for r in batch if r is not _STOP]
+                    # requests queued before close() still run: their callers are waiting
+                    while True:
+                        try:
+                            item = self._queue.get_nowait()
+                        except queue.Empty:
+                            break
+                        if item is not _STOP:
+                            batch.append(item)
+                if batch:
+                    try:
+                        self._run_batch(batch)
+                    finally:
+                        # the previous chain has had a whole batch to finish: release
+                        # whoever is still waiting in it (a caller interrupted while waiting)
+                        self._release_held()
+                        _sweep(released)
+                        released = batch
+                        for request, successor in zip(batch, batch[1:]):
+                            request.next = successor
+                        self._held = batch[0]  # see the module docstring
+        finally:
+            self._release_held()
+            _sweep(released)
+
+    def _release_held(self) -> None:
+        held, self._held = self._held, None
+        if held is not None:
+            held.release()
+
+    def _run_batch(self, batch: list[_Request]) -> None:
+        self._in_flight = len(batch)
+        try:
+            outcome = self._retry.run(lambda: self._attempt(batch, isolate=False))
+            if outcome is _REPLAY:  # a request failed: run each alone, in a new transaction
+                outcome = self._retry.run(lambda: self._attempt(batch, isolate=True))
+            if outcome is _COMMITTED:
+                self._transactions += 1
+                self._requests += len(batch)
+        except StoreBusyError as exc:
+            logger.warning("write batch of %d gave up: %s", len(batch), exc)
+            for request in batch:
+                request.error = StoreBusyError(str(exc))
+                request.error.__cause__ = exc.__cause__
+        except sqlite3.Error as exc:
+            logger.error("write batch of %d failed: %s", len(batch), exc)
+            for request in batch:
+                request.error = _mapped(exc, request.session_id)
+        except BaseException as exc:  # never let the writer die with callers waiting
+            logger.exception("write batch crashed")
+            for request in batch:
+                request.error = TranscriptError(f"write failed: {exc!r}")
+        finally:
+            self._in_flight = 0
+
+    def _attempt(self, batch: list[_Request], *, isolate: bool) -> object:
+        """One try at the batch: `_COMMITTED`, `_ROLLED_BACK` (a lone request failed)
+        or `_REPLAY` (one of several failed: run again with ``isolate``). Raises
+        sqlite3 busy errors for a retry.
+
+        Savepoints are costly here (SQLite journals every page they touch), so the
+        batch first runs straight through; only a replay gives each request its own.
+        """
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            if isolate or not self._only_appends(batch):
+                self._release_held()  # only a bulk append run, short and bounded, may hold them
+            if isolate:
+                for request in batch:
+                    self._run_isolated(conn, request)
+            elif not self._run_plain(conn, batch):
+                conn.execute("ROLLBACK")
+                return _ROLLED_BACK if len(batch) == 1 else _REPLAY  # a lone request's error is set
+            self._release_held()  # the previous batch's callers run while we fsync
+            conn.execute("COMMIT")
+            return _COMMITTED
+        except BaseException:
+            self._release_held()  # they never wait on our retries
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            for request in batch:  # a retry starts from a clean slate
+                request.result, request.error = None, None
+            raise
+
+    def _only_appends(self, batch: list[_Request]) -> bool:
+        return self._bulk is not None and all(r.job is not None for r in batch)
+
+    def _run_plain(self, conn: sqlite3.Connection, batch: list[_Request]) -> bool:
+        """Run the batch without savepoints, consecutive jobs in bulk. False at the
+        first failure (results cleared; the error recorded when one request is to blame)."""
+        index, blame = 0, None
+        try:
+            while index < len(batch):
+                run = _job_run(batch, index)
+                if len(run) >= 2 and self._bulk is not None:
+                    blame = None  # a bulk failure is pinned down by the replay
+                    results = self._bulk(conn, [r.job for r in run])
+                    if results is None:
+                        raise _BulkRefused
+                    for request, result in zip(run, results, strict=True):
+                        request.result = result
+                    index += len(run)
+                else:
+                    blame = batch[index]
+                    blame.result = blame.fn(conn)
+                    index += 1
+        except Exception as exc:
+            if is_busy(exc):
+                raise  # the whole batch retries
+            for other in batch:
+                other.result, other.error = None, None
+            if blame is not None and not isinstance(exc, _BulkRefused):
+                blame.error = _as_ours(exc, blame.session_id)
+            return False
+        return True
+
+    @staticmethod
+    def _run_isolated(conn: sqlite3.Connection, request: _Request) -> None:
+        conn.execute("SAVEPOINT request")
+        try:
+            request.result, request.error = request.fn(conn), None
+        except Exception as exc:
+            if is_busy(exc):
+                raise  # the whole batch retries
+            conn.execute("ROLLBACK TO request")
+            request.result, request.error = None, _as_ours(exc, request.session_id)
+        conn.execute("RELEASE request")
+
+
+class _BulkRefused(Exception):
+    """The bulk function declined the run: replay request by request."""
+
+
+def _sweep(batch: list[_Request]) -> None:
+    for request in batch:
+        request.release()
+
+
+def _job_run(batch: list[_Request], start: int) -> list[_Request]:
+    """The requests from ``start`` on that carry jobs (empty if ``start``'s does not)."""
+    end = start
+    while end < len(batch) and batch[end].job is not None:
+        end += 1
+    return batch[start:end]
+
+
+def _as_ours(exc: Exception, session_id: str) -> Exception:
+    """Driver errors become ours (chained); our own errors pass through."""
+    if isinstance(exc, sqlite3.Error):
+        return _mapped(exc, session_id)
+    return exc
+
+
+def _mapped(exc: sqlite3.Error, session_id: str) -> TranscriptError:
+    mapped = map_sqlite_error(exc, session_id)
+    mapped.__cause__ = exc
+    return mapped

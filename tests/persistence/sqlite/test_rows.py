@@ -1,0 +1,84 @@
+"""Shared persistence helpers: derived child ids, named SQL blocks, migrations, statements."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from persistence.migrations import latest_version, load_migrations, pending_migrations
+from persistence.queries import load_queries, parse_named_blocks
+from persistence.rows import derive_child_id
+from persistence.sqlite.schema import split_statements
+from protocol import ConfigurationError, InvalidSessionIdError, SchemaVersionError, validate_session_id
+
+def _valid(s: str) -> bool:
+    try:
+        validate_session_id(s)
+    except InvalidSessionIdError:
+        return False
+    return True
+
+
+session_ids = st.text(min_size=1, max_size=128).filter(_valid)
+
+
+@settings(max_examples=200, deadline=None)
+@given(parent=session_ids, epoch=st.integers(min_value=1, max_value=10**9))
+def test_derived_child_ids_are_valid_deterministic_and_distinct(parent, epoch):
+    child = derive_child_id(parent, epoch)
+    assert validate_session_id(child) == child and len(child) <= 128
+    assert child == derive_child_id(parent, epoch)
+    assert child != parent
+    assert child != derive_child_id(parent, epoch + 1)
+
+
+def test_derived_child_ids_of_long_parents_differ_by_parent():
+    a, b = "x" * 127 + "a", "x" * 127 + "b"
+    assert derive_child_id(a, 1) != derive_child_id(b, 1)
+
+
+def test_derived_child_ids_do_not_grow_along_a_lineage():
+    session_id = "discord:123"
+    for generation in range(1, 60):
+        session_id = derive_child_id(session_id, 2)
+        assert session_id.startswith(f"discord:123~g{generation}-")
+        assert len(session_id) <= len("discord:123") + 20
+
+
+def test_named_blocks_parse_and_reject_duplicates():
+    text = "ignored preamble\n-- name: one\nSELECT 1\n-- a comment stays\n\n-- name: two\nSELECT 2;\n"
+    assert parse_named_blocks(text) == {"one": "SELECT 1\n-- a comment stays", "two": "SELECT 2;"}
+    with pytest.raises(ConfigurationError):
+        parse_named_blocks("-- name: a\nSELECT 1\n-- name: a\nSELECT 2")
+    with pytest.raises(ConfigurationError):
+        parse_named_blocks("-- name: empty\n\n-- name: b\nSELECT 1")
+
+
+def test_dialect_queries_load():
+    queries = load_queries("sqlite")
+    for name in ("insert_message", "fence_lease", "acquire_lease", "arm_cooldown", "transcript"):
+        assert queries[name].strip()
+    with pytest.raises(ConfigurationError):
+        load_queries("no-such-dialect")
+
+
+def test_migrations_are_numbered_and_versions_checked():
+    migrations = load_migrations("sqlite")
+    assert [m.version for m in migrations] == list(range(1, latest_version("sqlite") + 1))
+    assert pending_migrations("sqlite", 0) == list(migrations)
+    assert pending_migrations("sqlite", latest_version("sqlite")) == []
+    with pytest.raises(SchemaVersionError):
+        pending_migrations("sqlite", latest_version("sqlite") + 1)
+
+
+def test_split_statements_keeps_triggers_whole():
+    script = (
+        "-- comment\nCREATE TABLE t (x);\n"
+        "CREATE TRIGGER tr AFTER INSERT ON t BEGIN\n  UPDATE t SET x = 1;\n  SELECT 1;\nEND;\n"
+        "-- trailing comment\n"
+    )
+    statements = split_statements(script)
+    assert len(statements) == 2 and statements[1].startswith("CREATE TRIGGER") and statements[1].endswith("END;")
+    with pytest.raises(ConfigurationError):
+        split_statements("CREATE TABLE t (x")
