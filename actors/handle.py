@@ -43,6 +43,10 @@ if TYPE_CHECKING:
 __all__ = ["AskTimeoutError", "ReviewHandle", "SessionHandle"]
 
 
+#: ``append(role)`` without content (None is a value: a tool-call message's content).
+_MISSING: Any = object()
+
+
 class AskTimeoutError(TranscriptError, TimeoutError):
     """The session actor did not answer within the ask timeout."""
 
@@ -73,7 +77,7 @@ class _Handle:
     @overload
     def append(self, messages: Sequence[Message], /) -> list[StoredMessage]: ...
 
-    def append(self, first: Any, content: Any = None, /, **fields: Any) -> Any:
+    def append(self, first: Any, content: Any = _MISSING, /, **fields: Any) -> Any:
         """Append durably: ``(role, content, **fields)``, a `Message`, or a list of them."""
         messages, single = _messages(first, content, fields)
         stored = self._ask(Append(messages, origin=self._origin))
@@ -102,7 +106,7 @@ class _Handle:
 
     # -- async twins --------------------------------------------------------------
 
-    async def append_async(self, first: Any, content: Any = None, /, **fields: Any) -> Any:
+    async def append_async(self, first: Any, content: Any = _MISSING, /, **fields: Any) -> Any:
         messages, single = _messages(first, content, fields)
         stored = await self._ask_async(Append(messages, origin=self._origin))
         return stored[0] if single else stored
@@ -193,11 +197,11 @@ def _compress_command(force: bool, mode: CompactionMode | None) -> Compress:
 def _messages(first: Any, content: Any, fields: dict[str, Any]) -> tuple[tuple[Message, ...], bool]:
     """Normalize the append forms; validation happens here, before anything is sent."""
     if isinstance(first, Message):
-        if content is not None or fields:
+        if content is not _MISSING or fields:
             raise InvalidArgumentError("append(Message) takes no other arguments")
         return (first,), True
     if isinstance(first, str):
-        if content is None:
+        if content is _MISSING:  # None is content: an assistant message with tool_calls
             raise InvalidMessageError("append(role, content): content is missing")
         try:
             return (Message(first, content, **fields),), True
@@ -205,7 +209,7 @@ def _messages(first: Any, content: Any, fields: dict[str, Any]) -> tuple[tuple[M
             raise InvalidMessageError(f"bad message fields: {exc}") from exc
     if isinstance(first, Sequence) and not isinstance(first, (bytes, bytearray)):
         items = tuple(first)
-        if content is not None or fields or not items:
+        if content is not _MISSING or fields or not items:
             raise InvalidArgumentError("append(list) takes one non-empty list of messages")
         if not all(isinstance(m, Message) for m in items):
             raise InvalidMessageError("append(list) needs Message values")

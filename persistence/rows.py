@@ -64,8 +64,11 @@ def _dumps(value: Any, what: str, *, utf8_checked: bool = False) -> str:
     return text
 
 
-def _content_json(content: Any, limit: int) -> str:
+def _content_json(message: Message, limit: int) -> str:
     """The content as JSON text, checked for shape, encodability and size."""
+    content = message.content
+    if content is None and message.role == "assistant" and message.tool_calls:
+        return "null"  # the OpenAI shape of a tool-call message: round-trips as null
     if isinstance(content, str):
         try:
             size = len(content.encode("utf-8"))
@@ -102,7 +105,7 @@ def message_params(message: Message, max_content_bytes: int | None) -> dict[str,
     limit = max_content_bytes if max_content_bytes is not None else content_limit()
     return {
         "role": message.role,
-        "content": _content_json(message.content, limit),
+        "content": _content_json(message, limit),
         "name": message.name,
         "tool_call_id": message.tool_call_id,
         "tool_calls": None if message.tool_calls is None else _dumps(message.tool_calls, "tool_calls"),
@@ -287,7 +290,8 @@ def stored_from_params(
     mutable objects are not shared."""
     return StoredMessage(
         role=params["role"],
-        content=message.content if isinstance(message.content, str) else _loads(params["content"]),
+        content=(message.content if isinstance(message.content, str) or message.content is None
+                 else _loads(params["content"])),
         name=params["name"],
         tool_call_id=params["tool_call_id"],
         tool_calls=_loads(params["tool_calls"]),

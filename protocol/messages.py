@@ -95,14 +95,15 @@ def _utf8_size(text: str, what: str) -> int:
 class Message:
     """One chat message. Validated at construction; raises `InvalidMessageError`.
 
-    ``content`` is a string or a list of JSON-able dicts (multi-part content).
+    ``content`` is a string or a list of JSON-able dicts (multi-part content), or
+    None for an assistant message with non-empty ``tool_calls`` (the OpenAI shape).
     ``meta`` is a JSON-able mapping for application data (not sent to a model by us);
     ``meta["synthetic"]`` marks a message our role-alternation fix must not treat as
     a real user ask.
     """
 
     role: Role
-    content: str | list[dict[str, Any]]
+    content: str | list[dict[str, Any]] | None
     name: str | None = None
     tool_call_id: str | None = None
     tool_calls: Any = None
@@ -138,6 +139,11 @@ class Message:
         elif isinstance(content, list) and all(isinstance(part, dict) for part in content):
             # encoded once: the check and the size come from the same bytes
             size = len(_check_json(content, "content"))
+        elif content is None:
+            if not (self.role == "assistant" and self.tool_calls):
+                raise InvalidMessageError(
+                    "content may be None only for an assistant message with tool_calls")
+            return
         else:
             raise InvalidMessageError(
                 f"content must be a str or a list of dicts, got {type(content).__name__}"
@@ -151,6 +157,8 @@ class Message:
         """The content as plain text (text parts joined) for counting and display."""
         if isinstance(self.content, str):
             return self.content
+        if self.content is None:
+            return ""
         return "\n".join(str(p.get("text", "")) for p in self.content if isinstance(p, dict))
 
     def to_dict(self) -> dict[str, Any]:
@@ -166,7 +174,11 @@ class Message:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Message:
-        """Build a message from the OpenAI chat shape (``content: None`` becomes ``""``)."""
+        """Build a message from the OpenAI chat shape.
+
+        ``content: null`` stays None for an assistant message with tool calls (as
+        OpenAI sends it) and becomes ``""`` for any other message.
+        """
         if not isinstance(data, Mapping):
             raise InvalidMessageError(f"expected a mapping, got {type(data).__name__}")
         # Fields we do not model are refused rather than dropped, except empty ones
@@ -177,9 +189,11 @@ class Message:
         if "role" not in data:
             raise InvalidMessageError("message has no role")
         content = data.get("content")
+        if content is None and not (data["role"] == "assistant" and data.get("tool_calls")):
+            content = ""
         return Message(
             role=data["role"],
-            content="" if content is None else content,
+            content=content,
             name=data.get("name"),
             tool_call_id=data.get("tool_call_id"),
             tool_calls=data.get("tool_calls"),

@@ -6,7 +6,9 @@ import threading
 from collections.abc import Sequence
 from typing import Protocol
 
-from protocol import SUMMARY_PREFIX, InvalidArgumentError, Message, StoredMessage, is_real_user_ask
+from protocol import SUMMARY_PREFIX, InvalidArgumentError, Message
+
+from .shape import split_transcript, summary_message
 
 __all__ = ["HeadTailCompressor"]
 
@@ -26,8 +28,10 @@ class HeadTailCompressor:
     Keeps the leading system prompt, the first real user ask and the last
     ``keep_last`` messages (the policy's when None), and replaces the middle with one
     summary message starting with ``[CONTEXT COMPACTION]`` that lists each dropped
-    message on a line, truncated to fit ``target_tokens``. A transcript with no
-    middle comes back unchanged (the attempt ends UNCHANGED).
+    message on a line, truncated to fit ``target_tokens``. The kept tail never starts
+    inside a tool run or right after a ``keep_with_next`` message (it grows earlier
+    instead) and always holds the last message (see `split_transcript`). A
+    transcript with no middle comes back unchanged (the attempt ends UNCHANGED).
     """
 
     name = "head-tail"
@@ -43,46 +47,14 @@ class HeadTailCompressor:
     def compress(
         self, messages: Sequence[Message], *, target_tokens: int, cancel: threading.Event
     ) -> list[Message]:
-        messages = list(messages)
-        head = _head_indexes(messages)
-        tail_start = _tail_start(messages, self._keep_last(), after=max(head, default=-1))
-        middle = [m for i, m in enumerate(messages[:tail_start]) if i not in head]
-        if not middle or cancel.is_set():
+        split = split_transcript(messages, self._keep_last())
+        if not split.middle or cancel.is_set():
             return [m.as_message() for m in messages]
-        kept_head = [messages[i].as_message() for i in sorted(head)]
-        neighbours = {kept_head[-1].role if kept_head else None,
-                      messages[tail_start].role if tail_start < len(messages) else None}
-        summary = Message(
-            "assistant" if "user" in neighbours else "user",  # never user next to user
-            _summarize(middle, target_tokens),
-            meta={"synthetic": True, "compaction": True},
-        )
-        return kept_head + [summary] + [m.as_message() for m in messages[tail_start:]]
+        summary = summary_message(_summarize(split.middle, target_tokens), split)
+        return [*split.head, summary, *split.tail]
 
     def _keep_last(self) -> int:
         return DEFAULT_KEEP_LAST if self.keep_last is None else self.keep_last
-
-
-def _head_indexes(messages: Sequence[Message]) -> set[int]:
-    """Leading system messages plus the first real user ask."""
-    head: set[int] = set()
-    for i, message in enumerate(messages):
-        if message.role != "system":
-            break
-        head.add(i)
-    for i, message in enumerate(messages):
-        if is_real_user_ask(message):
-            head.add(i)
-            break
-    return head
-
-
-def _tail_start(messages: Sequence[Message], keep_last: int, *, after: int) -> int:
-    """Index where the verbatim tail starts; never splits a tool result from its call."""
-    start = max(len(messages) - keep_last, after + 1)
-    while after + 1 < start < len(messages) and messages[start].role == "tool":
-        start -= 1
-    return start
 
 
 def _summarize(middle: Sequence[Message], target_tokens: int) -> str:

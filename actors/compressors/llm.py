@@ -33,8 +33,9 @@ from protocol import (
     InvalidArgumentError,
     Message,
     TranscriptError,
-    is_real_user_ask,
 )
+
+from .shape import split_transcript, summary_message
 
 __all__ = [
     "ENV_API_KEY",
@@ -176,40 +177,15 @@ class LLMCompressor:
         A transcript with nothing between head and tail comes back unchanged.
         Raises `LLMCompressorError` (`LLMTimeoutError`, `LLMCancelledError`).
         """
-        plain = [_plain(m) for m in messages]
-        head, middle, tail = self._split(plain)
-        if not middle:
-            return plain
-        budget = self._summary_budget(head, tail, target_tokens)
-        summary = self._summarize(middle, budget, cancel)
+        split = split_transcript(messages, self._keep_last())
+        if not split.middle:
+            return [*split.head, *split.tail]
+        budget = self._summary_budget(split.head, split.tail, target_tokens)
+        summary = self._summarize(split.middle, budget, cancel)
         text = summary if summary.startswith(SUMMARY_PREFIX) else f"{SUMMARY_PREFIX}\n{summary}"
-        neighbours = {head[-1].role if head else None, tail[0].role if tail else None}
-        note = Message(
-            "assistant" if "user" in neighbours else "user",  # never user next to user
-            text,
-            meta={"synthetic": True, "compaction": True},
-        )
-        return [*head, note, *tail]
+        return [*split.head, summary_message(text, split), *split.tail]
 
     # -- shaping -------------------------------------------------------------------
-
-    def _split(self, messages: list[Message]) -> tuple[list[Message], list[Message], list[Message]]:
-        """Head: leading system messages + the first real user ask; tail: the last few.
-
-        Same shape as `HeadTailCompressor`: the tail never starts on a tool result
-        (it would lose the call it answers).
-        """
-        head_idx = {i for i, _ in _leading_system(messages)}
-        first_ask = next((i for i, m in enumerate(messages) if is_real_user_ask(m)), None)
-        if first_ask is not None:
-            head_idx.add(first_ask)
-        after = max(head_idx, default=-1)
-        start = max(len(messages) - self._keep_last(), after + 1)
-        while after + 1 < start < len(messages) and messages[start].role == "tool":
-            start -= 1
-        head = [messages[i] for i in sorted(head_idx)]
-        middle = [m for i, m in enumerate(messages[:start]) if i not in head_idx]
-        return head, middle, messages[start:]
 
     def _keep_last(self) -> int:
         return DEFAULT_KEEP_LAST if self.keep_last is None else self.keep_last
@@ -360,20 +336,6 @@ class _Call:
             conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
-
-
-def _leading_system(messages: list[Message]) -> list[tuple[int, Message]]:
-    out = []
-    for i, message in enumerate(messages):
-        if message.role != "system":
-            break
-        out.append((i, message))
-    return out
-
-
-def _plain(message: Message) -> Message:
-    as_message = getattr(message, "as_message", None)
-    return as_message() if callable(as_message) else message
 
 
 def _render(message: Message) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -80,6 +81,7 @@ def test_openai_shape_round_trips():
     for message in messages:
         assert Message.from_dict(message.to_dict()) == message
     assert Message.from_dict({"role": "assistant", "content": None}).content == ""
+    assert Message.from_dict({"role": "user", "content": None}).content == ""
     with pytest.raises(InvalidMessageError):
         Message.from_dict({"role": "user", "content": "x", "bogus": 1})
     with pytest.raises(InvalidMessageError):
@@ -143,3 +145,24 @@ def test_from_dict_tolerates_empty_unmodelled_openai_fields_only():
     assert message == Message("assistant", "hi")
     with pytest.raises(InvalidMessageError):
         Message.from_dict({"role": "assistant", "content": "hi", "refusal": "no"})
+
+
+CALLS = [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+
+
+def test_tool_call_message_content_none_round_trips_as_null():
+    message = Message("assistant", None, tool_calls=CALLS)
+    assert message.content is None and message.text == ""
+    as_dict = message.to_dict()
+    assert "content" in as_dict and as_dict["content"] is None
+    assert json.loads(json.dumps(as_dict))["content"] is None
+    assert Message.from_dict(json.loads(json.dumps(as_dict))) == message
+    assert Message.from_dict({"role": "assistant", "content": None, "tool_calls": CALLS}).content is None
+
+
+@pytest.mark.parametrize("role, tool_calls", [
+    ("user", None), ("assistant", None), ("assistant", []), ("tool", CALLS), ("system", CALLS),
+])
+def test_content_none_is_only_for_an_assistant_message_with_tool_calls(role, tool_calls):
+    with pytest.raises(InvalidMessageError, match="None only"):
+        Message(role, None, tool_calls=tool_calls)

@@ -17,7 +17,7 @@ from protocol import (
     StoredMessage,
     transcripts_equal,
 )
-from tests.persistence.contract.db import snapshot
+from tests.persistence.contract.db import execute, snapshot
 
 
 def test_append_is_durable_when_it_returns(store, store_url):
@@ -54,6 +54,22 @@ def test_stored_fields_round_trip(store):
     assert read[0].tool_calls == [{"id": "c1", "type": "function"}]
     assert dict(read[0].meta) == {"synthetic": True, "n": 3}
     assert read[1].tool_call_id == "c1"
+
+
+def test_tool_call_content_none_round_trips_as_null(store, store_url, backend):
+    store.create_session("s1")
+    calls = [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+    returned = store.append("s1", Message("assistant", None, tool_calls=calls))
+    assert returned[0].content is None
+    assert store.transcript("s1")[0].content is None
+    assert store.transcript("s1")[0].to_dict() == {"role": "assistant", "content": None,
+                                                  "tool_calls": calls}
+    rows = execute(backend, store_url, "SELECT content FROM messages WHERE session_id = 's1'")
+    assert rows == [("null",)]  # JSON null, not an empty string
+    lease = store.acquire_lease("s1", "A", 30)
+    store.commit_compaction(lease, watermark=returned[0].seq, mode="in_place",
+                            compacted=[Message("assistant", None, tool_calls=calls)])
+    assert store.transcript("s1")[0].content is None
 
 
 def test_seqs_gapless_and_ids_increasing_under_threads(store):
