@@ -24,6 +24,7 @@ from protocol import (
     TranscriptError,
 )
 
+from .. import killpoints
 from ..rows import check_watermark, compaction_from_row, derive_child_id
 from .lineage import ended_error, require_session
 
@@ -120,6 +121,8 @@ def _fence(cur: Any, queries: Mapping[str, str], lease: Lease) -> float:
     if row is None:
         require_session(cur, queries, lease.session_id)  # unknown id: SessionNotFoundError
         raise LeaseLostError(lease.session_id, lease.holder, lease.token)
+    if killpoints.ARMED:
+        killpoints.reached("after_fence", "commit_compaction")
     return float(row["acquired_at"])
 
 

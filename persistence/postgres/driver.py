@@ -20,6 +20,8 @@ from typing import Any, TypeVar
 
 from protocol import ConfigurationError, StoreBusyError, TranscriptError
 
+from .. import killpoints
+
 __all__ = ["PgDatabase", "import_driver", "redact_url"]
 
 log = logging.getLogger("session_actors.pg_driver")
@@ -139,7 +141,7 @@ class PgDatabase:
         while True:
             attempt += 1
             try:
-                return self._once(work, deadline)
+                return self._once(work, deadline, None if readonly else what)
             except TranscriptError:
                 raise
             except rolled_back as exc:
@@ -171,19 +173,26 @@ class PgDatabase:
             time.sleep(min(remaining, backoff * random.uniform(0.5, 1.5)))
             backoff = min(backoff * 2, _BACKOFF_MAX_S)
 
-    def _once(self, work: Callable[[Any], T], deadline: float) -> T:
+    def _once(self, work: Callable[[Any], T], deadline: float, write: str | None) -> T:
+        """One transaction; ``write`` names the store method of a write (kill points)."""
         timeout = max(0.001, deadline - time.monotonic())
         with self._pool.connection(timeout=timeout) as conn:
             committing = False
             try:
+                if killpoints.ARMED and write:
+                    killpoints.reached("before_begin", write)
                 with conn.transaction():
                     with conn.cursor() as cur:
                         result = work(cur)
+                    if killpoints.ARMED and write:
+                        killpoints.reached("before_commit", write)
                     committing = True  # leaving the block sends COMMIT
             except self._psycopg.OperationalError as exc:
                 if committing:
                     raise _CommitUnknown() from exc
                 raise
+            if killpoints.ARMED and write:
+                killpoints.reached("after_commit", write)
             return result
 
 

@@ -23,6 +23,7 @@ from protocol import (
     SessionNotFoundError,
 )
 
+from .. import killpoints
 from ..rows import check_watermark, compaction_from_row, derive_child_id
 
 __all__ = [
@@ -155,6 +156,8 @@ def commit_compaction(
     ).fetchone()
     if fence is None:
         raise LeaseLostError(sid, lease.holder, lease.token)
+    if killpoints.ARMED:
+        killpoints.reached("after_fence", "commit_compaction")
     if session["ended_at"] is not None:
         raise ended_error(conn, q, session)
     check_watermark(sid, watermark, session["next_seq"])

@@ -149,10 +149,10 @@ class SqliteStore:
         finally:
             self._readers.checkin(conn)
 
-    def _write(self, fn: Callable[[sqlite3.Connection], T], session_id: str = "?") -> T:
+    def _write(self, fn: Callable[[sqlite3.Connection], T], session_id: str = "?", what: str = "write") -> T:
         """Run ``fn`` in a write transaction. Bodies read the clock themselves, under
         the write lock, so lease times follow commit order across processes."""
-        return self._writer.submit(fn, session_id)
+        return self._writer.submit(fn, session_id, what=what)
 
     def write_stats(self) -> WriteStats:
         """Write transactions committed by this store object, the requests they held
@@ -240,7 +240,7 @@ class SqliteStore:
             now = self.now()
             return (*ops.append_rows(c, self._q, session_id, params, now), now)
 
-        first_seq, ids, created_at = self._writer.submit(body, session_id, job=AppendJob(session_id, params))
+        first_seq, ids, created_at = self._writer.submit(body, session_id, job=AppendJob(session_id, params), what="append")
         # built here, not on the writer thread: the writer is the shared bottleneck
         return [
             stored_from_params(m, p, session_id=session_id, seq=first_seq + i, id=msg_id, created_at=created_at)
@@ -276,7 +276,7 @@ class SqliteStore:
             params = {"session_id": session_id, "holder": holder, "now": now, "expires_at": now + ttl}
             return c.execute(self._q["acquire_lease"], params).fetchone()
 
-        row = self._write(body, session_id)
+        row = self._write(body, session_id, "acquire_lease")
         return None if row is None else lease_from_row(row)
 
     def renew_lease(self, lease: Lease, ttl_s: float) -> Lease | None:
@@ -291,7 +291,7 @@ class SqliteStore:
             }
             return c.execute(self._q["renew_lease"], params).fetchone()
 
-        row = self._write(body, lease.session_id)
+        row = self._write(body, lease.session_id, "renew_lease")
         return None if row is None else lease_from_row(row)
 
     def release_lease(self, lease: Lease) -> bool:
@@ -301,7 +301,7 @@ class SqliteStore:
             params = {"session_id": lease.session_id, "holder": lease.holder, "token": lease.token, "now": self.now()}
             return c.execute(self._q["release_lease"], params).rowcount == 1
 
-        return self._write(body, lease.session_id)
+        return self._write(body, lease.session_id, "release_lease")
 
     def current_lease(self, session_id: str) -> Lease | None:
         checked_session_id(session_id)
@@ -338,7 +338,7 @@ class SqliteStore:
                 c, self._q, lease, watermark=watermark, params=params, mode=mode,
                 child_session_id=child_session_id, compressor=compressor, now=self.now(),
             ),
-            lease.session_id,
+            lease.session_id, "commit_compaction",
         )
 
     def compactions(self, session_id: str) -> list[CompactionRecord]:

@@ -35,6 +35,7 @@ from typing import Any
 
 from protocol import StoreBusyError, TranscriptError
 
+from .. import killpoints
 from .connection import BusyRetry, is_busy, map_sqlite_error
 
 __all__ = ["GroupCommitWriter", "WriteFn", "WriteStats"]
@@ -72,12 +73,13 @@ class _Request:
     release one-shot, so the writer can sweep a stalled chain safely.
     """
 
-    __slots__ = ("fn", "session_id", "job", "done", "claim", "next", "result", "error")
+    __slots__ = ("fn", "session_id", "job", "what", "done", "claim", "next", "result", "error")
 
-    def __init__(self, fn: WriteFn, session_id: str, job: Any) -> None:
+    def __init__(self, fn: WriteFn, session_id: str, job: Any, what: str) -> None:
         self.fn = fn
         self.session_id = session_id
         self.job = job
+        self.what = what  # the store method, for test-only kill points
         self.done = threading.Lock()
         self.done.acquire()
         self.claim = threading.Lock()
@@ -123,7 +125,7 @@ class GroupCommitWriter:
             self._thread = threading.Thread(target=self._run, name=name, daemon=True)
             self._thread.start()
 
-    def submit(self, fn: WriteFn, session_id: str = "?", *, job: Any = None) -> Any:
+    def submit(self, fn: WriteFn, session_id: str = "?", *, job: Any = None, what: str = "write") -> Any:
         """Run ``fn(conn)`` in a write transaction; return its result once committed.
 
         A request with a ``job`` may instead run together with neighbouring jobs
@@ -131,7 +133,7 @@ class GroupCommitWriter:
         would have returned for each.
         Raises what ``fn`` raised (driver errors mapped to ours), or `StoreBusyError`.
         """
-        request = _Request(fn, session_id, job)
+        request = _Request(fn, session_id, job, what)
         if self._direct is not None:
             with self._direct:  # held by close() too: no write outlives the store
                 if self._closed:
@@ -249,6 +251,8 @@ class GroupCommitWriter:
         """
         conn = self._conn
         try:
+            if killpoints.ARMED:
+                killpoints.reached("before_begin", [r.what for r in batch])
             conn.execute("BEGIN IMMEDIATE")
             if isolate or not self._only_appends(batch):
                 self._release_held()  # only a bulk append run, short and bounded, may hold them
@@ -259,7 +263,11 @@ class GroupCommitWriter:
                 conn.execute("ROLLBACK")
                 return _ROLLED_BACK if len(batch) == 1 else _REPLAY  # a lone request's error is set
             self._release_held()  # the previous batch's callers run while we fsync
+            if killpoints.ARMED:
+                killpoints.reached("before_commit", [r.what for r in batch])
             conn.execute("COMMIT")
+            if killpoints.ARMED:
+                killpoints.reached("after_commit", [r.what for r in batch])
             return _COMMITTED
         except BaseException:
             self._release_held()  # they never wait on our retries
