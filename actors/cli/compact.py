@@ -13,13 +13,17 @@ from __future__ import annotations
 import argparse
 import logging
 
-from protocol import SessionNotFoundError, validate_session_id
+from protocol import MODES, CompressionOutcome, CompressionStatus, SessionNotFoundError, validate_session_id
 
 from ..compressors import Compressor, HeadTailCompressor
 from .database import open_existing
-from .output import console, emit_json, to_jsonable
+from ..compaction.policy import CompactionPolicy
+from .output import Output, to_jsonable
 
-__all__ = ["add_compressor_options", "cmd_compact", "make_compressor"]
+__all__ = ["add_compact_options", "add_compressor_options", "cmd_compact", "explain", "make_compressor"]
+
+DEFAULT_KEEP_LAST = CompactionPolicy.keep_last
+DEFAULT_TARGET_TOKENS = CompactionPolicy.target_tokens
 
 log = logging.getLogger("session_actors.cli_compact")
 
@@ -30,9 +34,12 @@ def add_compressor_options(parser: argparse.ArgumentParser) -> None:
              "from --llm-base-url/--llm-model or SESSION_ACTORS_LLM_BASE_URL/_MODEL/_API_KEY",
     )
     parser.add_argument("--llm-base-url", metavar="URL", default=None,
-                        help="e.g. http://127.0.0.1:8000/v1")
-    parser.add_argument("--llm-model", metavar="NAME", default=None)
-    parser.add_argument("--llm-timeout", metavar="SECONDS", type=float, default=120.0)
+                        help="the endpoint's base URL, e.g. http://127.0.0.1:8000/v1 "
+                             "(default: $SESSION_ACTORS_LLM_BASE_URL, else $OPENAI_BASE_URL)")
+    parser.add_argument("--llm-model", metavar="NAME", default=None,
+                        help="the model the endpoint runs (default: $SESSION_ACTORS_LLM_MODEL)")
+    parser.add_argument("--llm-timeout", metavar="SECONDS", type=float, default=120.0,
+                        help="per-request timeout of the LLM call in seconds (default 120)")
 
 
 def make_compressor(args: argparse.Namespace) -> Compressor:
@@ -45,11 +52,24 @@ def make_compressor(args: argparse.Namespace) -> Compressor:
     return HeadTailCompressor()
 
 
-def cmd_compact(args: argparse.Namespace) -> int:
-    from ..compaction.policy import CompactionPolicy
+def add_compact_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("session_id", metavar="ID", help="the session to compact (any id of its lineage)")
+    parser.add_argument("--force", action="store_true",
+                        help="compact even during a cooldown left by a failed attempt")
+    parser.add_argument("--mode", choices=MODES, default=None,
+                        help="in_place: the session keeps its id (default); rotate: the session "
+                             "ends and a continuation takes the compacted transcript")
+    parser.add_argument("--keep-last", metavar="N", type=int, default=None,
+                        help=f"messages kept verbatim at the end (default {DEFAULT_KEEP_LAST}); "
+                             "a session shorter than that comes back unchanged")
+    parser.add_argument("--target-tokens", metavar="N", type=int, default=None,
+                        help=f"size the summary aims for (default {DEFAULT_TARGET_TOKENS})")
+    add_compressor_options(parser)
 
+
+def cmd_compact(args: argparse.Namespace) -> int:
     compressor = make_compressor(args)
-    policy = CompactionPolicy(mode=args.mode or "in_place")
+    policy = CompactionPolicy(mode=args.mode or "in_place", **_sizes(args))
     with open_existing(args) as store:
         session_id = validate_session_id(args.session_id)
         if store.get_session(session_id) is None:  # the registry would create it
@@ -58,18 +78,53 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
         with SessionRegistry(store, compressor=compressor, policy=policy) as registry:
             outcome = registry.session(session_id).compress(force=args.force, mode=args.mode)
-    if getattr(args, "json", False):
-        emit_json({"outcome": to_jsonable(outcome)})
+    reason = outcome.reason or explain(outcome, policy)
+    record = outcome.record
+    row = {
+        "status": outcome.status.value, "reason": reason, "session_id": outcome.session_id,
+        "previous_session_id": outcome.previous_session_id,
+        "messages_before": outcome.messages_before, "messages_after": outcome.messages_after,
+        "archived": record.archived_count if record else None,
+        "tail": record.tail_count if record else None,
+        "token": record.token if record else None, "error": outcome.error,
+    }
+    out = Output(args)
+    if out.structured:
+        out.emit({"outcome": to_jsonable(outcome), "reason": reason}, [row], list(row))
     else:
-        out = console()
-        reason = f" ({outcome.reason})" if outcome.reason else ""
-        out.print(f"{outcome.status.value}{reason}: live session {outcome.session_id}")
-        if outcome.record is not None:
-            r = outcome.record
-            out.print(f"{outcome.messages_before} -> {outcome.messages_after} live messages; "
-                      f"archived {r.archived_count}, carried {r.tail_count}, token {r.token}")
+        out.line(f"{outcome.status.value}: live session {outcome.session_id}")
+        out.line(f"reason: {reason}")
+        if record is not None:
+            out.line(f"{outcome.messages_before} -> {outcome.messages_after} live messages; "
+                     f"archived {record.archived_count}, carried {record.tail_count}, "
+                     f"token {record.token}")
         if outcome.error:
-            out.print(f"error: {outcome.error}")
+            out.line(f"error: {outcome.error}")
     # Exit 1 is reserved for fsck/simulate finding damage (DESIGN section 6): every
     # outcome, failed/lease_lost/cancelled included, is a result reported above.
     return 0
+
+
+def _sizes(args: argparse.Namespace) -> dict[str, int]:
+    sizes = {"keep_last": args.keep_last, "target_tokens": args.target_tokens}
+    return {name: value for name, value in sizes.items() if value is not None}
+
+
+def explain(outcome: CompressionOutcome, policy: CompactionPolicy) -> str:
+    """Why an outcome that carries no ``reason`` came out as it did, in words."""
+    status = outcome.status
+    if status is CompressionStatus.COMPACTED:
+        return "compacted in place: older messages were summarized, the originals archived"
+    if status is CompressionStatus.ROTATED:
+        return (f"rotated: {outcome.previous_session_id} ended and its continuation "
+                f"{outcome.session_id} holds the compacted transcript")
+    if status is CompressionStatus.ADOPTED:
+        return (f"another path had already compacted {outcome.previous_session_id}; "
+                f"following its result {outcome.session_id}")
+    if status is CompressionStatus.UNCHANGED:
+        return (f"the compressor returned the transcript unchanged ({outcome.messages_before} "
+                f"messages, keep-last {policy.keep_last}: nothing old enough to summarize; "
+                "try a smaller --keep-last)")
+    if status is CompressionStatus.LEASE_LOST:
+        return "the lease was lost before the commit (its fencing token was superseded); nothing written"
+    return status.value

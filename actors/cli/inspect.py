@@ -1,48 +1,59 @@
-"""Read-only CLI commands: ``sessions``, ``show``, ``lineage``, ``locks``, ``fsck``."""
+"""Read-only CLI commands: ``sessions``, ``show``, ``locks``, ``fsck`` (``lineage`` has its own module)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 from typing import Any
-
-from rich.table import Table
-from rich.tree import Tree
 
 from persistence import Store
 from persistence.integrity import check_store
-from protocol import InvalidArgumentError, LineageForkedError, SessionInfo, SessionNotFoundError, validate_session_id
-
-from .database import open_existing
-from .output import (
-    console,
-    emit_json,
-    fmt_time,
-    lease_dict,
-    message_dict,
-    session_dict,
-    shorten,
-    to_jsonable,
+from persistence.urls import display_url
+from protocol import (
+    InvalidArgumentError,
+    LineageForkedError,
+    SessionInfo,
+    SessionNotFoundError,
+    StoredMessage,
+    validate_session_id,
 )
 
-__all__ = ["cmd_fsck", "cmd_lineage", "cmd_locks", "cmd_sessions", "cmd_show"]
+from .database import open_existing
+from .output import Column, Output, fmt_time, lease_dict, message_dict, session_dict, shorten, to_jsonable
 
-log = logging.getLogger("session_actors.cli_inspect")
+__all__ = ["cmd_fsck", "cmd_locks", "cmd_sessions", "cmd_show", "existing_session", "live_tip", "state_text"]
+
+log = logging.getLogger("session_actors.cli.inspect")
+
+PROG = "session-actors"
+SESSION_FIELDS = ("id", "source", "live", "end_reason", "epoch", "live_messages", "parent_session_id",
+                  "created_at", "ended_at")
+MESSAGE_FIELDS = ("session_id", "seq", "id", "state", "role", "created_at", "origin_id", "name",
+                  "tool_call_id", "content", "tool_calls")
+LEASE_FIELDS = ("session_id", "holder", "token", "acquired_at", "expires_at", "live")
+FINDING_FIELDS = ("severity", "kind", "session_id", "detail")
+#: Characters of a message shown in a table (the whole message: --format json).
+PREVIEW = 120
 
 
-def _wants_json(args: argparse.Namespace) -> bool:
-    return bool(getattr(args, "json", False))
-
-
-def _existing_session(store: Store, session_id: str) -> SessionInfo:
+def existing_session(store: Store, session_id: str) -> SessionInfo:
     info = store.get_session(validate_session_id(session_id))
     if info is None:
         raise SessionNotFoundError(session_id)
     return info
 
 
-def _state(info: SessionInfo) -> str:
+def state_text(info: SessionInfo) -> str:
     return "live" if info.live else f"ended ({info.end_reason})"
+
+
+def live_tip(store: Store, session_id: str) -> tuple[str | None, bool]:
+    """The live tip of ``session_id``'s lineage and whether the lineage is forked."""
+    try:
+        return store.resolve(session_id), False
+    except LineageForkedError:
+        return None, True
 
 
 # -- sessions ---------------------------------------------------------------------
@@ -52,146 +63,118 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     if args.limit < 0:
         raise InvalidArgumentError(f"--limit must be >= 0, got {args.limit}")
     with open_existing(args) as store:
-        infos = store.sessions(live=args.live, limit=args.limit or None)
+        # one row past the page says whether another page exists
+        infos = store.sessions(live=args.live, limit=args.limit + 1 if args.limit else None)
+        more = bool(args.limit) and len(infos) > args.limit
+        infos = infos[:args.limit] if args.limit else infos
         counts = {info.id: len(store.transcript(info.id)) for info in infos}
-    if _wants_json(args):
-        emit_json({"sessions": [session_dict(i) | {"live_messages": counts[i.id]} for i in infos]})
-        return 0
-    table = Table(title=f"{len(infos)} session(s)")
-    for column in ("id", "source", "state", "epoch", "messages", "parent", "created"):
-        table.add_column(column)
-    for info in infos:
-        table.add_row(info.id, info.source, _state(info), str(info.epoch), str(counts[info.id]),
-                      info.parent_session_id or "", fmt_time(info.created_at))
-    console().print(table)
+    rows = [session_dict(i) | {"live_messages": counts[i.id]} for i in infos]
+    next_after = infos[-1].id if more else None
+    out = Output(args)
+    if out.structured:
+        out.emit({"sessions": rows, "more": more, "next_after": next_after}, rows, SESSION_FIELDS)
+    else:
+        out.table(f"{len(infos)} session(s), newest first",
+                  ["id", "source", "state", "epoch", Column("messages", "right"), "parent", "created"],
+                  [(i.id, i.source, state_text(i), i.epoch, counts[i.id], i.parent_session_id,
+                    fmt_time(i.created_at)) for i in infos])
+    if more:
+        out.note(_next_page_hint(args, next_after))
     return 0
+
+
+def _next_page_hint(args: argparse.Namespace, last_id: str | None) -> str:
+    """How to get the next page: the same command line with ``--after`` the last id shown."""
+    if not hasattr(args, "after"):  # no keyset paging in this store version
+        return f"more sessions exist: raise --limit (0 shows all)"
+    argv = _masked(_without_option(list(getattr(args, "argv", None) or ["sessions"]), "--after"))
+    return f"more sessions exist; next page: {shlex.join([PROG, *argv, '--after', str(last_id)])}"
+
+
+def _without_option(argv: list[str], option: str) -> list[str]:
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == option:
+            skip = True
+        elif not arg.startswith(option + "="):
+            kept.append(arg)
+    return kept
+
+
+def _masked(argv: list[str]) -> list[str]:
+    """The command line with every ``--db`` password masked (it is printed)."""
+    shown = list(argv)
+    for i, arg in enumerate(shown):
+        if arg.startswith("--db="):
+            shown[i] = "--db=" + display_url(arg[len("--db="):])
+        elif arg == "--db" and i + 1 < len(shown):
+            shown[i + 1] = display_url(shown[i + 1])
+    return shown
 
 
 # -- show -------------------------------------------------------------------------
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    tail = getattr(args, "tail", None)
+    if tail is not None and tail < 1:
+        raise InvalidArgumentError(f"--tail must be >= 1, got {tail}")
     with open_existing(args) as store:
-        info = _existing_session(store, args.session_id)
+        info = existing_session(store, args.session_id)
         transcript = store.transcript(info.id)
         archive = store.archive(info.id) if args.archive else []
         records = store.compactions(info.id) if args.archive else []
-        tip, forked = _live_tip(store, info.id)
-    if _wants_json(args):
+        tip, forked = live_tip(store, info.id)
+    total = len(transcript)
+    shown = transcript[-tail:] if tail else transcript
+    out = Output(args)
+    if out.structured:
         document: dict[str, Any] = {
             "session": session_dict(info),
             "live_tip": tip,
             "forked": forked,
-            "transcript": [message_dict(m) for m in transcript],
+            "live_messages": total,
+            "transcript": [message_dict(m) for m in shown],
         }
         if args.archive:
             document["archive"] = [message_dict(m) for m in archive]
             document["compactions"] = to_jsonable(records)
-        emit_json(document)
+        rows = [message_dict(m) for m in [*archive, *shown]]
+        out.emit(document, rows, MESSAGE_FIELDS)
         return 0
-    out = console()
-    out.print(f"session {info.id}  source={info.source}  {_state(info)}  epoch={info.epoch}")
+    out.line(f"session {info.id}  source={info.source}  {state_text(info)}  epoch={info.epoch}")
     if info.parent_session_id:
-        out.print(f"continues {info.parent_session_id}")
+        out.line(f"continues {info.parent_session_id}")
     if forked:
-        out.print("lineage is FORKED (run `session-actors fsck`)")
+        out.line("lineage is FORKED (run `session-actors fsck`)", style="bold red")
     elif tip != info.id:
-        out.print(f"live continuation: {tip}")
-    out.print(_message_table("transcript", transcript))
+        out.line(f"live continuation: {tip}")
     if args.archive:
-        out.print(_message_table("archive", archive))
-        out.print(_records_table(records))
+        _message_table(out, f"archive: {len(archive)} message(s)", archive)
+        _records_table(out, records)
+    title = f"transcript: {total} message(s)"
+    if len(shown) < total:
+        title = f"transcript: last {len(shown)} of {total} message(s)"
+    _message_table(out, title, shown)
     return 0
 
 
-def _live_tip(store: Store, session_id: str) -> tuple[str | None, bool]:
-    try:
-        return store.resolve(session_id), False
-    except LineageForkedError:
-        return None, True
+def _message_table(out: Output, title: str, messages: list[StoredMessage]) -> None:
+    out.table(title, [Column("seq", "right"), Column("id", "right"), "state", "role", "created", "content"],
+              [(m.seq, m.id, m.state, m.role, fmt_time(m.created_at), shorten(m.text, PREVIEW))
+               for m in messages])
 
 
-def _message_table(title: str, messages: list) -> Table:
-    table = Table(title=f"{title}: {len(messages)} message(s)")
-    for column in ("seq", "id", "state", "role", "created", "content"):
-        table.add_column(column, overflow="fold" if column == "content" else "ellipsis")
-    for m in messages:
-        table.add_row(str(m.seq), str(m.id), m.state, m.role, fmt_time(m.created_at), shorten(m.text))
-    return table
-
-
-def _records_table(records: list) -> Table:
-    table = Table(title=f"compactions: {len(records)}")
-    for column in ("id", "mode", "token", "holder", "watermark", "archived", "tail", "child",
-                   "compressor", "committed"):
-        table.add_column(column)
-    for r in records:
-        table.add_row(str(r.id), r.mode, str(r.token), r.holder, str(r.watermark),
-                      str(r.archived_count), str(r.tail_count), r.child_session_id or "",
-                      r.compressor, fmt_time(r.committed_at))
-    return table
-
-
-# -- lineage ----------------------------------------------------------------------
-
-
-def cmd_lineage(args: argparse.Namespace) -> int:
-    with open_existing(args) as store:
-        info = _existing_session(store, args.session_id)
-        root = _root_of(store, info)
-        tip, forked = _live_tip(store, root.id)
-        node = _lineage_node(store, root, set())
-    if _wants_json(args):
-        emit_json({"root": root.id, "live_tip": tip, "forked": forked, "tree": node})
-        return 0
-    tree = Tree(_node_label(node, args.session_id, tip))
-    _grow(tree, node, args.session_id, tip)
-    out = console()
-    out.print(tree)
-    if forked:
-        out.print("lineage is FORKED: a compression-ended session has more than one child")
-    return 0
-
-
-def _root_of(store: Store, info: SessionInfo) -> SessionInfo:
-    """Follow parents up; a cycle or a missing parent stops the walk (fsck reports it)."""
-    seen = {info.id}
-    while info.parent_session_id and info.parent_session_id not in seen:
-        parent = store.get_session(info.parent_session_id)
-        if parent is None:
-            break
-        seen.add(parent.id)
-        info = parent
-    return info
-
-
-def _lineage_node(store: Store, info: SessionInfo, seen: set[str]) -> dict[str, Any]:
-    seen.add(info.id)
-    kids = [k for k in store.children(info.id) if k.id not in seen]
-    return {
-        "session": session_dict(info),
-        "live_messages": len(store.transcript(info.id)),
-        "children": [_lineage_node(store, k, seen) for k in kids],
-    }
-
-
-def _node_label(node: dict[str, Any], asked: str, tip: str | None) -> str:
-    s = node["session"]
-    state = "live" if s["live"] else f"ended ({s['end_reason']})"
-    marks = []
-    if s["id"] == tip:
-        marks.append("live tip")
-    if s["id"] == asked:
-        marks.append("asked")
-    if len(node["children"]) > 1:
-        marks.append(f"FORK: {len(node['children'])} children")
-    suffix = f"  [{', '.join(marks)}]" if marks else ""
-    return f"{s['id']}  {state}  epoch={s['epoch']}  messages={node['live_messages']}{suffix}"
-
-
-def _grow(tree: Tree, node: dict[str, Any], asked: str, tip: str | None) -> None:
-    for child in node["children"]:
-        _grow(tree.add(_node_label(child, asked, tip)), child, asked, tip)
+def _records_table(out: Output, records: list) -> None:
+    out.table(f"compactions: {len(records)}",
+              [Column("id", "right"), "mode", Column("token", "right"), "holder",
+               Column("watermark", "right"), Column("archived", "right"), Column("tail", "right"),
+               "child", "compressor", "committed"],
+              [(r.id, r.mode, r.token, r.holder, r.watermark, r.archived_count, r.tail_count,
+                r.child_session_id, r.compressor, fmt_time(r.committed_at)) for r in records])
 
 
 # -- locks ------------------------------------------------------------------------
@@ -200,17 +183,17 @@ def _grow(tree: Tree, node: dict[str, Any], asked: str, tip: str | None) -> None
 def cmd_locks(args: argparse.Namespace) -> int:
     with open_existing(args) as store:
         leases, now = store.leases(), store.now()
-    if _wants_json(args):
-        emit_json({"now": now, "leases": [lease_dict(lease, now) for lease in leases]})
+    rows = [lease_dict(lease, now) for lease in leases]
+    out = Output(args)
+    if out.structured:
+        out.emit({"now": now, "leases": rows}, rows, LEASE_FIELDS)
         return 0
-    table = Table(title=f"{len(leases)} lease(s) held")
-    for column in ("session", "holder", "token", "acquired", "expires", "state"):
-        table.add_column(column)
-    for lease in leases:
-        state = "live" if lease.expires_at > now else "expired, never released (leaked)"
-        table.add_row(lease.session_id, lease.holder, str(lease.token),
-                      fmt_time(lease.acquired_at), fmt_time(lease.expires_at), state)
-    console().print(table)
+    out.table(f"{len(leases)} lease(s) held",
+              ["session", "holder", Column("token", "right"), "acquired", "expires", "state"],
+              [(lease.session_id, lease.holder, lease.token, fmt_time(lease.acquired_at),
+                fmt_time(lease.expires_at),
+                "live" if lease.expires_at > now else "expired, never released (leaked)")
+               for lease in leases])
     return 0
 
 
@@ -221,8 +204,15 @@ def cmd_fsck(args: argparse.Namespace) -> int:
     with open_existing(args) as store:
         report = check_store(store)
         now = store.now()
-    if _wants_json(args):
-        emit_json({
+    code = 0 if report.ok else 1
+    out = Output(args)
+    if out.structured:
+        findings = ([{"severity": "problem"} | to_jsonable(p) for p in report.problems]
+                    + [{"severity": "warning"} | to_jsonable(w) for w in report.warnings]
+                    + [{"severity": "info", "kind": "live_lease", "session_id": lease.session_id,
+                        "detail": f"held by {lease.holder} token {lease.token} until "
+                                  f"{fmt_time(lease.expires_at)}"} for lease in report.live_leases])
+        out.emit({
             "ok": report.ok,
             "sessions_checked": report.sessions_checked,
             "messages_checked": report.messages_checked,
@@ -230,22 +220,18 @@ def cmd_fsck(args: argparse.Namespace) -> int:
             "problems": to_jsonable(report.problems),
             "warnings": to_jsonable(report.warnings),
             "live_leases": [lease_dict(lease, now) for lease in report.live_leases],
-        })
-        return 0 if report.ok else 1
-    out = console()
-    out.print(f"checked {report.sessions_checked} session(s), {report.messages_checked} message(s)")
+        }, findings, FINDING_FIELDS)
+        return code
+    out.line(f"checked {report.sessions_checked} session(s), {report.messages_checked} message(s)")
     for lease in report.live_leases:
-        out.print(f"live lease (not a problem): {lease.session_id} held by {lease.holder} "
-                  f"token {lease.token} until {fmt_time(lease.expires_at)}")
+        out.line(f"live lease (not a problem): {lease.session_id} held by {lease.holder} "
+                 f"token {lease.token} until {fmt_time(lease.expires_at)}")
     for warning in report.warnings:  # listed like live leases: not damage, not counted
-        out.print(f"warning (not a problem): {warning.kind}: {warning.session_id}: {warning.detail}")
+        out.line(f"warning (not a problem): {warning.kind}: {warning.session_id}: {warning.detail}",
+                 style="yellow")
     if report.ok:
-        out.print("ok: no problems found")
-        return 0
-    table = Table(title=f"{len(report.problems)} problem(s)")
-    for column in ("kind", "session", "detail"):
-        table.add_column(column, overflow="fold")
-    for problem in report.problems:
-        table.add_row(problem.kind, problem.session_id, problem.detail)
-    out.print(table)
-    return 1
+        out.line("ok: no problems found", style="green")
+        return code
+    out.table(f"{len(report.problems)} problem(s)", ["kind", "session", "detail"],
+              [(p.kind, p.session_id, p.detail) for p in report.problems])
+    return code

@@ -3,7 +3,8 @@
 Exit status: 0 ok (compact included, whatever outcome it prints); 1 when fsck or
 simulate finds a problem; 2 for a user or configuration error (unknown id, missing
 database, bad URL), printed as one line on stderr.
---db and --json are accepted before or after the subcommand.
+--db, --format and --json are accepted before or after the subcommand. Output is
+flushed line by line; NO_COLOR turns colour off.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from protocol import MODES, TranscriptError
+from protocol import TranscriptError
 
-from . import compact, inspect, simulate
+from . import compact, inspect, lineage, simulate
 from .database import DEFAULT_DB, ENV_DB
+from .output import add_format_options, line_buffered
 
 __all__ = ["EXIT_OK", "EXIT_PROBLEM", "EXIT_USAGE", "build_parser", "main"]
 
@@ -43,10 +45,7 @@ def _common_options() -> argparse.ArgumentParser:
         help=f"database path, sqlite:///path or postgresql://... "
              f"(default: ${ENV_DB} or {DEFAULT_DB})",
     )
-    common.add_argument(
-        "--json", action="store_true", default=argparse.SUPPRESS,
-        help="print exactly one JSON document on stdout instead of tables",
-    )
+    add_format_options(common)
     return common
 
 
@@ -80,14 +79,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = _add_command(sub, common, "show", inspect.cmd_show,
                      "show a session's live transcript (and its archive)",
                      f"{PROG} show discord:123 --archive")
-    p.add_argument("session_id", metavar="ID")
+    p.add_argument("session_id", metavar="ID", help="the session to show (exactly this id)")
     p.add_argument("--archive", action="store_true",
                    help="also show compacted and superseded messages and compaction records")
+    p.add_argument("--tail", metavar="N", type=int, default=None,
+                   help="only the last N live messages (N >= 1; default: all)")
 
-    p = _add_command(sub, common, "lineage", inspect.cmd_lineage,
-                     "show the tree of continuations a session belongs to",
+    p = _add_command(sub, common, "lineage", lineage.cmd_lineage,
+                     "show the continuations around a session: a straight chain as one short "
+                     "list (root ... live tip, with a count), a branching lineage as a tree",
                      f"{PROG} lineage discord:123")
-    p.add_argument("session_id", metavar="ID")
+    p.add_argument("session_id", metavar="ID", help="any session of the lineage")
 
     _add_command(sub, common, "locks", inspect.cmd_locks,
                  "list compaction leases still held (live or expired)", f"{PROG} locks --json")
@@ -101,10 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "compact one session now through a session actor (lease + fencing); "
                      "exit 0 for every outcome printed (compacted, skipped, failed, lease_lost, ...)",
                      f"{PROG} compact discord:123 --mode rotate --force")
-    p.add_argument("session_id", metavar="ID")
-    p.add_argument("--force", action="store_true", help="ignore a live cooldown")
-    p.add_argument("--mode", choices=MODES, default=None, help="default: in_place")
-    compact.add_compressor_options(p)
+    compact.add_compact_options(p)
 
     p = _add_command(sub, common, "simulate", simulate.cmd_simulate,
                      "run a gateway-shaped concurrent workload, then an integrity report "
@@ -124,8 +123,9 @@ def _fail(message: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (the console script passes it to exit)."""
     parser = build_parser()
+    arguments = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        args = parser.parse_args(arguments)
     except SystemExit as exc:  # --help (0) or a usage error (2), already printed
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     handler = getattr(args, "handler", None)
@@ -134,6 +134,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format=f"{PROG}: %(levelname)s %(name)s: %(message)s")
+    line_buffered(sys.stdout)
+    line_buffered(sys.stderr)
+    args.argv = arguments  # for hints that repeat the command line
     try:
         return handler(args)
     except TranscriptError as exc:

@@ -24,14 +24,11 @@ import argparse
 import os
 import secrets
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 from rich.text import Text
 
 from persistence.urls import display_url
@@ -41,7 +38,8 @@ from ..compressors import LLMCompressor
 from ..simulate.config import WorkerConfig
 from ..simulate.run import run_simulation
 from .database import ENV_DB, resolve_db
-from .output import console, emit_json
+from .output import Column, Output, flatten
+from .progress import progress
 
 __all__ = ["add_options", "cmd_simulate"]
 
@@ -97,6 +95,7 @@ def _database(args: argparse.Namespace) -> Iterator[str]:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     _check_sizes(args)
+    out = Output(args)
     seed = args.seed if args.seed is not None else secrets.randbelow(1_000_000)
     with _database(args) as db:
         base = WorkerConfig(
@@ -106,52 +105,55 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             compress_delay_s=args.compress_delay_ms / 1000, compressor=args.compressor,
             llm=_llm_options(args),
         )
-        with _progress(base.sessions * base.turns, not getattr(args, "json", False)) as advance:
+        shown_db = display_url(db) if not args.naive or getattr(args, "db", None) else "(temporary)"
+        # first, and flushed: a run that hangs or is killed still shows how to repeat it
+        (out.note if out.structured else out.line)(_header(base, shown_db))
+        with progress(base.sessions * base.turns, "turns") as advance:
             report = run_simulation(base, args.processes, advance=advance)
-    report["database"] = display_url(db) if not args.naive or getattr(args, "db", None) else "(temporary)"
-    if getattr(args, "json", False):
-        emit_json(report)
+    report["database"] = shown_db
+    if out.structured:
+        out.emit(report, [flatten(report)], list(flatten(report)))
     else:
-        _render(report)
+        _render(out, report)
     return 0 if report["ok"] else 1
 
 
-@contextmanager
-def _progress(total: int, enabled: bool) -> Iterator[Callable[[int], None]]:
-    out = Console(stderr=True)
-    with Progress(
-        TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TextColumn("turns"),
-        TimeElapsedColumn(), console=out, disable=not (enabled and out.is_terminal),
-        transient=False,
-    ) as progress:
-        task = progress.add_task("turns", total=total)
-        yield lambda n: progress.advance(task, n)
+def _header(config: WorkerConfig, database: str) -> str:
+    return (f"simulate ({'naive' if config.naive else 'actors'}): run {config.prefix.rstrip('-')}, "
+            f"seed {config.seed}, {config.sessions} sessions x {config.turns} turns, "
+            f"{config.threads} threads x {config.workers} process(es), database {database}")
 
 
-def _render(report: dict[str, Any]) -> None:
-    out = console()
-    out.print(f"simulate ({report['mode']}): run {report['run_id']}, seed {report['seed']}, "
-              f"{report['sessions']} sessions x {report['turns_per_session']} turns, "
-              f"{report['threads_per_process']} threads x {report['processes']} process(es), "
-              f"database {report['database']}")
+#: What the "errors" count means, printed under the integrity table.
+_ERRORS_LEGEND = {
+    "actors": "errors: calls of the workload that raised an exception (examples above); "
+              "the actor path raises none, so any is a bug",
+    "naive": "errors: calls of the workload that raised an exception. The naive path raises "
+             "almost none: it does not notice a fork, it writes into the orphan child "
+             "silently, which is why forks, orphan writes and lost messages are high while "
+             "errors stay low",
+}
+
+
+def _render(out: Output, report: dict[str, Any]) -> None:
     tp = report["throughput"]
-    out.print(f"{report['turns']} turns, {report['messages_acknowledged']} messages acknowledged "
-              f"in {report['elapsed_s']:.1f}s: {tp['messages_per_s']} msg/s, {tp['turns_per_s']} turns/s")
+    out.line(f"{report['turns']} turns, {report['messages_acknowledged']} messages acknowledged "
+             f"in {report['elapsed_s']:.1f}s: {tp['messages_per_s']} msg/s, {tp['turns_per_s']} turns/s")
     comp = report["compactions"]
     by_mode = ", ".join(f"{mode} {n}" for mode, n in sorted(comp["by_mode"].items()))
-    out.print(f"compactions committed: {comp['committed']} ({by_mode or 'none'}), "
-              f"tail messages carried: {comp['tail_messages_carried']}")
+    out.line(f"compactions committed: {comp['committed']} ({by_mode or 'none'}), "
+             f"tail messages carried: {comp['tail_messages_carried']}")
     outcomes = ", ".join(f"{status} {n}" for status, n in report["manual_outcomes"].items())
-    out.print(f"manual compress outcomes: {outcomes or 'none'}; interrupts that cancelled: "
-              f"{report['interrupts']['cancelled']}/{report['interrupts']['attempted']}")
-    table = Table(title="integrity (all must be 0)")
-    table.add_column("check")
-    table.add_column("count", justify="right")
-    table.add_column("")
-    for name, count in report["violations"].items():
-        verdict = Text("ok", style="green") if count == 0 else Text("FAIL", style="bold red")
-        table.add_row(name.replace("_", " "), str(count), verdict)
-    out.print(table)
+    out.line(f"manual compress outcomes: {outcomes or 'none'}; interrupts that cancelled: "
+             f"{report['interrupts']['cancelled']}/{report['interrupts']['attempted']}")
+    out.table("integrity (all must be 0)", ["check", Column("count", "right"), ""],
+              [(name.replace("_", " "), count,
+                Text("ok", style="green") if count == 0 else Text("FAIL", style="bold red"))
+               for name, count in report["violations"].items()])
     for example in report["examples"][:10]:
-        out.print(f"  {example}")
-    out.print("OK: no fork, nothing lost" if report["ok"] else "FAILED: integrity violations found")
+        out.line(f"  {example}")
+    out.line(_ERRORS_LEGEND.get(report["mode"], _ERRORS_LEGEND["actors"]))
+    if report["ok"]:
+        out.line("OK: no fork, nothing lost", style="bold green")
+    else:
+        out.line("FAILED: integrity violations found", style="bold red")

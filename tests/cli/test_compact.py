@@ -154,3 +154,29 @@ def test_unconfigured_llm_is_exit_2(capsys, db: str, monkeypatch) -> None:
     result = run_cli(capsys, "--db", db, "compact", SESSION, "--compressor", "llm")
     assert result.code == 2 and "SESSION_ACTORS_LLM" in result.err
     assert len(result.err.strip().splitlines()) == 1
+
+
+def test_keep_last_and_target_tokens_decide_how_much_is_kept(capsys, db: str) -> None:
+    code, outcome = compact(capsys, db, "--keep-last", "20")  # longer than the session
+    assert code == 0 and outcome["status"] == "unchanged"
+    table = run_cli(capsys, "--db", db, "compact", SESSION, "--keep-last", "20")
+    reason = next(line for line in table.out.splitlines() if line.startswith("reason: "))
+    assert "unchanged" in reason and "keep-last 20" in reason  # a reason even without one in the outcome
+    code, outcome = compact(capsys, db, "--keep-last", "2", "--target-tokens", "100")
+    assert outcome["status"] == "compacted"
+    store = open_store(db)
+    try:
+        live = store.transcript(SESSION)
+    finally:
+        store.close()
+    assert [m.text for m in live[-2:]] == ["turn 10", "turn 11"]  # exactly the last two kept verbatim
+    assert len(next(m for m in live if m.text.startswith(SUMMARY_PREFIX)).text) <= 400
+    bad = run_cli(capsys, "--db", db, "compact", SESSION, "--keep-last", "-1")
+    assert bad.code == 2 and "keep_last" in bad.err and "Traceback" not in bad.err
+
+
+@pytest.mark.parametrize("fmt", ["csv", "ndjson", "table"])
+def test_every_outcome_prints_its_reason(capsys, db: str, fmt: str) -> None:
+    result = run_cli(capsys, "--db", db, "compact", SESSION, "--format", fmt)
+    assert result.code == 0
+    assert "compacted" in result.out and "summarized" in result.out

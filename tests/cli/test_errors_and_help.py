@@ -109,6 +109,22 @@ def test_every_command_has_help_with_an_example(capsys, command) -> None:
     assert "example:" in result.out and "--db" in result.out
 
 
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_option_of_every_command_has_a_help_text(capsys, command) -> None:
+    lines = run_cli(capsys, command, "--help").out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("options:"))
+    bare = []
+    for i, line in enumerate(lines[start + 1:], start + 1):
+        if not line.startswith("  -"):
+            continue
+        words = line.strip().split("  ")  # argparse puts two spaces before the help text
+        following = lines[i + 1] if i + 1 < len(lines) else ""
+        continues = following.startswith(" " * 8) and not following.strip().startswith("-")
+        if len(words) == 1 and not continues:
+            bare.append(line.strip())
+    assert bare == []
+
+
 def test_top_level_help_lists_every_command(capsys) -> None:
     result = run_cli(capsys, "--help")
     assert result.code == 0

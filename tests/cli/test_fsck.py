@@ -60,7 +60,9 @@ def test_fork_and_orphan_writes_in_non_oldest_children(capsys, store_url: str) -
     assert tree.code == 0 and "FORK: 2 children" in tree.out and "FORKED" in tree.out
     doc = json.loads(run_cli(capsys, "lineage", "p", "--json", "--db", store_url).out)
     assert doc["forked"] is True and doc["live_tip"] is None
-    assert [c["session"]["id"] for c in doc["tree"]["children"]] == ["p-child-a", "p-child-b"]
+    children = [row["id"] for row in doc["sessions"] if row["parent_session_id"] == "p"]
+    assert children == ["p-child-a", "p-child-b"]
+    assert [row["id"] for row in doc["sessions"] if row["fork"]] == ["p"]
 
 
 def end_with_a_late_row(path: str, reason: str, *, continuation: str | None = None) -> None:

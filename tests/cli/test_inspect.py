@@ -61,19 +61,21 @@ def test_show_transcript_and_archive(capsys, db) -> None:
     assert [m["content"] for m in no_archive["transcript"]] == ["short"]
 
 
-def test_lineage_tree_and_json(capsys, db) -> None:
+def test_lineage_chain_and_json(capsys, db) -> None:
     url, ids = db
-    tree = run_cli(capsys, "lineage", ids["child"], "--db", url)
-    assert tree.code == 0, tree.err
-    lines = tree.out.splitlines()
-    root_line = next(i for i, line in enumerate(lines) if ids["root"] in line and "└" not in line)
-    child_line = next(i for i, line in enumerate(lines) if ids["child"] in line)
-    assert child_line > root_line and "└" in lines[child_line]
-    assert "live tip" in lines[child_line]
+    chain = run_cli(capsys, "lineage", ids["child"], "--db", url)
+    assert chain.code == 0, chain.err
+    assert "a straight chain of 2 session(s)" in chain.out
+    lines = chain.out.splitlines()
+    root_line = next(i for i, line in enumerate(lines) if line.split()[1:2] == [ids["root"]])
+    child_line = next(i for i, line in enumerate(lines) if line.split()[1:2] == [ids["child"]])
+    assert child_line > root_line
+    assert "live tip" in lines[child_line] and "asked" in lines[child_line]
 
     doc = json.loads(run_cli(capsys, "--json", "lineage", ids["root"], "--db", url).out)
     assert doc["root"] == ids["root"] and doc["live_tip"] == ids["child"]
-    assert [c["session"]["id"] for c in doc["tree"]["children"]] == [ids["child"]]
+    assert [(row["id"], row["depth"]) for row in doc["sessions"]] == [(ids["root"], 0), (ids["child"], 1)]
+    assert doc["straight"] is True and doc["count"] == 2
 
 
 def test_locks_reports_live_leases(capsys, db) -> None:
