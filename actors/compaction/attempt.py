@@ -32,6 +32,7 @@ from protocol import (
     StoredMessage,
     transcripts_equal,
 )
+from protocol.transcript import invalid_tool_pairing
 
 from ..compressors.base import Compressor
 from .fence import CommitFence, FenceState
@@ -277,7 +278,16 @@ class Attempt:
             return self._outcome(S.UNCHANGED, None)
         if not result:
             return self._outcome(S.SKIPPED, "empty_result")
-        compacted = restore_real_user_ask(self._snapshot, result)
+        compacted = restore_real_user_ask(self._snapshot, result,
+                                          merge=self._policy.merge_user_messages)
+        try:
+            problem = self._invalid_result(compacted)
+        except Exception as exc:  # reading the tail failed: nothing was written
+            logger.warning("reading the tail of %s failed", self._base_id, exc_info=True)
+            return self._outcome(S.FAILED, "commit_error", error=_describe(exc))
+        if problem is not None:
+            logger.warning("compaction of %s refused: %s", self._base_id, problem)
+            return self._outcome(S.FAILED, "invalid_result", error=problem)
         try:
             record = self._store.commit_compaction(
                 self._keeper.lease, watermark=self._watermark, compacted=compacted,
@@ -293,6 +303,12 @@ class Attempt:
                                  after=len(compacted) + record.tail_count)
         return self._outcome(S.COMPACTED, None, record=record,
                              after=len(compacted) + record.tail_count)
+
+    def _invalid_result(self, compacted: list[Message]) -> str | None:
+        """The valid-result check on what the commit would publish: the compacted
+        set followed by the tail (everything appended after the watermark)."""
+        tail = [m for m in self._store.transcript(self._base_id) if m.seq > self._watermark]
+        return invalid_tool_pairing([*compacted, *tail], self._snapshot)
 
     # -- step 8: interrupt, timeout, lease loss -------------------------------------
 

@@ -53,6 +53,9 @@ class CompactionPolicy:
     - ``ask_timeout_s``: the longest any call waits on an actor (``compress()`` waits
       ``max_compaction_s + ask_timeout_s``).
     - ``token_counter``: counts tokens for ``max_tokens`` (default `estimate_tokens`).
+    - ``merge_user_messages``: the compacted set never has two ``user`` messages in a
+      row; merged ones keep every ``meta`` in ``meta["merged_from"]`` (False: never
+      merge, for providers that need no alternation, e.g. the Responses API).
     """
 
     max_tokens: int | None = None
@@ -66,6 +69,7 @@ class CompactionPolicy:
     max_resident: int = 1024
     ask_timeout_s: float = 30.0
     token_counter: TokenCounter = estimate_tokens
+    merge_user_messages: bool = True
 
     def __post_init__(self) -> None:
         if self.max_tokens is not None:
@@ -82,6 +86,9 @@ class CompactionPolicy:
             raise InvalidArgumentError(f"cooldown_s must be finite and >= 0, got {self.cooldown_s!r}")
         if not callable(self.token_counter):
             raise InvalidArgumentError("token_counter must be callable")
+        if not isinstance(self.merge_user_messages, bool):
+            raise InvalidArgumentError(
+                f"merge_user_messages must be a bool, got {self.merge_user_messages!r}")
 
     @property
     def renew_interval_s(self) -> float:
