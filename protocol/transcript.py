@@ -95,32 +95,40 @@ def _runs(messages: Sequence[Message]) -> list[range]:
     return runs
 
 
-def invalid_tool_pairing(published: Sequence[Message], snapshot: Sequence[Message]) -> str | None:
+def invalid_tool_pairing(published: Sequence[Message], snapshot: Sequence[Message], *,
+                         current: Sequence[Message] | None = None) -> str | None:
     """Why ``published`` breaks a tool pair, or None when it is valid.
 
     Every ``tool`` message must answer a call made earlier in its own tool run, and
     every call still present whose result was in ``snapshot`` must be answered in its
-    run (a call whose result never arrived is left alone).
+    run (a call whose result never arrived is left alone). With ``current`` (the live
+    transcript the result replaces), a pair already broken there is not held against
+    the result: a compaction is refused only for damage it would add.
     """
     answered = {m.tool_call_id for m in snapshot if m.role == "tool" and m.tool_call_id}
-    for run in _runs(published):
-        problem = _run_problem([published[i] for i in run], answered)
-        if problem is not None:
-            return f"{problem} (message {run.start + 1} of the result starts its tool run)"
+    tolerated = {key for key, _ in _problems(current, answered)} if current is not None else set()
+    for key, text in _problems(published, answered):
+        if key not in tolerated:
+            return text
     return None
 
 
-def _run_problem(run: list[Message], answered: set[Any]) -> str | None:
-    called: list[str] = []
-    results: set[str] = set()
-    for message in run:
-        if message.role == "assistant":
-            called.extend(call_ids(message))
-        elif message.tool_call_id not in called:
-            return f"tool result {message.tool_call_id!r} answers no call made before it in its run"
-        else:
-            results.add(message.tool_call_id)
-    missing = [c for c in called if c in answered and c not in results]
-    if missing:
-        return f"call {missing[0]!r} lost its result"
-    return None
+def _problems(messages: Sequence[Message], answered: set[Any]) -> list[tuple[tuple[str, Any], str]]:
+    problems = []
+    for run in _runs(messages):
+        where = f"(message {run.start + 1} starts its tool run)"
+        called: list[str] = []
+        results: set[Any] = set()
+        for i in run:
+            message = messages[i]
+            if message.role == "assistant":
+                called.extend(call_ids(message))
+            elif message.tool_call_id not in called:
+                problems.append((("orphan", message.tool_call_id),
+                                 f"tool result {message.tool_call_id!r} answers no call made "
+                                 f"before it in its tool run {where}"))
+            else:
+                results.add(message.tool_call_id)
+        problems += [(("lost", c), f"call {c!r} lost its result {where}")
+                     for c in called if c in answered and c not in results]
+    return problems

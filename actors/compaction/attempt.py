@@ -306,9 +306,11 @@ class Attempt:
 
     def _invalid_result(self, compacted: list[Message]) -> str | None:
         """The valid-result check on what the commit would publish: the compacted
-        set followed by the tail (everything appended after the watermark)."""
-        tail = [m for m in self._store.transcript(self._base_id) if m.seq > self._watermark]
-        return invalid_tool_pairing([*compacted, *tail], self._snapshot)
+        set followed by the tail (everything appended after the watermark). A pair
+        the live transcript already had broken is not the result's fault."""
+        live = self._store.transcript(self._base_id)
+        tail = [m for m in live if m.seq > self._watermark]
+        return invalid_tool_pairing([*compacted, *tail], self._snapshot, current=live)
 
     # -- step 8: interrupt, timeout, lease loss -------------------------------------
 

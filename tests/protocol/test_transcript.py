@@ -66,3 +66,13 @@ def test_valid_transcripts_pass():
 def test_broken_pairs_are_named(published, why):
     snapshot = [U, call("a", "b"), result("a"), result("b"), A]
     assert why in invalid_tool_pairing(published, snapshot)
+
+
+def test_a_pair_already_broken_in_the_current_transcript_is_not_the_results_fault():
+    current = [U, result("x"), A, call("y"), U]  # a gateway wrote an orphan and an unanswered call
+    published = [Message("assistant", "summary"), result("x"), A, call("y"), U]
+    assert invalid_tool_pairing(published, current, current=current) is None
+    assert "answers no call" in invalid_tool_pairing(published, current)
+    # damage the result adds is still refused
+    worse = [*published, result("z")]
+    assert "'z' answers no call" in invalid_tool_pairing(worse, current, current=current)
