@@ -1,0 +1,182 @@
+"""`AgentsSession`: the OpenAI Agents SDK's ``Session`` protocol over a registry.
+
+``Runner.run(agent, input, session=AgentsSession(registry, "discord:123"))`` keeps the
+conversation in session-actors: appends go through the session's actor, compaction
+is the registry's (policy, compressor, lease, fencing), and every item type
+round-trips exactly (see `actors.integrations.response_items` for the mapping).
+
+The SDK is an optional extra (``pip install 'session-actors[openai-agents]'``),
+imported when a session is constructed, never when this module is imported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from protocol import (
+    ConfigurationError,
+    InvalidArgumentError,
+    SessionNotFoundError,
+    validate_session_id,
+)
+
+from .response_items import item_to_message, message_to_items
+
+if TYPE_CHECKING:
+    from ..handle import SessionHandle
+    from ..registry import SessionRegistry
+
+__all__ = ["SOURCE", "AgentsSession", "InvalidSessionSettingsError"]
+
+logger = logging.getLogger("session_actors.integrations.openai_agents")
+logger.addHandler(logging.NullHandler())
+
+#: The ``source`` of sessions this adapter creates (``session-actors sessions --source``).
+SOURCE = "openai-agents"
+
+_T = TypeVar("_T")
+
+
+class InvalidSessionSettingsError(InvalidArgumentError, TypeError):
+    """session_settings must be a SessionSettings or a dict of its fields."""
+
+
+def _session_settings_module() -> Any:
+    try:
+        from agents.memory import session_settings
+    except ImportError as exc:
+        raise ConfigurationError(
+            "AgentsSession needs the OpenAI Agents SDK: pip install 'session-actors[openai-agents]'"
+        ) from exc
+    return session_settings
+
+
+class AgentsSession:
+    """A session of the OpenAI Agents SDK kept by a `SessionRegistry`.
+
+    Behaves like the SDK's ``SQLiteSession``: ``get_items(limit)`` returns the latest
+    ``limit`` items in order (``session_settings.limit`` when ``limit`` is None),
+    ``pop_item()`` retracts the last item (None when empty), ``clear_session()``
+    **erases the whole lineage** (`SessionRegistry.delete`), and every call after
+    `close` raises `RuntimeError`. `close` does not close the registry.
+    """
+
+    def __init__(self, registry: SessionRegistry, session_id: str, *,
+                 session_settings: Any = None) -> None:
+        settings = _session_settings_module()
+        self.session_id = validate_session_id(session_id)
+        self.session_settings = _coerce(settings, session_settings)
+        self._settings = settings
+        self._registry = registry
+        self._lock = threading.Lock()  # guards _handle; asyncio locks bind to one loop
+        self._handle: SessionHandle | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"AgentsSession({self.session_id!r})"
+
+    # -- the Session protocol ---------------------------------------------------------------
+
+    async def get_items(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """The conversation as items, oldest first; the latest ``limit`` when one is set."""
+        self._check_open()
+        limit = self._settings.resolve_session_limit(_check_limit(limit), self.session_settings)
+        messages = await self._with_handle(lambda handle: handle.transcript_async())
+        if limit is None:
+            return [item for message in messages for item in message_to_items(message)]
+        if limit <= 0:  # no items, as the SDK's sessions answer a limit below 1
+            return []
+        chunks: list[list[dict[str, Any]]] = []
+        count = 0
+        for message in reversed(messages):  # render only what the limit keeps
+            chunks.append(message_to_items(message))
+            count += len(chunks[-1])
+            if count >= limit:
+                break
+        return [item for chunk in reversed(chunks) for item in chunk][-limit:]
+
+    async def add_items(self, items: list[Any]) -> None:
+        """Append ``items`` durably, in order, as one contiguous batch."""
+        self._check_open()
+        messages = [item_to_message(item) for item in items]  # all checked before any write
+        if messages:
+            await self._with_handle(lambda handle: handle.append_async(messages))
+
+    async def pop_item(self) -> dict[str, Any] | None:
+        """Retract the most recent item and return it (None when the session is empty)."""
+        self._check_open()
+        retracted = await self._with_handle(lambda handle: handle.retract_async())
+        if retracted is None:
+            return None
+        items = message_to_items(retracted)
+        return items[-1] if items else None
+
+    async def clear_session(self) -> None:
+        """Erase the whole lineage (`SessionRegistry.delete`); the next call starts afresh."""
+        self._check_open()
+        try:
+            await asyncio.to_thread(self._registry.delete, self.session_id)
+        except SessionNotFoundError:
+            pass  # nothing stored yet: already clear
+        self._forget(self._handle)
+
+    def close(self) -> None:
+        """Stop using this session object (the registry and the data stay)."""
+        self._closed = True
+        self._forget(self._handle)
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("AgentsSession is closed")
+
+    async def _with_handle(self, call: Callable[[SessionHandle], Awaitable[_T]]) -> _T:
+        """Run ``call`` on the session's handle; a lineage erased meanwhile (by
+        `clear_session` of another object, another process, or ``session-actors
+        delete``) starts a fresh conversation, as SQLiteSession does after a clear."""
+        handle = await self._current_handle()
+        try:
+            return await call(handle)
+        except SessionNotFoundError:  # nothing was written: retrying cannot duplicate
+            self._forget(handle)
+            return await call(await self._current_handle())
+
+    async def _current_handle(self) -> SessionHandle:
+        handle = self._handle
+        if handle is None:
+            handle = await asyncio.to_thread(self._open_handle)
+        return handle
+
+    def _open_handle(self) -> SessionHandle:
+        with self._lock:
+            if self._handle is None:
+                self._handle = self._registry.session(self.session_id, source=SOURCE)
+            return self._handle
+
+    def _forget(self, handle: SessionHandle | None) -> None:
+        with self._lock:
+            if self._handle is handle:
+                self._handle = None
+
+
+def _coerce(settings: Any, value: Any) -> Any:
+    """``SessionSettings`` from a dict exactly as the SDK coerces it, errors typed."""
+    if value is None:
+        return settings.SessionSettings()
+    try:
+        return settings.coerce_session_settings(value)
+    except TypeError as exc:
+        raise InvalidSessionSettingsError(str(exc)) from exc
+    except ValueError as exc:  # pydantic's ValidationError
+        raise InvalidArgumentError(f"invalid session_settings: {exc}") from exc
+
+
+def _check_limit(limit: Any) -> int | None:
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)):
+        raise InvalidArgumentError(f"limit must be an int or None, got {limit!r}")
+    return limit

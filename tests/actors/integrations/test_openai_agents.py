@@ -1,0 +1,294 @@
+"""`AgentsSession` against the SDK's own `SQLiteSession`, operation by operation, on
+both backends; real registries, real stores, real event loops."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from actors import HeadTailCompressor
+from actors.testing import GatedCompressor
+from protocol import CompressionStatus, InvalidArgumentError, InvalidMessageError
+
+from ..helpers import result_of, run_in_thread, wait_until
+from .items_catalog import DEVELOPER_ITEMS, HAS_DEVELOPER_ROLE, ITEMS, orphan_outputs, tool_run_items
+
+agents = pytest.importorskip("agents", reason="the openai-agents extra is not installed")
+
+from agents import SQLiteSession  # noqa: E402
+from agents.memory import Session, SessionSettings  # noqa: E402
+
+from actors.integrations.openai_agents import AgentsSession  # noqa: E402
+
+
+def run(coro: Any) -> Any:
+    """Each call is a fresh event loop, as separate SDK runs may be."""
+    return asyncio.run(coro)
+
+
+@pytest.fixture
+def registry(make_registry):
+    return make_registry()
+
+
+@pytest.fixture
+def sqlite_session(tmp_path):
+    """The SDK's reference implementation, on a real file."""
+    made = []
+
+    def make(session_id: str = "ref", **kwargs: Any) -> SQLiteSession:
+        made.append(SQLiteSession(session_id, tmp_path / "sdk.db", **kwargs))
+        return made[-1]
+
+    yield make
+    for session in made:
+        session.close()
+
+
+def messages(n: int, *, start: int = 0) -> list[dict[str, Any]]:
+    return [{"role": "user" if i % 2 == 0 else "assistant", "content": f"Message {i}"}
+            for i in range(start, start + n)]
+
+
+# -- the protocol and exact round-trips --------------------------------------------------------
+
+def test_is_a_session_of_the_sdk(registry):
+    session = AgentsSession(registry, "discord:1")
+    assert isinstance(session, Session)
+    assert session.session_id == "discord:1"
+    assert session.session_settings == SessionSettings()
+
+
+def test_every_item_type_round_trips_exactly(make_registry, registry, sqlite_session):
+    items = ITEMS + (DEVELOPER_ITEMS if HAS_DEVELOPER_ROLE else [])
+    ours, reference = AgentsSession(registry, "all-types"), sqlite_session()
+
+    async def scenario(session):
+        await session.add_items(items[:5])
+        await session.add_items(items[5:])
+        return await session.get_items()
+
+    assert run(scenario(ours)) == run(scenario(reference)) == items
+    # durable: a second registry on the database (another process) reads the same items
+    assert run(AgentsSession(make_registry(), "all-types").get_items()) == items
+
+
+@pytest.mark.skipif(not HAS_DEVELOPER_ROLE, reason="the developer role lands with issue 10 part A")
+def test_developer_messages_round_trip(registry):
+    session = AgentsSession(registry, "dev")
+    run(session.add_items(DEVELOPER_ITEMS))
+    assert run(session.get_items()) == DEVELOPER_ITEMS
+
+
+def test_a_bad_item_writes_nothing(registry):
+    session = AgentsSession(registry, "bad")
+    run(session.add_items(messages(2)))
+    with pytest.raises(InvalidMessageError):
+        run(session.add_items([{"role": "user", "content": "fine"}, {"role": "user", "content": object()}]))
+    assert run(session.get_items()) == messages(2)
+
+
+# -- limits and ordering, as SQLiteSession does them -------------------------------------------
+
+@pytest.mark.parametrize("limit", [None, 1, 2, 4, 6, 10, 0])
+def test_get_items_returns_the_latest_limit_in_order(registry, sqlite_session, limit):
+    ours, reference = AgentsSession(registry, "limits"), sqlite_session()
+    for session in (ours, reference):
+        run(session.add_items(messages(3)))
+        run(session.add_items(messages(3, start=3)))
+    expected = run(reference.get_items(limit))
+    assert run(ours.get_items(limit)) == expected
+    assert len(expected) == (6 if limit is None else min(limit, 6))
+
+
+def test_a_negative_limit_returns_nothing(registry):
+    session = AgentsSession(registry, "negative")
+    run(session.add_items(messages(2)))
+    assert run(session.get_items(-1)) == []
+
+
+def test_session_settings_limit_applies_when_limit_is_none(registry, sqlite_session):
+    ours = AgentsSession(registry, "settings", session_settings=SessionSettings(limit=3))
+    reference = sqlite_session(session_settings=SessionSettings(limit=3))
+    for session in (ours, reference):
+        run(session.add_items(messages(5)))
+        assert [i["content"] for i in run(session.get_items())] == ["Message 2", "Message 3", "Message 4"]
+        assert [i["content"] for i in run(session.get_items(2))] == ["Message 3", "Message 4"]
+
+
+def test_session_settings_dict_is_coerced_and_checked_as_the_sdk_does(registry, sqlite_session):
+    session = AgentsSession(registry, "coerced", session_settings={"limit": 2})
+    assert session.session_settings == SessionSettings(limit=2)
+    run(session.add_items(messages(4)))
+    assert len(run(session.get_items())) == 2
+    for bad, error in (({"limitt": 3}, TypeError), (5, TypeError), ({"limit": "many"}, ValueError)):
+        with pytest.raises(error):
+            sqlite_session(session_settings=bad)
+        with pytest.raises(error) as raised:
+            AgentsSession(registry, "coerced", session_settings=bad)
+        assert isinstance(raised.value, InvalidArgumentError)
+    with pytest.raises(InvalidArgumentError):
+        run(session.get_items(limit="2"))
+
+
+# -- writers: tasks, threads, sessions, databases -----------------------------------------------
+
+def test_concurrent_adds_from_several_tasks_keep_every_batch_whole(registry):
+    sessions = [AgentsSession(registry, "busy") for _ in range(2)]
+    batches = [[{"role": "user", "content": f"task {t} item {i}"} for i in range(5)] for t in range(8)]
+
+    async def scenario():
+        await asyncio.gather(*(sessions[t % 2].add_items(batch) for t, batch in enumerate(batches)))
+        return await sessions[0].get_items()
+
+    items = run(scenario())
+    assert sorted(i["content"] for i in items) == sorted(i["content"] for b in batches for i in b)
+    for batch in batches:  # each add_items is one contiguous append, in order
+        start = items.index(batch[0])
+        assert items[start:start + len(batch)] == batch
+
+
+def test_concurrent_adds_from_threads_with_their_own_loops(registry):
+    session = AgentsSession(registry, "threads")
+    barrier = threading.Barrier(5)
+
+    def writer(n: int) -> None:
+        barrier.wait(10)
+        for i in range(4):
+            run(session.add_items([{"role": "user", "content": f"thread {n} item {i}"}]))
+
+    for thread, box in [run_in_thread(lambda n=n: writer(n)) for n in range(5)]:
+        result_of(thread, box, timeout=30)
+    contents = [i["content"] for i in run(session.get_items())]
+    assert sorted(contents) == sorted(f"thread {n} item {i}" for n in range(5) for i in range(4))
+    for n in range(5):  # each thread's items in its own order
+        mine = [c for c in contents if c.startswith(f"thread {n} ")]
+        assert mine == [f"thread {n} item {i}" for i in range(4)]
+
+
+def test_two_sessions_on_one_database_stay_apart(make_registry, registry):
+    first, second = AgentsSession(registry, "session_1"), AgentsSession(registry, "session_2")
+    run(first.add_items([{"role": "user", "content": "I like cats"}]))
+    run(second.add_items([{"role": "user", "content": "I like dogs"}, {"role": "user", "content": "and birds"}]))
+    assert [i["content"] for i in run(first.get_items())] == ["I like cats"]
+    assert [i["content"] for i in run(second.get_items())] == ["I like dogs", "and birds"]
+    # a second registry on the same database (another process) shares each session
+    elsewhere = AgentsSession(make_registry(), "session_1")
+    run(elsewhere.add_items([{"role": "assistant", "content": "noted"}]))
+    assert [i["content"] for i in run(first.get_items())] == ["I like cats", "noted"]
+    assert len(run(second.get_items())) == 2
+
+
+# -- close -------------------------------------------------------------------------------------
+
+def test_every_call_after_close_raises_runtime_error(registry):
+    session = AgentsSession(registry, "closing")
+    run(session.add_items(messages(2)))
+    session.close()
+    session.close()  # idempotent
+    for call in (session.get_items(), session.get_items(1), session.add_items(messages(1)),
+                 session.add_items([]), session.pop_item(), session.clear_session()):
+        with pytest.raises(RuntimeError, match="closed"):
+            run(call)
+    # the data and the registry stay
+    assert run(AgentsSession(registry, "closing").get_items()) == messages(2)
+
+
+# -- compaction is the registry's ----------------------------------------------------------------
+
+def test_after_compaction_get_items_returns_the_compacted_transcript(make_registry):
+    registry = make_registry(HeadTailCompressor(keep_last=4))
+    session = AgentsSession(registry, "compacted")
+    for turn in range(4):
+        run(session.add_items(tool_run_items(turn)))
+    outcome = registry.session("compacted").compress()
+    assert outcome.status is CompressionStatus.COMPACTED
+    items = run(session.get_items())
+    assert len(items) < 20
+    assert items[0] == {"role": "user", "content": "question 0"}  # the first ask is kept
+    assert any(str(i.get("content", "")).startswith("[CONTEXT COMPACTION]") for i in items)
+    assert {"role": "assistant", "content": "answer 3"} in items
+    assert orphan_outputs(items) == []
+    # every kept call has its output right with it
+    kept_calls = [i["call_id"] for i in items if i.get("type") == "function_call"]
+    kept_outputs = [i["call_id"] for i in items if i.get("type") == "function_call_output"]
+    assert kept_calls == kept_outputs
+
+
+# -- Runner.run end to end --------------------------------------------------------------------
+
+@pytest.mark.parametrize("keep_last", [2, 3])
+def test_runner_run_with_tools_a_review_path_and_auto_compaction(make_registry, store, keep_last):
+    from agents import Agent, RunConfig, Runner, function_tool
+    from agents.testing import ScriptedModel, assistant_message, function_call
+    from openai.types.responses import ResponseReasoningItem
+
+    # a kept tail of 2 or 3 messages would start at a function output or right after a
+    # reasoning item if the compressors did not see the SDK's calls as a tool run
+    head_tail = HeadTailCompressor(keep_last=keep_last)
+    gated = GatedCompressor(lambda messages: head_tail.compress(
+        messages, target_tokens=100, cancel=threading.Event()))
+    registry = make_registry(gated, max_tokens=300, target_tokens=100, keep_last=keep_last)
+    session = AgentsSession(registry, "discord:42")
+    review = registry.review("discord:42")
+    release_in_turn: list[int] = []
+
+    @function_tool
+    def lookup(n: int) -> str:
+        """Look something up."""
+        # a background review writes while the run waits for its tool
+        review.append("assistant", f"review note {n}")
+        if release_in_turn and release_in_turn[0] == n:
+            gated.release()  # the commit races this run's save of the call and its output
+        return f"result {n} " * 10
+
+    model = ScriptedModel()
+    agent = Agent(name="assistant", model=model, tools=[lookup])
+
+    async def turn(n: int) -> None:
+        model.extend([
+            [ResponseReasoningItem(id=f"rs_{n}", type="reasoning", summary=[]),
+             function_call("lookup", {"n": n}, call_id=f"call_{n}")],
+            [assistant_message(f"answer {n}", item_id=f"msg_{n}")],
+        ])
+        result = await Runner.run(agent, f"question {n}", session=session,
+                                  run_config=RunConfig(tracing_disabled=True))
+        assert result.final_output == f"answer {n}"
+
+    async def scenario() -> None:
+        n = 0
+        while not gated.started.is_set():  # auto-compaction starts past max_tokens
+            assert n < 10, "no automatic compaction"
+            await turn(n)
+            n += 1
+        release_in_turn.append(n + 1)
+        for _ in range(4):  # two turns while the summary runs, two after its commit
+            await turn(n)
+            n += 1
+
+    run(scenario())
+    live_id = registry.session("discord:42").session_id
+    wait_until(lambda: len(store.compactions(live_id)) >= 1, what="the automatic commit")
+    model.assert_complete()
+
+    inputs = [call.input for call in model.calls]
+    for model_input in inputs:
+        assert orphan_outputs(model_input) == [], "a model call got a function output without its call"
+        for i, item in enumerate(model_input):  # a reasoning item is followed by its call
+            if item.get("type") == "reasoning":
+                assert model_input[i + 1].get("call_id") == item["id"].replace("rs_", "call_")
+    assert any(str(item.get("content", "")).startswith("[CONTEXT COMPACTION]")
+               for item in inputs[-1]), "the last run did not see the compacted transcript"
+
+    items = run(session.get_items())
+    assert orphan_outputs(items) == []
+    # nothing acknowledged was lost: every item written is live or archived
+    kept = store.transcript(live_id) + store.archive(live_id)
+    texts = {m.content for m in kept if isinstance(m.content, str)}
+    answered = {m.tool_call_id for m in kept if m.role == "tool"}
+    for n in range(len(inputs) // 2):
+        assert {f"question {n}", f"review note {n}"} <= texts
+        assert f"call_{n}" in answered
