@@ -42,18 +42,6 @@ CALL_OUTPUT_TYPES: dict[str, str] = {
 }
 OUTPUT_TYPES = frozenset(CALL_OUTPUT_TYPES.values())
 
-def _call_content() -> str | None:
-    """``None`` for a tool-call message (the OpenAI chat shape) once `Message` accepts
-    it; ``""`` before (transitional: the content=None change is landing separately)."""
-    try:
-        Message("assistant", None, tool_calls=[{"id": "probe"}])  # type: ignore[arg-type]
-    except InvalidMessageError:
-        return ""
-    return None
-
-
-_CALL_CONTENT = _call_content()
-
 # Chat-shape content parts a rewritten message may carry, in Responses input shape.
 _TEXT_PART = {"user": "input_text", "system": "input_text", "developer": "input_text",
               "assistant": "output_text"}
@@ -88,7 +76,7 @@ def _chat_fields(item: dict[str, Any]) -> dict[str, Any]:
         return {"role": item.get("role"), "content": _content(item.get("content"))}
     call_id = item.get("call_id")
     if kind in CALL_OUTPUT_TYPES and isinstance(call_id, str) and call_id:
-        return {"role": "assistant", "content": _CALL_CONTENT, "tool_calls": [_tool_call(item, call_id)]}
+        return {"role": "assistant", "content": None, "tool_calls": [_tool_call(item, call_id)]}
     if kind in OUTPUT_TYPES and isinstance(call_id, str) and call_id:
         return {"role": "tool", "content": _content(item.get("output", "")), "tool_call_id": call_id}
     if kind == "reasoning":
