@@ -280,11 +280,26 @@ class SessionRegistry:
 
     def _janitor_loop(self) -> None:
         interval = min(max(self.policy.idle_timeout_s / 4, 0.02), 1.0)
-        while not self._janitor_stop.wait(interval):
+        next_reap = time.monotonic() + self.policy.lease_ttl_s
+        while not self._janitor_stop.wait(min(interval, self.policy.lease_ttl_s)):
             try:
                 self._evict_idle()
             except Exception:  # keep the janitor alive whatever a store wrapper does
                 logger.exception("idle eviction failed")
+            if time.monotonic() >= next_reap:
+                next_reap = time.monotonic() + self.policy.lease_ttl_s
+                self._reap_leases()
+
+    def _reap_leases(self) -> None:
+        """Release expired leases (crash garbage) once per ``lease_ttl_s``: they block
+        nobody, but `fsck` lists them until someone does."""
+        try:
+            reaped = self.store.reap_leases()
+        except Exception as exc:  # a busy or unreachable store: try again next period
+            logger.warning("reaping expired leases failed: %s", exc)
+            return
+        if reaped:
+            logger.info("released %d expired lease(s)", reaped)
 
     def _evict_idle(self) -> None:
         cutoff = time.monotonic() - self.policy.idle_timeout_s

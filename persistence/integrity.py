@@ -9,8 +9,6 @@ Only the `Store` protocol is used (``sessions``, ``transcript``, ``archive``,
 - ``seq_gap``: a session's seqs over all states are not exactly 1..N.
 - ``lineage_cycle``: following parents comes back to where it started.
 - ``missing_parent``: a parent id that names no session.
-- ``leaked_lease``: a lease expired and never released. A live lease is reported,
-  not counted as a problem (a compaction may be running right now).
 
 Warnings are listed, not counted (the exit status stays 0):
 
@@ -18,6 +16,12 @@ Warnings are listed, not counted (the exit status stays 0):
   written before it ended. The public API reaches this state (append, end the
   session for compression, create a child), so it is not damage; the rows are
   simply not part of the live continuation.
+- ``expired_lease``: a lease that expired and was never released: garbage a
+  crash (or a release that failed) left. It blocks nobody (an expired lease is
+  taken over) and `Store.reap_leases` (``session-actors locks --reap``, and every
+  registry once per ``lease_ttl_s``) releases it.
+
+A live lease is reported too, not counted (a compaction may be running right now).
 """
 
 from __future__ import annotations
@@ -36,9 +40,9 @@ __all__ = ["PROBLEM_KINDS", "WARNING_KINDS", "FsckReport", "FsckWarning", "Probl
 log = logging.getLogger("session_actors.fsck")
 
 PROBLEM_KINDS: tuple[str, ...] = (
-    "fork", "orphan_write", "seq_gap", "lineage_cycle", "missing_parent", "leaked_lease",
+    "fork", "orphan_write", "seq_gap", "lineage_cycle", "missing_parent",
 )
-WARNING_KINDS: tuple[str, ...] = ("stranded_live_rows",)
+WARNING_KINDS: tuple[str, ...] = ("stranded_live_rows", "expired_lease")
 #: Most seqs listed in one detail (a seq gap, stranded live rows).
 _MAX_LISTED = 10
 
@@ -211,10 +215,11 @@ def _check_leases(store: Store, in_scope: Callable[[str], bool], report: FsckRep
         if lease.expires_at > now:
             report.live_leases.append(lease)
         else:
-            report.problems.append(Problem(
-                "leaked_lease", lease.session_id,
+            report.warnings.append(FsckWarning(
+                "expired_lease", lease.session_id,
                 f"lease of {lease.holder!r} (token {lease.token}) expired "
-                f"{now - lease.expires_at:.1f}s ago and was never released",
+                f"{now - lease.expires_at:.1f}s ago and was never released "
+                "(garbage a crash left; `session-actors locks --reap` releases it)",
             ))
 
 

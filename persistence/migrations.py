@@ -16,7 +16,7 @@ from importlib import resources
 
 from protocol import ConfigurationError, SchemaVersionError
 
-__all__ = ["Migration", "latest_version", "load_migrations", "pending_migrations"]
+__all__ = ["Migration", "check_version", "latest_version", "load_migrations", "pending_migrations"]
 
 _FILE_NAME = re.compile(r"^(\d{4})_([A-Za-z0-9_]+)\.sql$")
 
@@ -61,3 +61,15 @@ def pending_migrations(dialect: str, current: int) -> list[Migration]:
     if current > latest:
         raise SchemaVersionError(current, latest)
     return [m for m in load_migrations(dialect) if m.version > current]
+
+
+def check_version(dialect: str, current: int, *, migrate: bool) -> list[Migration]:
+    """The migrations to apply to a database at version ``current``.
+
+    Raises: `SchemaVersionError` when ``current`` is newer than this code, or older
+    and ``migrate`` is False (its message names ``session-actors migrate``).
+    """
+    pending = pending_migrations(dialect, current)
+    if pending and not migrate:
+        raise SchemaVersionError(current, latest_version(dialect))
+    return pending

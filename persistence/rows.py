@@ -33,6 +33,7 @@ from protocol.messages import MAX_SESSION_ID_LENGTH, ROLES
 __all__ = [
     "checked_session_id",
     "check_commit_args",
+    "check_open_flags",
     "check_watermark",
     "check_lease",
     "check_limit",
@@ -137,6 +138,13 @@ def checked_session_id(session_id: object) -> str:
 @functools.lru_cache(maxsize=4096)
 def _valid_session_id(session_id: str) -> str:
     return validate_session_id(session_id)  # an invalid id raises: never cached
+
+
+def check_open_flags(**flags: object) -> None:
+    """The on/off options of a store constructor (``readonly``, ``migrate``, ...) are bools."""
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise InvalidArgumentError(f"{name} must be True or False, got {value!r}")
 
 
 def check_ttl(ttl_s: object) -> float:

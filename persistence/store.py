@@ -120,12 +120,18 @@ class Store(Protocol):
         """Release a lease; True iff the row still had this holder and token."""
         ...
 
+    def reap_leases(self) -> int:
+        """Release every expired lease (garbage a crash or a failed release left):
+        the holder is cleared and the token kept, so tokens never go backwards; a
+        live lease is never touched. Returns how many were released."""
+        ...
+
     def current_lease(self, session_id: str) -> Lease | None:
         """The live lease, if any (for inspection; never a basis for a write)."""
         ...
 
     def leases(self) -> list[Lease]:
-        """Every lease still held: live, or expired but never released."""
+        """Every lease still held: live, or expired and not yet released or reaped."""
         ...
 
     # -- compaction -------------------------------------------------------------

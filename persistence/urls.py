@@ -56,17 +56,26 @@ def display_url(url_or_path: str | os.PathLike[str]) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def open_store(url_or_path: str | os.PathLike[str], **options: Any) -> Store:
+def open_store(
+    url_or_path: str | os.PathLike[str], *, readonly: bool = False, migrate: bool = True,
+    **options: Any,
+) -> Store:
     """Open the store at ``url_or_path``; ``options`` go to the backend's constructor.
 
+    ``readonly=True`` never takes a write lock and never writes (every write method
+    raises `ReadOnlyStoreError`); reads work while another connection holds the
+    write lock. ``migrate=False`` never changes the schema. Neither creates a
+    missing SQLite file.
+
     Raises: `ConfigurationError` for a bad URL or a missing optional driver;
-    `SchemaVersionError` when the database is newer than this code.
+    `SchemaVersionError` when the database is newer than this code, or older and
+    ``readonly`` or ``migrate=False`` forbids upgrading it (``session-actors migrate``).
     """
     backend, target = parse_store_url(url_or_path)
     if backend == "postgresql":
         from .postgres import PostgresStore  # lazy: psycopg is an optional extra
 
-        return PostgresStore(target, **options)
+        return PostgresStore(target, readonly=readonly, migrate=migrate, **options)
     from .sqlite import SqliteStore
 
-    return SqliteStore(target, **options)
+    return SqliteStore(target, readonly=readonly, migrate=migrate, **options)

@@ -19,10 +19,12 @@ __all__ = [
     "LeaseHeldError",
     "LeaseLostError",
     "LineageForkedError",
+    "ReadOnlyStoreError",
     "SchemaVersionError",
     "SessionEndedError",
     "SessionExistsError",
     "SessionNotFoundError",
+    "StorageFullError",
     "StoreBusyError",
     "TranscriptError",
 ]
@@ -144,6 +146,19 @@ class StoreBusyError(TranscriptError):
     """The store stayed busy (locked) past the patience budget."""
 
 
+class StorageFullError(TranscriptError):
+    """The disk (or the database's storage) is full: nothing was written; free space and retry."""
+
+
+class ReadOnlyStoreError(TranscriptError):
+    """The store was opened read-only (``readonly=True``): it never writes."""
+
+    def __init__(self, operation: str | None = None, message: str | None = None) -> None:
+        self.operation = operation
+        super().__init__(message or (
+            f"{operation}: the store was opened read-only" if operation else None))
+
+
 class CompressionDisabledError(TranscriptError):
     """Compression is disabled for this handle (review handles never compact)."""
 
@@ -157,13 +172,15 @@ class ConfigurationError(TranscriptError):
 
 
 class SchemaVersionError(TranscriptError):
-    """The database schema is newer than this code knows."""
+    """The database schema version is not the one this code runs on."""
 
     def __init__(self, found: int, supported: int, message: str | None = None) -> None:
         self.found = found
         self.supported = supported
-        super().__init__(
-            message
-            or f"database schema version {found} is newer than supported version {supported};"
-            " upgrade session-actors"
-        )
+        if message is None and found > supported:
+            message = (f"database schema version {found} is newer than supported version"
+                       f" {supported}; upgrade session-actors")
+        elif message is None:
+            message = (f"database schema version {found} is older than version {supported} of"
+                       " this code; run `session-actors migrate` to upgrade it")
+        super().__init__(message)

@@ -62,7 +62,7 @@ def live_tip(store: Store, session_id: str) -> tuple[str | None, bool]:
 def cmd_sessions(args: argparse.Namespace) -> int:
     if args.limit < 0:
         raise InvalidArgumentError(f"--limit must be >= 0, got {args.limit}")
-    with open_existing(args) as store:
+    with open_existing(args, readonly=True) as store:
         # one row past the page says whether another page exists
         infos = store.sessions(live=args.live, limit=args.limit + 1 if args.limit else None)
         more = bool(args.limit) and len(infos) > args.limit
@@ -122,7 +122,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     tail = getattr(args, "tail", None)
     if tail is not None and tail < 1:
         raise InvalidArgumentError(f"--tail must be >= 1, got {tail}")
-    with open_existing(args) as store:
+    with open_existing(args, readonly=True) as store:
         info = existing_session(store, args.session_id)
         transcript = store.transcript(info.id)
         archive = store.archive(info.id) if args.archive else []
@@ -181,18 +181,25 @@ def _records_table(out: Output, records: list) -> None:
 
 
 def cmd_locks(args: argparse.Namespace) -> int:
-    with open_existing(args) as store:
+    reap = bool(getattr(args, "reap", False))
+    with open_existing(args, readonly=not reap) as store:
+        reaped = store.reap_leases() if reap else None
         leases, now = store.leases(), store.now()
     rows = [lease_dict(lease, now) for lease in leases]
     out = Output(args)
+    if reaped is not None:
+        out.note(f"released {reaped} expired lease(s) (tokens kept)")
     if out.structured:
-        out.emit({"now": now, "leases": rows}, rows, LEASE_FIELDS)
+        document: dict[str, Any] = {"now": now, "leases": rows}
+        if reaped is not None:
+            document["reaped"] = reaped
+        out.emit(document, rows, LEASE_FIELDS)
         return 0
     out.table(f"{len(leases)} lease(s) held",
               ["session", "holder", Column("token", "right"), "acquired", "expires", "state"],
               [(lease.session_id, lease.holder, lease.token, fmt_time(lease.acquired_at),
                 fmt_time(lease.expires_at),
-                "live" if lease.expires_at > now else "expired, never released (leaked)")
+                "live" if lease.expires_at > now else "expired (garbage: --reap releases it)")
                for lease in leases])
     return 0
 
@@ -201,7 +208,7 @@ def cmd_locks(args: argparse.Namespace) -> int:
 
 
 def cmd_fsck(args: argparse.Namespace) -> int:
-    with open_existing(args) as store:
+    with open_existing(args, readonly=True) as store:
         report = check_store(store)
         now = store.now()
     code = 0 if report.ok else 1

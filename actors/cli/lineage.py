@@ -41,7 +41,7 @@ class _Node:
 
 
 def cmd_lineage(args: argparse.Namespace) -> int:
-    with open_existing(args) as store:
+    with open_existing(args, readonly=True) as store:
         asked = existing_session(store, args.session_id)
         root = _root_of(store, asked)
         tip, forked = live_tip(store, root.id)

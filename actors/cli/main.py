@@ -17,7 +17,7 @@ from typing import NoReturn
 
 from protocol import TranscriptError
 
-from . import compact, inspect, lineage, simulate
+from . import compact, database, inspect, lineage, simulate
 from .database import DEFAULT_DB, ENV_DB
 from .output import add_format_options, line_buffered
 
@@ -91,13 +91,21 @@ def build_parser() -> argparse.ArgumentParser:
                      f"{PROG} lineage discord:123")
     p.add_argument("session_id", metavar="ID", help="any session of the lineage")
 
-    _add_command(sub, common, "locks", inspect.cmd_locks,
-                 "list compaction leases still held (live or expired)", f"{PROG} locks --json")
+    p = _add_command(sub, common, "locks", inspect.cmd_locks,
+                     "list compaction leases still held (live, or expired: garbage a crash left)",
+                     f"{PROG} locks --reap")
+    p.add_argument("--reap", action="store_true",
+                   help="release the expired leases first (tokens are kept; live leases untouched)")
 
     _add_command(sub, common, "fsck", inspect.cmd_fsck,
-                 "check integrity: forks, orphan writes, seq gaps, lineage cycles, leaked leases "
-                 "(exit 1 when any); warnings such as stranded live rows are listed, not counted",
+                 "check integrity: forks, orphan writes, seq gaps, lineage cycles, missing parents "
+                 "(exit 1 when any); warnings such as expired leases and stranded live rows are "
+                 "listed, not counted",
                  f"{PROG} fsck --db postgresql://localhost/agents")
+
+    _add_command(sub, common, "migrate", database.cmd_migrate,
+                 "apply pending schema migrations (other commands never change the schema)",
+                 f"{PROG} migrate --db postgresql://localhost/agents")
 
     p = _add_command(sub, common, "compact", compact.cmd_compact,
                      "compact one session now through a session actor (lease + fencing); "

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from protocol import ConfigurationError, StoreBusyError, TranscriptError
+from protocol import ConfigurationError, ReadOnlyStoreError, StoreBusyError, TranscriptError
 
 from .. import killpoints
 
@@ -67,9 +67,11 @@ class PgDatabase:
         max_size: int,
         patience_s: float,
         connect_timeout_s: float,
+        read_only: bool = False,
     ) -> None:
         self._psycopg, pool_mod = import_driver()
         self._patience_s = patience_s
+        self._read_only = read_only
         self._where = redact_url(url)
         _check_conninfo(self._psycopg, url, self._where)
         self._pool = pool_mod.ConnectionPool(
@@ -101,7 +103,10 @@ class PgDatabase:
 
     def _configure(self, conn: Any) -> None:
         """Per new connection: a lock wait longer than the patience budget becomes
-        LockNotAvailable, which `run` turns into StoreBusyError, never a hang."""
+        LockNotAvailable, which `run` turns into StoreBusyError, never a hang. A
+        read-only store's transactions all start ``BEGIN READ ONLY`` (a client-side
+        setting: nothing is SET on the server session)."""
+        conn.read_only = self._read_only
         conn.execute(f"SET lock_timeout = {max(1, int(self._patience_s * 1000))}")
 
     @property
@@ -129,6 +134,8 @@ class PgDatabase:
         """
         if self._pool.closed:
             raise TranscriptError(f"{what}: the store for {self._where} is closed")
+        if self._read_only and not readonly:
+            raise ReadOnlyStoreError(what, f"{what}: the store for {self._where} was opened read-only")
         errors = self._psycopg.errors
         rolled_back = (
             errors.SerializationFailure,

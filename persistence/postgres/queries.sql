@@ -128,6 +128,14 @@ SET holder = NULL,
 WHERE session_id = %(session_id)s AND holder = %(holder)s AND token = %(token)s
 RETURNING token;
 
+-- name: reap_leases
+-- Expired leases are garbage a crash left: clear the holder, keep the token (the
+-- next acquire continues from it) and leave live leases alone.
+UPDATE leases SET holder = NULL
+WHERE holder IS NOT NULL
+  AND expires_at <= extract(epoch FROM clock_timestamp())::double precision
+RETURNING session_id;
+
 -- name: current_lease
 SELECT session_id, holder, token, acquired_at, expires_at
 FROM leases

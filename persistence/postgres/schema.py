@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from ..migrations import latest_version, pending_migrations
+from ..migrations import check_version, latest_version, pending_migrations
 from .driver import PgDatabase
 
 __all__ = ["DIALECT", "ensure_schema"]
@@ -31,11 +31,11 @@ def _current_version(cur: Any, queries: Mapping[str, str]) -> int:
     return int(cur.fetchone()["version"])
 
 
-def ensure_schema(db: PgDatabase, queries: Mapping[str, str]) -> int:
+def ensure_schema(db: PgDatabase, queries: Mapping[str, str], *, migrate: bool = True) -> int:
     """Bring the schema (of the connection's ``search_path``) up to date.
 
     Returns the schema version. Raises `SchemaVersionError` when the database is
-    newer than this code.
+    newer than this code, or older and ``migrate`` is False (nothing is changed).
     """
     latest = latest_version(DIALECT)
 
@@ -43,7 +43,7 @@ def ensure_schema(db: PgDatabase, queries: Mapping[str, str]) -> int:
         return _current_version(cur, queries)
 
     current = db.run("read schema version", peek, readonly=True)
-    if not pending_migrations(DIALECT, current):  # raises SchemaVersionError if newer
+    if not check_version(DIALECT, current, migrate=migrate):
         return current
 
     def migrate(cur: Any) -> int:

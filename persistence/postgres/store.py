@@ -40,6 +40,7 @@ from protocol.records import CompactionMode
 from ..queries import load_queries
 from ..rows import (
     check_commit_args,
+    check_open_flags,
     check_lease,
     check_limit,
     check_messages,
@@ -69,7 +70,9 @@ class PostgresStore:
     retries a busy database — serialization failures, deadlocks, lock waits, no
     free connection — before `StoreBusyError`; also the server-side
     ``lock_timeout``), ``connect_timeout_s``, ``max_content_bytes`` (per message,
-    default: the process-wide limit).
+    default: the process-wide limit), ``readonly`` (every transaction is
+    ``READ ONLY``; every write method raises `ReadOnlyStoreError`), ``migrate``
+    (False: never changes the schema; an older one raises `SchemaVersionError`).
     """
 
     def __init__(
@@ -81,8 +84,11 @@ class PostgresStore:
         patience_s: float = 10.0,
         connect_timeout_s: float = 5.0,
         max_content_bytes: int | None = None,
+        readonly: bool = False,
+        migrate: bool = True,
     ) -> None:
         check_pool_options(min_size, max_size, patience_s, connect_timeout_s, max_content_bytes)
+        check_open_flags(readonly=readonly, migrate=migrate)
         self._max_content_bytes = max_content_bytes
         self._url = url
         self._connect_timeout_s = float(connect_timeout_s)
@@ -93,9 +99,10 @@ class PostgresStore:
             max_size=max_size,
             patience_s=float(patience_s),
             connect_timeout_s=float(connect_timeout_s),
+            read_only=readonly,
         )
         try:
-            self.schema_version = ensure_schema(self._db, self._q)
+            self.schema_version = ensure_schema(self._db, self._q, migrate=migrate and not readonly)
         except BaseException:
             self._db.close()
             raise
@@ -267,6 +274,13 @@ class PostgresStore:
             return cur.fetchone() is not None
 
         return self._write("release_lease", work)
+
+    def reap_leases(self) -> int:
+        def work(cur: Any) -> int:
+            cur.execute(self._q["reap_leases"])
+            return len(cur.fetchall())
+
+        return self._write("reap_leases", work)
 
     def current_lease(self, session_id: str) -> Lease | None:
         sid = validate_session_id(session_id)

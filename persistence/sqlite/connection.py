@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from typing import TypeVar
+from urllib.parse import quote
 
 from protocol import (
     ConfigurationError,
@@ -80,19 +81,25 @@ def restrict_sidecars(path: str) -> None:
             logger.warning("cannot restrict permissions of %s: %s", side, exc)
 
 
-def connect(path: str, *, synchronous: str) -> sqlite3.Connection:
+def connect(path: str, *, synchronous: str, readonly: bool = False) -> sqlite3.Connection:
     """A connection in autocommit mode (we issue BEGIN ourselves), WAL, foreign keys on.
 
-    SQLite's own busy handler is kept short: waiting is done by `BusyRetry`, with
-    jitter and a patience budget, so a caller gets `StoreBusyError`, never a hang.
+    ``readonly`` opens the file ``mode=ro`` with ``query_only`` on: such a connection
+    can never take the write lock nor write, so it works while another connection
+    holds ``BEGIN IMMEDIATE``. SQLite's own busy handler is kept short: waiting is
+    done by `BusyRetry`, with jitter and a patience budget, so a caller gets
+    `StoreBusyError`, never a hang.
     """
     conn = None
+    target, uri = (f"file:{quote(os.path.abspath(path))}?mode=ro", True) if readonly else (path, False)
     try:
         conn = sqlite3.connect(
-            path, isolation_level=None, check_same_thread=False, timeout=0.05,
-            cached_statements=CACHED_STATEMENTS,
+            target, isolation_level=None, check_same_thread=False, timeout=0.05,
+            cached_statements=CACHED_STATEMENTS, uri=uri,
         )
         conn.row_factory = sqlite3.Row
+        if readonly:
+            conn.execute("PRAGMA query_only = ON")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA temp_store = MEMORY")  # savepoint journals stay off disk
         conn.execute(f"PRAGMA synchronous = {synchronous}")
@@ -167,9 +174,10 @@ class BusyRetry:
 class ReaderPool:
     """Read connections, reused across calls: threads come and go, connections stay."""
 
-    def __init__(self, path: str, *, synchronous: str, max_idle: int) -> None:
+    def __init__(self, path: str, *, synchronous: str, max_idle: int, readonly: bool = False) -> None:
         self._path = path
         self._synchronous = synchronous
+        self._readonly = readonly
         self._max_idle = max_idle
         self._idle: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -181,7 +189,7 @@ class ReaderPool:
                 raise TranscriptError("the store is closed")
             if self._idle:
                 return self._idle.pop()
-        return connect(self._path, synchronous=self._synchronous)
+        return connect(self._path, synchronous=self._synchronous, readonly=self._readonly)
 
     def checkin(self, conn: sqlite3.Connection) -> None:
         with self._lock:

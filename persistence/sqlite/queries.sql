@@ -6,6 +6,9 @@ CREATE TABLE IF NOT EXISTS schema_version (
     applied_at REAL NOT NULL
 )
 
+-- name: schema_version_present
+SELECT count(*) AS present FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'
+
 -- name: schema_version
 SELECT coalesce(max(version), 0) AS version FROM schema_version
 
@@ -122,6 +125,12 @@ RETURNING session_id, holder, token, acquired_at, expires_at
 -- name: release_lease
 UPDATE leases SET holder = NULL, expires_at = min(expires_at, :now)
 WHERE session_id = :session_id AND holder = :holder AND token = :token
+
+-- name: reap_leases
+-- Expired leases are garbage a crash left: clear the holder, keep the token (the
+-- next acquire continues from it) and leave live leases alone.
+UPDATE leases SET holder = NULL
+WHERE holder IS NOT NULL AND expires_at <= :now
 
 -- name: fence_lease
 -- The fencing check of a compaction commit: the first write of its transaction.

@@ -1,4 +1,8 @@
-"""Bring an SQLite file to the current schema: WAL mode, then numbered migrations."""
+"""Bring an SQLite file to the current schema: WAL mode, then numbered migrations.
+
+A file already at the current version is recognised by a plain read, so opening
+a store never waits for the write lock unless there is something to migrate.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +12,10 @@ from collections.abc import Callable, Mapping
 
 from protocol import ConfigurationError
 
-from ..migrations import pending_migrations
+from ..migrations import check_version, pending_migrations
 from .connection import BusyRetry
 
-__all__ = ["DIALECT", "prepare_database"]
+__all__ = ["DIALECT", "check_schema", "prepare_database"]
 
 logger = logging.getLogger("session_actors.sqlite_schema")
 
@@ -20,19 +24,35 @@ DIALECT = "sqlite"
 
 def prepare_database(
     conn: sqlite3.Connection, q: Mapping[str, str], *, path: str, retry: BusyRetry,
-    clock: Callable[[], float],
+    clock: Callable[[], float], migrate: bool = True,
 ) -> None:
-    """WAL mode, then pending migrations in one ``BEGIN IMMEDIATE`` transaction, so
-    processes opening a new file at once migrate it exactly once.
+    """Check the schema version, then (``migrate``) WAL mode and pending migrations in
+    one ``BEGIN IMMEDIATE`` transaction, so processes opening a new file at once
+    migrate it exactly once.
 
-    Raises: `SchemaVersionError` for a newer schema; `ConfigurationError` when the
+    Raises: `SchemaVersionError` for a newer schema, or an older one when
+    ``migrate`` is False (nothing is changed then); `ConfigurationError` when the
     file is not a usable database; `StoreBusyError` past the patience budget.
     """
     try:
+        pending = check_schema(conn, q, retry=retry, migrate=migrate)
         retry.run(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
-        retry.run(lambda: _migrate(conn, q, path, clock))
+        if pending:
+            retry.run(lambda: _migrate(conn, q, path, clock))
     except sqlite3.Error as exc:  # not a database, unreadable, ...: a setup problem
         raise ConfigurationError(f"cannot open SQLite database {path!r}: {exc}") from exc
+
+
+def check_schema(conn: sqlite3.Connection, q: Mapping[str, str], *, retry: BusyRetry, migrate: bool) -> bool:
+    """Read the schema version (a read, never the write lock); True when migrations
+    are pending. Raises `SchemaVersionError` as `check_version` does."""
+
+    def read() -> int:
+        if not conn.execute(q["schema_version_present"]).fetchone()["present"]:
+            return 0
+        return int(conn.execute(q["schema_version"]).fetchone()["version"])
+
+    return bool(check_version(DIALECT, retry.run(read), migrate=migrate))
 
 
 def _migrate(conn: sqlite3.Connection, q: Mapping[str, str], path: str, clock: Callable[[], float]) -> None:

@@ -35,6 +35,7 @@ from protocol.records import CompactionMode
 from ..queries import load_queries
 from ..rows import (
     check_commit_args,
+    check_open_flags,
     checked_session_id,
     check_lease,
     check_limit,
@@ -58,8 +59,8 @@ from .connection import (
     restrict_sidecars,
 )
 from .bulk import AppendJob, bulk_append
-from .schema import DIALECT, prepare_database
-from .writer import GroupCommitWriter, WriteStats
+from .schema import DIALECT, check_schema, prepare_database
+from .writer import GroupCommitWriter, ReadOnlyWriter, WriteStats
 
 __all__ = ["SqliteStore", "WriteStats"]
 
@@ -77,7 +78,12 @@ class SqliteStore:
     ``patience_s`` (how long a write waits for the lock before
     `StoreBusyError`), ``group_commit``, ``clock`` (epoch seconds; tests move
     time instead of sleeping), ``max_content_bytes`` (per message, default the
-    protocol's limit), ``create`` (False: a missing file is a `ConfigurationError`).
+    protocol's limit), ``create`` (False: a missing file is a `ConfigurationError`),
+    ``readonly`` (never takes the write lock, never writes: every write method
+    raises `ReadOnlyStoreError`; reads work while another connection holds
+    ``BEGIN IMMEDIATE``), ``migrate`` (False: never changes the schema; an older
+    one raises `SchemaVersionError`). Neither ``readonly`` nor ``migrate=False``
+    creates a missing file.
     """
 
     def __init__(
@@ -90,24 +96,34 @@ class SqliteStore:
         clock: Callable[[], float] | None = None,
         max_content_bytes: int | None = None,
         create: bool = True,
+        readonly: bool = False,
+        migrate: bool = True,
     ) -> None:
         self._check_options(synchronous, patience_s, max_content_bytes)
+        check_open_flags(readonly=readonly, migrate=migrate, create=create, group_commit=group_commit)
         self.path = str(path)
         self._synchronous = synchronous.upper()
         self._clock = clock or time.time
         self._max_content_bytes = max_content_bytes
         self._retry = BusyRetry(patience_s)
         self._q = load_queries(DIALECT)
-        ensure_private_file(self.path, create=create)
+        ensure_private_file(self.path, create=create and migrate and not readonly)
+        if readonly:
+            self._open_readonly()
+        else:
+            self._open_writable(patience_s, group_commit, migrate)
+
+    def _open_writable(self, patience_s: float, group_commit: bool, migrate: bool) -> None:
         writer_conn = connect(self.path, synchronous=self._synchronous)
         try:
-            prepare_database(writer_conn, self._q, path=self.path, retry=self._retry, clock=self.now)
+            prepare_database(writer_conn, self._q, path=self.path, retry=self._retry, clock=self.now,
+                             migrate=migrate)
         except BaseException:
             writer_conn.close()
             raise
         restrict_sidecars(self.path)
         self._readers = ReaderPool(self.path, synchronous=self._synchronous, max_idle=MAX_IDLE_READERS)
-        self._writer = GroupCommitWriter(
+        self._writer: GroupCommitWriter | ReadOnlyWriter = GroupCommitWriter(
             writer_conn,
             patience_s=patience_s,
             max_batch=MAX_BATCH,
@@ -115,7 +131,25 @@ class SqliteStore:
             bulk=lambda conn, jobs: bulk_append(conn, self._q, jobs, self.now),
             group_commit=group_commit,
         )
-        self._writer_conn = writer_conn
+        self._writer_conn: sqlite3.Connection | None = writer_conn
+
+    def _open_readonly(self) -> None:
+        """Read connections only (``mode=ro``, ``query_only``); the schema must be current."""
+        self._readers = ReaderPool(self.path, synchronous=self._synchronous, max_idle=MAX_IDLE_READERS,
+                                   readonly=True)
+        conn = self._readers.checkout()
+        try:
+            check_schema(conn, self._q, retry=self._retry, migrate=False)
+        except sqlite3.Error as exc:
+            self._readers.close()
+            raise ConfigurationError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
+        except BaseException:
+            self._readers.close()
+            raise
+        finally:
+            self._readers.checkin(conn)
+        self._writer = ReadOnlyWriter(self.path)
+        self._writer_conn = None
 
     @staticmethod
     def _check_options(synchronous: object, patience: object, max_bytes: object) -> None:
@@ -166,6 +200,8 @@ class SqliteStore:
         if not self._readers.close():
             return
         self._writer.close()  # runs what is queued, then stops its thread
+        if self._writer_conn is None:  # read-only
+            return
         try:
             self._writer_conn.close()
         except sqlite3.Error as exc:  # closing must not raise; note it
@@ -302,6 +338,12 @@ class SqliteStore:
             return c.execute(self._q["release_lease"], params).rowcount == 1
 
         return self._write(body, lease.session_id, "release_lease")
+
+    def reap_leases(self) -> int:
+        def body(c: sqlite3.Connection) -> int:
+            return c.execute(self._q["reap_leases"], {"now": self.now()}).rowcount
+
+        return self._write(body)
 
     def current_lease(self, session_id: str) -> Lease | None:
         checked_session_id(session_id)

@@ -33,12 +33,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from protocol import StoreBusyError, TranscriptError
+from protocol import ReadOnlyStoreError, StoreBusyError, TranscriptError
 
 from .. import killpoints
 from .connection import BusyRetry, is_busy, map_sqlite_error
 
-__all__ = ["GroupCommitWriter", "WriteFn", "WriteStats"]
+__all__ = ["GroupCommitWriter", "ReadOnlyWriter", "WriteFn", "WriteStats"]
 
 logger = logging.getLogger("session_actors.sqlite_writer")
 
@@ -320,6 +320,25 @@ class GroupCommitWriter:
             conn.execute("ROLLBACK TO request")
             request.result, request.error = None, _as_ours(exc, request.session_id)
         conn.execute("RELEASE request")
+
+
+class ReadOnlyWriter:
+    """The writer of a read-only store: every write is refused before it starts."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+
+    def submit(self, fn: WriteFn, session_id: str = "?", *, job: Any = None) -> Any:
+        # the store method's name, from its transaction body (``SqliteStore.append.<locals>.body``)
+        operation = getattr(fn, "__qualname__", "").split(".<locals>", 1)[0].rsplit(".", 1)[-1]
+        raise ReadOnlyStoreError(
+            operation or "write", f"{operation or 'write'}: {self._path!r} was opened read-only")
+
+    def stats(self) -> WriteStats:
+        return WriteStats(0, 0, 0, 0)
+
+    def close(self) -> None:
+        pass
 
 
 class _BulkRefused(Exception):

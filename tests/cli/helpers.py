@@ -21,7 +21,7 @@ from actors.cli import main
 from persistence import open_store
 from protocol import Message
 
-COMMANDS = ("sessions", "show", "lineage", "locks", "fsck", "compact", "simulate")
+COMMANDS = ("sessions", "show", "lineage", "locks", "fsck", "migrate", "compact", "simulate")
 
 
 @dataclass(frozen=True)

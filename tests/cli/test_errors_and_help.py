@@ -27,7 +27,7 @@ def assert_one_line_error(result, *needles: str) -> None:
         assert needle in lines[0]
 
 
-@pytest.mark.parametrize("argv", [["sessions"], ["show", "x"], ["lineage", "x"], ["locks"],
+@pytest.mark.parametrize("argv", [["sessions"], ["show", "x"], ["lineage", "x"], ["locks"], ["locks", "--reap"], ["migrate"],
                                   ["fsck"], ["compact", "x"]])
 def test_missing_database_is_exit_2_and_not_created(capsys, tmp_path, argv) -> None:
     missing = tmp_path / "nope.db"

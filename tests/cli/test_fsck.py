@@ -173,7 +173,7 @@ def test_lineage_cycle(capsys, sqlite_path: str) -> None:
     assert tree.code == 0 and "a" in tree.out and "b" in tree.out
 
 
-def test_leaked_lease_is_a_problem_but_a_live_one_is_not(capsys, store_url: str) -> None:
+def test_expired_lease_is_a_warning_and_locks_reap_releases_it(capsys, store_url: str) -> None:
     build_lineage_db(store_url)
     store = open_store(store_url)
     try:
@@ -184,15 +184,25 @@ def test_leaked_lease_is_a_problem_but_a_live_one_is_not(capsys, store_url: str)
     finally:
         store.close()
     code, doc = fsck(capsys, store_url)
-    assert code == 1
-    assert kinds(doc) == [("leaked_lease", "chat:inplace")]
+    assert code == 0 and doc["ok"] is True and doc["problems"] == []  # garbage, not damage
+    assert ("expired_lease", "chat:inplace") in warning_kinds(doc)
+    assert "expired_lease" not in doc["counts"]
     assert [x["holder"] for x in doc["live_leases"]] == [live.holder]
+    table = run_cli(capsys, "--db", store_url, "fsck")
+    assert table.code == 0 and "expired_lease" in table.out and "--reap" in table.out
+
+    reaped = json.loads(run_cli(capsys, "--db", store_url, "locks", "--reap", "--json").out)
+    assert reaped["reaped"] == 1
+    assert [(x["session_id"], x["holder"]) for x in reaped["leases"]] == [("chat:idle", live.holder)]
+    code, doc = fsck(capsys, store_url)
+    assert code == 0 and "expired_lease" not in {k for k, _ in warning_kinds(doc)}
+    assert [x["holder"] for x in doc["live_leases"]] == [live.holder]  # the live lease is untouched
 
     store = open_store(store_url)
     try:
-        store.release_lease(live)
-        store.release_lease(leaked)  # a released lease is no longer reported
+        again = store.acquire_lease("chat:inplace", "worker-new", 60)
+        assert again.token == leaked.token + 1  # reaping kept the token
+        assert store.release_lease(live) and store.release_lease(again)
     finally:
         store.close()
-    code, doc = fsck(capsys, store_url)
-    assert code == 0 and doc["live_leases"] == [] and doc["problems"] == []
+    assert run_cli(capsys, "--db", store_url, "locks", "--reap").out.startswith("released 0 expired")

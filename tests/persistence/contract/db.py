@@ -45,3 +45,34 @@ def wait_for(condition: Callable[[], Any], *, timeout: float = 10.0, interval: f
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         time.sleep(interval)
+
+
+def plant_schema(backend: str, url: str, version: int) -> None:
+    """Bring an empty database to schema ``version`` (< the latest) by running the
+    shipped migrations 1..version directly: an older deployment, as it was."""
+    from persistence.migrations import load_migrations
+    from persistence.queries import load_queries
+
+    dialect = "sqlite" if backend == "sqlite" else "postgres"
+    migrations, q = load_migrations(dialect)[:version], load_queries(dialect)
+    if backend == "sqlite":
+        from persistence.sqlite.schema import split_statements
+
+        conn = sqlite3.connect(url, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            for migration in migrations:
+                for statement in split_statements(migration.sql):
+                    conn.execute(statement)
+                conn.execute(q["create_schema_version"])
+                conn.execute(q["record_migration"], {"version": migration.version, "now": 0})
+        finally:
+            conn.close()
+        return
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        for migration in migrations:
+            conn.execute(migration.sql)
+            conn.execute(q["create_schema_version"])
+            conn.execute(q["record_version"], {"version": migration.version})

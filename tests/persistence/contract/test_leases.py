@@ -116,3 +116,26 @@ def test_renew_and_release_of_a_lease_on_an_unknown_session_are_final_answers(st
     ghost = Lease("ghost", "h", 1, 0.0, 1e12)
     assert store.renew_lease(ghost, 10) is None
     assert store.release_lease(ghost) is False
+
+
+def test_reap_releases_expired_leases_keeps_tokens_and_live_leases(store):
+    for sid in ("expired", "live", "released", "retaken"):
+        store.create_session(sid)
+    old = store.acquire_lease("expired", "crashed", SHORT_TTL)
+    live = store.acquire_lease("live", "worker", 300)
+    store.release_lease(store.acquire_lease("released", "worker", 300))
+    wait_for(lambda: store.current_lease("expired") is None)
+    assert store.leases() == [old, live]  # expired garbage still listed, sorted by id
+    before = snapshot_leases(store)
+    assert store.reap_leases() == 1
+    assert store.leases() == [live]  # the live lease is untouched
+    assert snapshot_leases(store)["live"] == before["live"]
+    assert store.reap_leases() == 0  # idempotent
+    assert store.renew_lease(old, 30) is None and store.release_lease(old) is False
+    new = store.acquire_lease("expired", "worker", 30)
+    assert new.token == old.token + 1  # the token was kept: it never goes backwards
+    assert store.current_lease("live") == live
+
+
+def snapshot_leases(store) -> dict[str, object]:
+    return {lease.session_id: lease for lease in store.leases()}
