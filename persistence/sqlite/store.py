@@ -343,7 +343,7 @@ class SqliteStore:
         def body(c: sqlite3.Connection) -> int:
             return c.execute(self._q["reap_leases"], {"now": self.now()}).rowcount
 
-        return self._write(body)
+        return self._write(body, what="reap_leases")
 
     def current_lease(self, session_id: str) -> Lease | None:
         checked_session_id(session_id)

@@ -328,11 +328,10 @@ class ReadOnlyWriter:
     def __init__(self, path: str) -> None:
         self._path = path
 
-    def submit(self, fn: WriteFn, session_id: str = "?", *, job: Any = None) -> Any:
-        # the store method's name, from its transaction body (``SqliteStore.append.<locals>.body``)
-        operation = getattr(fn, "__qualname__", "").split(".<locals>", 1)[0].rsplit(".", 1)[-1]
-        raise ReadOnlyStoreError(
-            operation or "write", f"{operation or 'write'}: {self._path!r} was opened read-only")
+    def submit(self, fn: WriteFn, session_id: str = "?", *, job: Any = None, what: str = "write") -> Any:
+        if what == "write":  # unnamed: the store method's name from its transaction body
+            what = getattr(fn, "__qualname__", "").split(".<locals>", 1)[0].rsplit(".", 1)[-1] or what
+        raise ReadOnlyStoreError(what, f"{what}: {self._path!r} was opened read-only")
 
     def stats(self) -> WriteStats:
         return WriteStats(0, 0, 0, 0)
