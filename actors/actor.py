@@ -204,7 +204,8 @@ class SessionActor(pykka.ThreadingActor):
 
     def _start_attempt(self, command: Compress) -> Attempt:
         attempt = Attempt(command, host=self, store=self._store, policy=self._policy,
-                          compressor=self._compressor, holder=self._holder)
+                          compressor=self._compressor, holder=self._holder,
+                          loop=self._registry._compressor_loop)
         self._attempt = attempt
         self._slot.attempt = attempt
         self._registry._track_attempt(attempt)

@@ -32,6 +32,7 @@ from protocol import (
 
 from .actor import SessionActor
 from .compaction.attempt import Attempt
+from .compaction.loop import CompressorLoop
 from .compaction.policy import CompactionPolicy, bind_compressor
 from .compressors.base import Compressor
 from .handle import ReviewHandle, SessionHandle
@@ -73,6 +74,7 @@ class SessionRegistry:
         self._attempts: list[Attempt] = []
         self._closed = False
         self._counters = {"actors_started": 0, "actors_stopped": 0, "compress_requests": 0}
+        self._compressor_loop = CompressorLoop()  # its thread starts with the first async compressor
         self._janitor_stop = threading.Event()
         self._janitor = threading.Thread(target=self._janitor_loop, name="registry-janitor",
                                          daemon=True)
@@ -126,6 +128,7 @@ class SessionRegistry:
             attempts = list(dict.fromkeys(attempts + self._attempts))
         for attempt in attempts:
             attempt.join_threads(deadline)
+        self._compressor_loop.close(max(1.0, deadline - time.monotonic()))
         logger.debug("registry %s closed", self.holder)
 
     def __enter__(self) -> SessionRegistry:

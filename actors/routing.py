@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .compaction.attempt import Attempt
+    from .compaction.loop import CompressorLoop
     from .compaction.policy import CompactionPolicy
     from .slot import Slot
 
@@ -32,6 +33,8 @@ class Router(Protocol):
     """What a `SessionRegistry` does for its handles and actors."""
 
     policy: CompactionPolicy
+    #: The event loop thread async compressors run on (one per registry).
+    _compressor_loop: CompressorLoop
 
     def _dispatch(self, slot: Slot, request: Request) -> Slot:
         """Enqueue ``request`` on the actor now serving ``slot``; returns that slot."""

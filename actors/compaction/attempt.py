@@ -10,12 +10,13 @@ release the lease) *before* the outcome future is completed.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, InvalidStateError
-from typing import Protocol
+from typing import Any, Protocol
 
 from persistence import Store
 from protocol import (
@@ -37,6 +38,7 @@ from protocol.transcript import invalid_tool_pairing
 from ..compressors.base import Compressor
 from .fence import CommitFence, FenceState
 from .lease_keeper import LeaseKeeper
+from .loop import CompressorLoop
 from .policy import CompactionPolicy
 from .roles import restore_real_user_ask
 
@@ -74,7 +76,8 @@ class Attempt:
     """A single attempt; its ``outcome`` future is what every joined caller waits on."""
 
     def __init__(self, command: Compress, *, host: AttemptHost, store: Store,
-                 policy: CompactionPolicy, compressor: Compressor | None, holder: str) -> None:
+                 policy: CompactionPolicy, compressor: Compressor | None, holder: str,
+                 loop: CompressorLoop | None = None) -> None:
         self.command = command
         self.mode = command.mode or policy.mode
         self.automatic = command.automatic
@@ -87,6 +90,7 @@ class Attempt:
         self._policy = policy
         self._compressor = compressor
         self._holder = holder
+        self._loop = loop
         self._base_id, self._base_epoch = host.baseline
         self._keeper: LeaseKeeper | None = None
         self._worker: threading.Thread | None = None
@@ -246,6 +250,8 @@ class Attempt:
         try:
             output = self._compressor.compress(  # type: ignore[union-attr]
                 self._snapshot, target_tokens=self._policy.target_tokens, cancel=self.cancel)
+            if inspect.isawaitable(output):  # an ``async def compress``
+                output = self._run_on_loop(output)
             result = _as_messages(output)
         except BaseException as exc:  # delivered as FAILED, never escapes the thread
             error = exc
@@ -254,6 +260,14 @@ class Attempt:
         except Exception:  # the actor is gone (registry closing): finish here
             logger.debug("actor gone before the compressor returned", exc_info=True)
             self.abort(S.CANCELLED, "interrupted", wait=False)
+
+    def _run_on_loop(self, awaitable: Any) -> Any:
+        """Await an async compressor on the registry's loop; ``cancel`` cancels its task."""
+        if self._loop is None:
+            if inspect.iscoroutine(awaitable):
+                awaitable.close()  # never awaited: say so instead of a RuntimeWarning
+            raise TypeError("an async compressor needs a SessionRegistry's compressor loop")
+        return self._loop.run(awaitable, self.cancel)
 
     # -- step 6, on the actor thread ------------------------------------------------
 

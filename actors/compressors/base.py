@@ -20,6 +20,9 @@ class Compressor(Protocol):
     stateless across calls (several sessions may call it at once) and should poll
     ``cancel`` and return early once it is set: the result is then discarded.
     Raising makes the attempt FAILED and arms the session's cooldown.
+    ``compress`` may also be an ``async def`` (an ``AsyncOpenAI`` or LiteLLM client
+    used as is): it then runs as a task on the registry's one long-lived event loop
+    thread, and setting ``cancel`` cancels the task at once.
     A compressor may define ``for_policy(policy) -> Compressor`` to pick up policy
     defaults; the registry calls it once (see `bind_compressor`).
     """
