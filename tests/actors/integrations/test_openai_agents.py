@@ -10,8 +10,14 @@ from typing import Any
 import pytest
 
 from actors import HeadTailCompressor
-from actors.testing import GatedCompressor
-from protocol import CompressionStatus, InvalidArgumentError, InvalidMessageError
+from actors.testing import GatedCompressor, ScriptedCompressor
+from protocol import (
+    SUMMARY_PREFIX,
+    CompressionStatus,
+    InvalidArgumentError,
+    InvalidMessageError,
+    Message,
+)
 
 from ..helpers import result_of, run_in_thread, wait_until
 from .items_catalog import DEVELOPER_ITEMS, HAS_DEVELOPER_ROLE, ITEMS, orphan_outputs, tool_run_items
@@ -218,6 +224,22 @@ def test_after_compaction_get_items_returns_the_compacted_transcript(make_regist
     assert kept_calls == kept_outputs
 
 
+def test_an_ask_merged_by_compaction_is_rendered_from_the_merged_message(make_registry):
+    summary = Message("user", f"{SUMMARY_PREFIX} the user asked twice", meta={"synthetic": True})
+    registry = make_registry(ScriptedCompressor([summary]))  # drops the latest ask
+    session = AgentsSession(registry, "merged")
+    run(session.add_items([{"role": "user", "content": "first ask"},
+                           {"role": "assistant", "content": "first answer"},
+                           {"type": "message", "role": "user", "content": "latest ask"}]))
+    outcome = registry.session("merged").compress()
+    assert outcome.status is CompressionStatus.COMPACTED
+    (live,) = registry.session("merged").transcript()
+    assert "merged_from" in live.meta  # rule 9 put the ask back by merging it
+    items = run(session.get_items())
+    assert items == [{"role": "user", "content": live.content}]
+    assert "latest ask" in live.content and SUMMARY_PREFIX in live.content
+
+
 # -- Runner.run end to end --------------------------------------------------------------------
 
 @pytest.mark.parametrize("keep_last", [2, 3])
@@ -277,9 +299,11 @@ def test_runner_run_with_tools_a_review_path_and_auto_compaction(make_registry, 
     inputs = [call.input for call in model.calls]
     for model_input in inputs:
         assert orphan_outputs(model_input) == [], "a model call got a function output without its call"
-        for i, item in enumerate(model_input):  # a reasoning item is followed by its call
+        for i, item in enumerate(model_input):  # reasoning and its call travel together
             if item.get("type") == "reasoning":
                 assert model_input[i + 1].get("call_id") == item["id"].replace("rs_", "call_")
+            if item.get("type") == "function_call":
+                assert model_input[i - 1].get("id") == item["call_id"].replace("call_", "rs_")
     assert any(str(item.get("content", "")).startswith("[CONTEXT COMPACTION]")
                for item in inputs[-1]), "the last run did not see the compacted transcript"
 
