@@ -35,6 +35,7 @@ from persistence.urls import display_url
 from protocol import InvalidArgumentError
 
 from ..compressors import LLMCompressor
+from ..simulate.chaos import MIN_FAULTS
 from ..simulate.config import WorkerConfig
 from ..simulate.run import run_simulation
 from .database import ENV_DB, resolve_db
@@ -42,6 +43,10 @@ from .output import Column, Output, flatten
 from .progress import progress
 
 __all__ = ["add_options", "cmd_simulate"]
+
+
+#: ``--chaos`` faults by default, and at most.
+DEFAULT_FAULTS, MAX_FAULTS = 4, 1000
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
@@ -58,6 +63,13 @@ def add_options(parser: argparse.ArgumentParser) -> None:
                         help="auto-compaction threshold (default 700: compacts often)")
     parser.add_argument("--compress-delay-ms", type=float, default=20.0,
                         help="latency added to the local compressor, like a model call (default 20)")
+    parser.add_argument("--chaos", action="store_true",
+                        help="SIGKILL worker processes at random moments (mid-summary and mid-commit "
+                             "included) and SIGSTOP lease holders past their TTL, restart them, and "
+                             "check every acknowledgement (needs --processes >= 2)")
+    parser.add_argument("--faults", type=int, default=None,
+                        help=f"with --chaos: at least this many faults, at least one kill and one "
+                             f"freeze (default {DEFAULT_FAULTS})")
 
 
 #: Upper bounds that catch a typo before it starts thousands of threads or processes.
@@ -73,6 +85,23 @@ def _check_sizes(args: argparse.Namespace) -> None:
                 f"--{name.replace('_', '-')} must be between 1 and {limit}, got {value}")
     if not 0 <= args.compress_delay_ms <= 60_000:
         raise InvalidArgumentError("--compress-delay-ms must be between 0 and 60000")
+    _check_chaos(args)
+
+
+def _check_chaos(args: argparse.Namespace) -> None:
+    if not args.chaos:
+        if args.faults is not None:
+            raise InvalidArgumentError("--faults needs --chaos")
+        return
+    if args.naive:
+        raise InvalidArgumentError("--chaos runs the actors: it cannot be combined with --naive")
+    if args.processes < 2:
+        raise InvalidArgumentError("--chaos needs --processes 2 or more (it kills and restarts workers)")
+    faults = DEFAULT_FAULTS if args.faults is None else args.faults
+    if not MIN_FAULTS <= faults <= MAX_FAULTS:
+        raise InvalidArgumentError(
+            f"--faults must be between {MIN_FAULTS} (one kill, one freeze) and {MAX_FAULTS}, got {faults}")
+    args.faults = faults
 
 
 def _llm_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -107,9 +136,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         )
         shown_db = display_url(db) if not args.naive or getattr(args, "db", None) else "(temporary)"
         # first, and flushed: a run that hangs or is killed still shows how to repeat it
-        (out.note if out.structured else out.line)(_header(base, shown_db))
+        (out.note if out.structured else out.line)(_header(base, shown_db, args.faults))
         with progress(base.sessions * base.turns, "turns") as advance:
-            report = run_simulation(base, args.processes, advance=advance)
+            report = run_simulation(base, args.processes, advance=advance,
+                                    chaos_faults=args.faults if args.chaos else None)
     report["database"] = shown_db
     if out.structured:
         out.emit(report, [flatten(report)], list(flatten(report)))
@@ -118,10 +148,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0 if report["ok"] else 1
 
 
-def _header(config: WorkerConfig, database: str) -> str:
+def _header(config: WorkerConfig, database: str, faults: int | None) -> str:
+    chaos = f", chaos: at least {faults} faults" if faults else ""
     return (f"simulate ({'naive' if config.naive else 'actors'}): run {config.prefix.rstrip('-')}, "
             f"seed {config.seed}, {config.sessions} sessions x {config.turns} turns, "
-            f"{config.threads} threads x {config.workers} process(es), database {database}")
+            f"{config.threads} threads x {config.workers} process(es){chaos}, database {database}")
 
 
 #: What the "errors" count means, printed under the integrity table.
@@ -135,6 +166,18 @@ _ERRORS_LEGEND = {
 }
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _chaos_line(chaos: dict[str, Any]) -> str:
+    moments = ", ".join(f"{n} {moment.replace('_', '-')}" for moment, n in chaos["kills_by_moment"].items())
+    return (f"chaos: {_count(chaos['kills'], 'kill')} ({moments or 'none'}), "
+            f"{_count(chaos['freezes'], 'freeze')} past the lease TTL, "
+            f"{_count(chaos['restarts'], 'restart')}; expired leases the killed workers left, "
+            f"released: {chaos['expired_leases_released']}")
+
+
 def _render(out: Output, report: dict[str, Any]) -> None:
     tp = report["throughput"]
     out.line(f"{report['turns']} turns, {report['messages_acknowledged']} messages acknowledged "
@@ -146,6 +189,8 @@ def _render(out: Output, report: dict[str, Any]) -> None:
     outcomes = ", ".join(f"{status} {n}" for status, n in report["manual_outcomes"].items())
     out.line(f"manual compress outcomes: {outcomes or 'none'}; interrupts that cancelled: "
              f"{report['interrupts']['cancelled']}/{report['interrupts']['attempted']}")
+    if "chaos" in report:
+        out.line(_chaos_line(report["chaos"]))
     out.table("integrity (all must be 0)", ["check", Column("count", "right"), ""],
               [(name.replace("_", " "), count,
                 Text("ok", style="green") if count == 0 else Text("FAIL", style="bold red"))

@@ -38,6 +38,7 @@ class WorkerConfig:
     compress_delay_s: float = 0.02
     compressor: str = "head-tail"
     llm: dict[str, Any] = field(default_factory=dict)
+    lease_ttl_s: float = 15.0
 
 
 class SlowCompressor:
@@ -70,7 +71,7 @@ def make_policy(config: WorkerConfig) -> CompactionPolicy:
     return CompactionPolicy(
         max_tokens=config.max_tokens, target_tokens=config.target_tokens,
         keep_last=config.keep_last, mode="rotate" if config.worker % 2 == 0 else "in_place",
-        lease_ttl_s=15.0, max_compaction_s=30.0, cooldown_s=2.0, ask_timeout_s=30.0,
+        lease_ttl_s=config.lease_ttl_s, max_compaction_s=30.0, cooldown_s=2.0, ask_timeout_s=30.0,
     )
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from persistence import open_store
 from protocol import Message
 
+from .chaos import run_chaos
 from .check import Ack, IntegrityReport, check_run
 from .config import WorkerConfig, session_ids
 from .workload import WorkerResult, run_worker
@@ -34,16 +35,22 @@ _PROCESS_POLL_S = 0.1
 
 
 def run_simulation(base: WorkerConfig, processes: int, *,
-                   advance: Callable[[int], None] | None = None) -> dict[str, Any]:
+                   advance: Callable[[int], None] | None = None,
+                   chaos_faults: int | None = None) -> dict[str, Any]:
     """Prepare the sessions, run the workers, check the store; the report as a dict.
 
     ``advance(n)`` is called as turns complete (``sessions * turns`` in all).
+    ``chaos_faults``: run the processes under `chaos` with at least that many faults.
     """
     roots = session_ids(base.prefix, base.sessions)
     prepared = _prepare(base.db, roots)
     started = time.monotonic()
     advance = advance or (lambda n: None)
-    if processes == 1:
+    chaos = None
+    if chaos_faults is not None:
+        with tempfile.TemporaryDirectory(prefix="session-actors-chaos-") as tmp:
+            result, chaos = run_chaos(base, processes, chaos_faults, Path(tmp), advance)
+    elif processes == 1:
         result = _run_in_process(base, advance)
     else:
         result = _run_processes(base, processes, advance)
@@ -54,7 +61,10 @@ def run_simulation(base: WorkerConfig, processes: int, *,
         integrity = check_run(store, base.prefix, roots, result.acks)
     finally:
         store.close()
-    return _report(base, processes, result, integrity, elapsed)
+    report = _report(base, processes, result, integrity, elapsed)
+    if chaos is not None:
+        report["chaos"] = chaos.to_dict()
+    return report
 
 
 def _prepare(db: str, roots: list[str]) -> list[Ack]:

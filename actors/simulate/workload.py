@@ -16,7 +16,7 @@ import logging
 import random
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
@@ -100,16 +100,22 @@ def build_jobs(config: WorkerConfig) -> list[tuple[str, int]]:
 
 
 def run_worker(
-    config: WorkerConfig, gateway: Gateway, progress: Callable[[int], None]
+    config: WorkerConfig, gateway: Gateway, progress: Callable[[int], None], *,
+    jobs: Iterable[tuple[str, int]] | None = None,
 ) -> WorkerResult:
-    """Run this worker's jobs on ``config.threads`` threads; every thread is joined."""
-    jobs = build_jobs(config)
+    """Run this worker's jobs on ``config.threads`` threads; every thread is joined.
+
+    ``jobs`` replaces `build_jobs` (``--chaos``: what a restarted worker has left,
+    then more turns until the run is told to stop); it is consumed under a lock.
+    """
+    pending = iter(build_jobs(config) if jobs is None else jobs)
     lock = threading.Lock()
+    stopped = False
     results = [WorkerResult() for _ in range(config.threads)]
 
     def next_job() -> tuple[str, int] | None:
         with lock:
-            return jobs.pop() if jobs else None
+            return None if stopped else next(pending, None)
 
     def loop(index: int) -> None:
         while (job := next_job()) is not None:
@@ -120,7 +126,6 @@ def run_worker(
             _run_turn(gateway, root, turn, config, rng, results[index])
             progress(1)
 
-    jobs.reverse()  # pop() from the end keeps the round order
     threads = [threading.Thread(target=loop, args=(i,), name=f"sim-worker-{i}")
                for i in range(config.threads)]
     for t in threads:
@@ -130,7 +135,7 @@ def run_worker(
             t.join()
     except BaseException:  # Ctrl-C: let every thread finish its current turn, then stop
         with lock:
-            jobs.clear()
+            stopped = True
         for t in threads:
             t.join()
         raise
