@@ -72,6 +72,8 @@ class PgDatabase:
         self._psycopg, pool_mod = import_driver()
         self._patience_s = patience_s
         self._read_only = read_only
+        self._url = url
+        self._connect_timeout_s = connect_timeout_s
         self._where = redact_url(url)
         _check_conninfo(self._psycopg, url, self._where)
         self._pool = pool_mod.ConnectionPool(
@@ -109,6 +111,22 @@ class PgDatabase:
         conn.read_only = self._read_only
         conn.execute(f"SET lock_timeout = {max(1, int(self._patience_s * 1000))}")
 
+    def check_writable(self, what: str) -> None:
+        """`ReadOnlyStoreError` for the write ``what`` on a read-only store."""
+        if self._read_only:
+            raise ReadOnlyStoreError(what, f"{what}: the store for {self._where} was opened read-only")
+
+    def connect(self) -> Any:
+        """A dedicated connection outside the pool, set up like the pool's (the
+        group-commit writer keeps one for itself)."""
+        conn = self._psycopg.connect(self._url, **self._connection_options(self._connect_timeout_s))
+        try:
+            self._configure(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
     @property
     def psycopg(self) -> Any:
         return self._psycopg
@@ -134,8 +152,8 @@ class PgDatabase:
         """
         if self._pool.closed:
             raise TranscriptError(f"{what}: the store for {self._where} is closed")
-        if self._read_only and not readonly:
-            raise ReadOnlyStoreError(what, f"{what}: the store for {self._where} was opened read-only")
+        if not readonly:
+            self.check_writable(what)
         errors = self._psycopg.errors
         rolled_back = (
             errors.SerializationFailure,

@@ -49,27 +49,59 @@ RETURNING id;
 
 -- ---------------------------------------------------------------- messages
 
--- name: append_messages
--- One statement: bumping next_seq takes the session's row lock until COMMIT, so
--- seqs are handed out in commit order and a reader never sees seq n+1 committed
--- before seq n. No row back means the session is missing or ended.
-WITH reserved AS (
-    UPDATE sessions SET next_seq = next_seq + cardinality(%(roles)s::text[])
-    WHERE id = %(session_id)s AND ended_at IS NULL
-    RETURNING next_seq - cardinality(%(roles)s::text[]) AS first_seq
-)
+-- name: append_batch
+-- Group commit: every append of a batch in one autocommit statement (one round
+-- trip, one WAL flush). The session rows are locked first, in id order (every
+-- writer locks in the same order, so two processes' batches cannot deadlock),
+-- FOR NO KEY UPDATE like the UPDATE they stand for (foreign-key checks are not
+-- blocked). Seqs are numbered from next_seq under those locks, so they follow
+-- commit order; rows of one session keep the batch's order (ord). A missing or
+-- ended session gets no rows back: its requests fail alone.
+WITH input AS (
+    SELECT *
+    FROM unnest(%(session_ids)s::text[], %(roles)s::text[], %(contents)s::text[],
+                %(names)s::text[], %(tool_call_ids)s::text[], %(tool_calls)s::text[],
+                %(metas)s::text[])
+         WITH ORDINALITY AS m(session_id, role, content, name, tool_call_id, tool_calls,
+                              meta, ord)
+),
+locked AS (
+    SELECT id FROM sessions
+    WHERE id = ANY(%(ids)s::text[]) AND ended_at IS NULL
+    ORDER BY id
+    FOR NO KEY UPDATE
+),
+counts AS (SELECT session_id, count(*) AS n FROM input GROUP BY session_id),
+bumped AS (
+    UPDATE sessions s SET next_seq = s.next_seq + c.n
+    FROM counts c, locked l
+    WHERE s.id = c.session_id AND l.id = s.id AND s.ended_at IS NULL
+    RETURNING s.id, s.next_seq - c.n AS first_seq
+),
+numbered AS (
+    SELECT i.*, b.first_seq - 1 + row_number() OVER (PARTITION BY i.session_id ORDER BY i.ord) AS seq
+    FROM input i JOIN bumped b ON b.id = i.session_id
+),
+clock AS (SELECT extract(epoch FROM clock_timestamp())::double precision AS t)
 INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_calls,
                       meta, created_at, state, origin_id)
-SELECT %(session_id)s, reserved.first_seq + m.ord - 1, m.role, m.content, m.name,
-       m.tool_call_id, m.tool_calls, m.meta,
-       extract(epoch FROM clock_timestamp())::double precision, 'live', NULL
-FROM reserved,
-     unnest(%(roles)s::text[], %(contents)s::text[], %(names)s::text[],
-            %(tool_call_ids)s::text[], %(tool_calls)s::text[], %(metas)s::text[])
-         WITH ORDINALITY AS m(role, content, name, tool_call_id, tool_calls, meta, ord)
-ORDER BY m.ord
-RETURNING id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
-          created_at, state, origin_id;
+SELECT n.session_id, n.seq, n.role, n.content, n.name, n.tool_call_id, n.tool_calls,
+       n.meta, clock.t, 'live', NULL
+FROM numbered n, clock
+ORDER BY n.ord
+RETURNING id, session_id, seq, created_at;
+
+-- name: create_sessions
+-- Group commit of plain creates, in id order (the same order in every writer).
+-- An id that exists (or is being created by another open transaction, which
+-- this waits for) returns no row: SessionExistsError for its caller only.
+INSERT INTO sessions (id, source, parent_session_id, created_at)
+SELECT u.id, u.source, NULL, extract(epoch FROM clock_timestamp())::double precision
+FROM unnest(%(ids)s::text[], %(sources)s::text[]) WITH ORDINALITY AS u(id, source, ord)
+ORDER BY u.ord
+ON CONFLICT (id) DO NOTHING
+RETURNING id, source, parent_session_id, created_at, ended_at, end_reason, epoch,
+          NULL::double precision AS cooldown_until, NULL::text AS cooldown_error;
 
 -- name: insert_messages
 -- New live rows numbered from first_seq (a compaction's compacted set).

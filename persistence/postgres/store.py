@@ -45,18 +45,21 @@ from ..rows import (
     check_limit,
     check_messages,
     check_ttl,
+    checked_session_id,
     compaction_from_row,
     cooldown_from_row,
     lease_from_row,
     session_from_row,
+    stored_from_params,
     stored_message_from_row,
 )
 from .args import check_cooldown_seconds, check_pool_options, check_snapshot, check_text
-from .compaction import column_arrays, commit_in_transaction
+from .compaction import commit_in_transaction
 from .driver import PgDatabase
 from .lineage import ended_error, require_session, resolve_tip
 from .notify import CompactionListener
 from .schema import DIALECT, ensure_schema
+from .writer import AppendJob, CreateJob, PgWriter, WriteStats
 
 __all__ = ["PostgresStore"]
 
@@ -108,6 +111,8 @@ class PostgresStore:
             raise
         self._unique_violation = self._db.psycopg.errors.UniqueViolation
         self._fk_violation = self._db.psycopg.errors.ForeignKeyViolation
+        self._writer = PgWriter(self._db.connect, self._q, psycopg=self._db.psycopg,
+                                patience_s=float(patience_s), name=f"pg-writer-{id(self):x}")
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._db.where})"
@@ -134,6 +139,9 @@ class PostgresStore:
         sid = validate_session_id(session_id)
         check_text(source, "source")
         parent = None if parent_session_id is None else validate_session_id(parent_session_id)
+        if parent is None:  # a plain create shares a group commit
+            self._db.check_writable("create_session")
+            return session_from_row(self._writer.submit(CreateJob(sid, source)))
         q = self._q
 
         def work(cur: Any) -> SessionInfo:
@@ -202,23 +210,34 @@ class PostgresStore:
     # -- messages --------------------------------------------------------------
 
     def append(self, session_id: str, messages: Message | Sequence[Message]) -> list[StoredMessage]:
-        sid = validate_session_id(session_id)
+        sid = checked_session_id(session_id)
+        if isinstance(messages, Message):
+            messages = [messages]
         params = check_messages(messages, self._max_content_bytes)
+        self._db.check_writable("append")
+        if not params:
+            return self._append_nothing(sid)
+        first_seq, ids, created_at = self._writer.submit(AppendJob(sid, params))
+        return [
+            stored_from_params(m, p, session_id=sid, seq=first_seq + i, id=ids[i], created_at=created_at)
+            for i, (m, p) in enumerate(zip(messages, params))
+        ]
+
+    def _append_nothing(self, sid: str) -> list[StoredMessage]:
+        """An empty append writes nothing but answers like one: unknown or ended raise."""
         q = self._q
 
         def work(cur: Any) -> list[StoredMessage]:
-            if not params:
-                row = require_session(cur, q, sid)
-                if row["ended_at"] is not None:
-                    raise ended_error(cur, q, sid)
-                return []
-            cur.execute(q["append_messages"], {"session_id": sid, **column_arrays(params)})
-            rows = cur.fetchall()
-            if not rows:
-                raise ended_error(cur, q, sid)  # or SessionNotFoundError
-            return sorted((stored_message_from_row(r) for r in rows), key=lambda m: m.seq)
+            row = require_session(cur, q, sid)
+            if row["ended_at"] is not None:
+                raise ended_error(cur, q, sid)
+            return []
 
-        return self._write("append", work)
+        return self._read("append", work)
+
+    def write_stats(self) -> WriteStats:
+        """Group-commit counters: committed transactions and the requests they held."""
+        return self._writer.stats()
 
     def transcript(self, session_id: str) -> list[StoredMessage]:
         return self._messages("live_messages", session_id)
@@ -407,4 +426,5 @@ class PostgresStore:
         return self._read("now", work)
 
     def close(self) -> None:
+        self._writer.close()  # commits what is queued; its callers are waiting
         self._db.close()

@@ -1,11 +1,25 @@
-"""Throughput of the PostgreSQL store on the local server (an isolated schema).
+"""PostgreSQL append throughput: the registry and the store vs a naive psycopg loop.
 
-Appends from T threads to T sessions (no contention) and to one shared session
-(every append serialized on its row lock), then compaction commits of a
-transcript while writers keep appending. Not collected by pytest.
+64 client threads append to 64 sessions (client k writes session k), the same
+prebuilt ~230-byte user messages in every mode, on the local server in an
+isolated schema:
+
+- ``registry``: `SessionRegistry` handles on a `PostgresStore` (group commit);
+- ``store``: ``PostgresStore.append`` called directly (group commit);
+- ``naive psycopg``: what an application would write without this library: 64
+  connections, one autocommit ``INSERT`` into the same ``messages`` table per
+  append (seq counted by the client, which owns its session; JSON encoded the
+  same way), so every append is its own transaction and its own WAL flush.
+
+Each run is time-boxed (``--seconds``); an unrecorded warm-up of each mode comes
+first, then ``--rounds`` rounds rotate which mode goes first and the medians are
+compared (per-round ratios printed too). After each run the acknowledged appends
+are compared with the rows in the table. The machine may be shared: read the
+ratios, which are measured side by side, rather than the absolute figures.
+Not collected by pytest.
 
     python -m tests.benchmarks.bench_postgres
-    python -m tests.benchmarks.bench_postgres --threads 16 --appends 100 --commits 20
+    python -m tests.benchmarks.bench_postgres --seconds 2 --rounds 7 --commits 20
 """
 
 from __future__ import annotations
@@ -14,37 +28,105 @@ import argparse
 import statistics
 import threading
 import time
+from collections.abc import Callable
 
+from actors import CompactionPolicy, SessionRegistry
 from persistence.postgres import PostgresStore
+from persistence.rows import message_params
 from protocol import Message
-from tests.pg import isolated_postgres_url
+from tests.benchmarks.timeboxed import Run, time_boxed
+from tests.pg import isolated_postgres_url, pg_rows
+
+SESSIONS = 64
+MODES = ("registry", "store", "naive psycopg")
+NAIVE_INSERT = """
+INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
+                      created_at)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, extract(epoch FROM clock_timestamp()))"""
 
 
-def appends(store: PostgresStore, sessions: list[str], threads: int, count: int) -> float:
-    """Appends/s with ``threads`` threads; thread i writes ``sessions[i % len]``."""
-    barrier = threading.Barrier(threads + 1)
-    errors: list[BaseException] = []
+def rows_of(url: str, prefix: str) -> int:
+    return pg_rows(url, "SELECT count(*) FROM messages WHERE session_id LIKE %s", (prefix + "%",))[0][0]
 
-    def worker(n: int) -> None:
-        sid = sessions[n % len(sessions)]
+
+def naive_clients(url: str, ids: list[str]) -> tuple[list[Callable[[Message], object]], Callable[[], None]]:
+    """One autocommit connection per client; returns the appenders and a closer."""
+    import psycopg
+
+    conns = [psycopg.connect(url, autocommit=True) for _ in ids]
+    for conn, sid in zip(conns, ids):
+        conn.execute("INSERT INTO sessions (id, source, created_at) VALUES (%s, 'bench', 0)", (sid,))
+
+    def appender(conn, sid: str) -> Callable[[Message], object]:
+        seq = [0]
+
+        def append(message: Message) -> None:
+            seq[0] += 1
+            p = message_params(message, None)
+            conn.execute(NAIVE_INSERT, (sid, seq[0], p["role"], p["content"], p["name"],
+                                        p["tool_call_id"], p["tool_calls"], p["meta"]))
+        return append
+
+    def close() -> None:
+        for conn in conns:
+            conn.close()
+
+    return [appender(c, sid) for c, sid in zip(conns, ids)], close
+
+
+def run_mode(url: str, store: PostgresStore, mode: str, tag: str, seconds: float) -> Run:
+    prefix = f"{tag}-{mode.replace(' ', '-')}-"
+    ids = [f"{prefix}{k}" for k in range(SESSIONS)]
+    before = store.write_stats().transactions
+    if mode == "registry":
+        with SessionRegistry(store, policy=CompactionPolicy(max_resident=SESSIONS * 2)) as registry:
+            handles = [registry.session(sid) for sid in ids]  # actors started before the clock
+            before = store.write_stats().transactions
+            acked, elapsed, cpu = time_boxed([h.append for h in handles], seconds)
+    elif mode == "store":
+        for sid in ids:
+            store.create_session(sid)
+        before = store.write_stats().transactions
+        acked, elapsed, cpu = time_boxed([lambda m, sid=sid: store.append(sid, m) for sid in ids], seconds)
+    else:
+        appenders, close = naive_clients(url, ids)
         try:
-            barrier.wait()
-            for i in range(count):
-                store.append(sid, Message("user", f"thread {n} message {i} " + "x" * 200))
-        except BaseException as exc:  # reported after the run
-            errors.append(exc)
+            acked, elapsed, cpu = time_boxed(appenders, seconds)
+        finally:
+            close()
+        before = None
+    transactions = acked if before is None else store.write_stats().transactions - before
+    stored = rows_of(url, prefix)
+    assert stored == acked, f"{mode}: {acked} appends acknowledged, {stored} rows in the table"
+    return Run(mode, acked, elapsed, cpu, transactions)
 
-    pool = [threading.Thread(target=worker, args=(n,)) for n in range(threads)]
-    for t in pool:
-        t.start()
-    barrier.wait()
-    started = time.perf_counter()
-    for t in pool:
-        t.join()
-    elapsed = time.perf_counter() - started
-    if errors:
-        raise errors[0]
-    return threads * count / elapsed
+
+def bench_throughput(url: str, seconds: float, rounds: int) -> None:
+    store = PostgresStore(url, max_size=4)
+    try:
+        for mode in MODES:  # warm-up, not recorded
+            run_mode(url, store, mode, "warm", min(seconds, 0.5))
+        runs: dict[str, list[Run]] = {mode: [] for mode in MODES}
+        print(f"durable appends/s, {SESSIONS} client threads x {SESSIONS} sessions, "
+              f"{seconds:g} s per run, {rounds} rounds, order rotating:")
+        for number in range(rounds):
+            shift = number % len(MODES)
+            for mode in MODES[shift:] + MODES[:shift]:
+                run = run_mode(url, store, mode, f"r{number}", seconds)
+                runs[mode].append(run)
+                print(f"  round {number + 1}: {run.line()}  (= rows in the table)")
+    finally:
+        store.close()
+    rate = {mode: statistics.median(r.rate for r in rs) for mode, rs in runs.items()}
+    for mode in MODES:
+        cpu = statistics.median(r.cpu_us for r in runs[mode])
+        per_txn = statistics.median(r.per_txn for r in runs[mode])
+        print(f"  median {mode:<14} {rate[mode]:7,.0f}/s  cpu {cpu:4.0f} us/append  {per_txn:5.1f} appends/txn")
+    for mode in ("registry", "store"):
+        per_round = [a.rate / b.rate for a, b in zip(runs[mode], runs["naive psycopg"])]
+        print(f"  {mode} / naive psycopg: {rate[mode] / rate['naive psycopg']:.2f}x "
+              f"(per round: {', '.join(f'{r:.2f}' for r in per_round)})")
+    print(f"  registry / store: {rate['registry'] / rate['store']:.2f}")
 
 
 def commit_latencies(store: PostgresStore, commits: int) -> list[float]:
@@ -79,26 +161,17 @@ def commit_latencies(store: PostgresStore, commits: int) -> list[float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=8)
-    parser.add_argument("--appends", type=int, default=100, help="per thread")
-    parser.add_argument("--commits", type=int, default=20)
+    parser.add_argument("--seconds", type=float, default=1.5, help="length of each run")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds; medians are compared")
+    parser.add_argument("--commits", type=int, default=0, help="also time N compaction commits")
     args = parser.parse_args()
     with isolated_postgres_url() as url:
-        store = PostgresStore(url, max_size=args.threads + 2)
-        try:
-            ids = [f"bench-{i}" for i in range(args.threads)]
-            for sid in ids:
-                store.create_session(sid)
-            total = args.threads * args.appends
-            print(f"{total} appends, {args.threads} threads, {args.threads} sessions: "
-                  f"{appends(store, ids, args.threads, args.appends):8.0f} appends/s")
-            print(f"{total} appends, {args.threads} threads, 1 shared session: "
-                  f"{appends(store, ids[:1], args.threads, args.appends):8.0f} appends/s")
-            lat = commit_latencies(store, args.commits)
-            print(f"{len(lat)} in-place commits with a live writer: median {statistics.median(lat) * 1000:.1f} ms,"
-                  f" max {max(lat) * 1000:.1f} ms")
-        finally:
-            store.close()
+        bench_throughput(url, args.seconds, args.rounds)
+        if args.commits:
+            with PostgresStore(url) as store:
+                lat = commit_latencies(store, args.commits)
+            print(f"{len(lat)} in-place commits with a live writer: median "
+                  f"{statistics.median(lat) * 1000:.1f} ms, max {max(lat) * 1000:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,352 @@
+"""Group commit for PostgreSQL: one writer thread, many sessions' writes per statement.
+
+Appends and plain session creates are queued; a writer thread with its own
+connection takes everything queued so far (up to ``max_batch``) and writes it
+with one autocommit statement per kind: one round trip and one WAL flush for
+the whole batch. Each caller is released after the commit that holds its rows.
+
+A fixed lock order, so two processes' writers can never deadlock each other:
+creates insert in id order, and the append statement locks its session rows in
+id order (``ORDER BY id FOR NO KEY UPDATE``) before it touches them, each held
+until its commit, so seqs are still handed out under the session's row lock in
+commit order; ``UNIQUE(session_id, seq)`` and the compaction fence (the lease
+row, then the session row) are untouched. A missing or ended session gets no
+rows and fails its own requests only. A statement that fails for its data
+(anything but the retryable errors below) wrote nothing, and the batch is
+replayed request by request, each in its own transaction, so only the guilty
+request fails.
+
+Errors after which the server has rolled the statement back (lock timeout,
+deadlock, serialization failure, cancel) retry it until the oldest caller's
+patience is spent (then `StoreBusyError`); so does a dead connection found
+before sending (an idle connection the server terminated is noticed then). A
+connection lost while the statement was in flight leaves it unknown whether it
+was applied: those callers get `StoreBusyError` saying so, never a silent retry
+that could write twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import select
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from protocol import SessionExistsError, SessionNotFoundError, StoreBusyError, TranscriptError
+
+from .lineage import ended_error
+
+__all__ = ["AppendJob", "CreateJob", "PgWriter", "WriteStats"]
+
+log = logging.getLogger("session_actors.postgres.writer")
+
+#: Requests per transaction at most (a batch is what was queued when it started).
+MAX_BATCH = 512
+_BACKOFF_FIRST_S = 0.01
+_BACKOFF_MAX_S = 0.25
+_STOP = object()
+
+
+class AppendJob(NamedTuple):
+    """Append checked column values (`rows.message_params`) to ``session_id``.
+    Result: ``(first_seq, ids, created_at)``."""
+
+    session_id: str
+    params: Sequence[Mapping[str, Any]]
+
+
+class CreateJob(NamedTuple):
+    """Create a root session (no parent). Result: the new session's row."""
+
+    session_id: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class WriteStats:
+    """Counters of one writer: committed transactions, the requests they held,
+    requests of the batch being attempted now, and requests waiting in the queue."""
+
+    transactions: int
+    requests: int
+    in_flight: int
+    queued: int
+
+
+class _Pending:
+    """One queued job and its outcome. ``done`` is a lock held until the outcome is
+    set: a much cheaper one-shot latch than an Event for thousands of waiters."""
+
+    __slots__ = ("job", "queued_at", "done", "result", "error")
+
+    def __init__(self, job: AppendJob | CreateJob) -> None:
+        self.job = job
+        self.queued_at = time.monotonic()
+        self.done = threading.Lock()
+        self.done.acquire()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def wait(self) -> Any:
+        self.done.acquire()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+class PgWriter:
+    """The group-commit writer of one `PostgresStore`."""
+
+    def __init__(
+        self, connect: Callable[[], Any], queries: Mapping[str, str], *, psycopg: Any,
+        patience_s: float, name: str, max_batch: int = MAX_BATCH,
+    ) -> None:
+        self._connect = connect
+        self._q = queries
+        self._psycopg = psycopg
+        self._patience_s = patience_s
+        self._max_batch = max_batch
+        self._conn: Any = None
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._lock = threading.Lock()  # closing vs submitting
+        self._closed = False
+        self._transactions = 0  # committed batches
+        self._requests = 0  # requests they held
+        self._in_flight = 0  # size of the batch being attempted
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, job: AppendJob | CreateJob) -> Any:
+        """Queue ``job``; its result once committed (or its error)."""
+        pending = _Pending(job)
+        with self._lock:
+            if self._closed:
+                raise TranscriptError("the store is closed")
+            self._queue.put(pending)
+        return pending.wait()
+
+    def stats(self) -> WriteStats:
+        return WriteStats(self._transactions, self._requests, self._in_flight, self._queue.qsize())
+
+    def close(self) -> None:
+        """Commit what is queued, stop the thread, close the connection. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._queue.put(_STOP)
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+
+    # -- writer thread -------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            stopping = False
+            while not stopping:
+                batch = [self._queue.get()]
+                while len(batch) < self._max_batch:
+                    try:
+                        batch.append(self._queue.get_nowait())
+                    except queue.Empty:
+                        break
+                if _STOP in batch:
+                    stopping = True
+                    batch = [p for p in batch if p is not _STOP] + self._drain()
+                if batch:
+                    self._commit(batch)
+        finally:
+            self._disconnect()
+
+    def _drain(self) -> list[_Pending]:
+        """Requests queued before close(): their callers are waiting, they still run."""
+        rest = []
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return rest
+            if item is not _STOP:
+                rest.append(item)
+
+    def _commit(self, batch: list[_Pending]) -> None:
+        """Run ``batch`` to an outcome for every request, then release them all."""
+        self._in_flight = len(batch)
+        try:
+            self._commit_with_retries(batch)
+        except BaseException as exc:  # never let the writer die with callers waiting
+            log.exception("write batch of %d crashed", len(batch))
+            for pending in batch:
+                pending.result, pending.error = None, TranscriptError(f"write failed: {exc!r}")
+        finally:
+            self._in_flight = 0
+            for pending in batch:
+                pending.done.release()
+
+    def _commit_with_retries(self, batch: list[_Pending]) -> None:
+        deadline = min(p.queued_at for p in batch) + self._patience_s
+        creates = sorted((p for p in batch if isinstance(p.job, CreateJob)), key=_session)
+        appends = [p for p in batch if isinstance(p.job, AppendJob)]
+        if creates:  # first, so an append queued with its session's create finds it
+            self._run_statement(creates, self._create_run, deadline)
+        if appends:
+            self._run_statement(appends, self._append_run, deadline)
+
+    def _run_statement(self, run: list[_Pending], execute: Callable[[Any, list[_Pending]], None],
+                       deadline: float) -> None:
+        """``execute`` the run as one autocommit statement, retried while the server
+        rolled it back; a statement that fails for its data is replayed request by
+        request, so only the guilty request fails."""
+        psycopg = self._psycopg
+        backoff, attempt = _BACKOFF_FIRST_S, 0
+        while True:
+            attempt += 1
+            for pending in run:
+                pending.result, pending.error = None, None
+            sent = False
+            try:
+                cur = self._connection().cursor()
+                sent = True
+                execute(cur, run)
+                self._transactions += 1
+                self._requests += len(run)
+                return
+            except psycopg.OperationalError as exc:
+                if sent and not _rolled_back(psycopg, exc):
+                    self._disconnect()  # lost while the statement was in flight
+                    _fail_all(run, StoreBusyError(
+                        "the connection failed while a write was in flight; it may or may not "
+                        f"have been applied: {exc}"), exc)
+                    return
+                if not sent:
+                    self._disconnect()
+                cause: Exception = exc
+            except psycopg.Error as exc:
+                if len(run) == 1:
+                    run[0].error = TranscriptError(f"write of {run[0].job.session_id!r} failed: {exc}")
+                    run[0].error.__cause__ = exc
+                    return
+                log.info("write batch of %d: replaying request by request after %s", len(run), exc)
+                for pending in run:
+                    self._run_statement([pending], execute, deadline)
+                return
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                log.warning("write batch of %d gave up after %d attempts: %s", len(run), attempt, cause)
+                _fail_all(run, StoreBusyError(
+                    f"the database stayed busy for {self._patience_s:g}s ({attempt} attempts): "
+                    f"{cause}"), cause)
+                return
+            log.debug("write batch: retrying after %s (attempt %d)", type(cause).__name__, attempt)
+            time.sleep(min(remaining, backoff * random.uniform(0.5, 1.5)))
+            backoff = min(backoff * 2, _BACKOFF_MAX_S)
+
+    def _create_run(self, cur: Any, creates: list[_Pending]) -> None:
+        first: dict[str, _Pending] = {}
+        for pending in creates:
+            if pending.job.session_id in first:
+                pending.error = SessionExistsError(pending.job.session_id)
+            else:
+                first[pending.job.session_id] = pending
+        cur.execute(self._q["create_sessions"], {
+            "ids": list(first), "sources": [p.job.source for p in first.values()]})
+        created = {row["id"]: row for row in cur.fetchall()}
+        for sid, pending in first.items():
+            row = created.get(sid)
+            if row is None:
+                pending.error = SessionExistsError(sid)
+            else:
+                pending.result = row
+
+    def _append_run(self, cur: Any, appends: list[_Pending]) -> None:
+        """One statement writes every row; then each request takes its rows back:
+        a session's rows come numbered in batch order, so its requests' chunks
+        follow one another."""
+        columns: dict[str, list[Any]] = {"session_ids": [], **{c: [] for c in _PLURAL}}
+        for pending in appends:
+            for params in pending.job.params:
+                columns["session_ids"].append(pending.job.session_id)
+                for column, plural in zip(_COLUMNS, _PLURAL):
+                    columns[plural].append(params[column])
+        ids = sorted(set(columns["session_ids"]))
+        cur.execute(self._q["append_batch"], {"ids": ids, **columns})
+        written: dict[str, list[Any]] = {}
+        for row in cur.fetchall():
+            written.setdefault(row["session_id"], []).append(row)
+        for rows in written.values():
+            rows.sort(key=_seq)
+        for pending in appends:
+            rows = written.get(pending.job.session_id)
+            if not rows:
+                pending.error = self._refusal(cur, pending.job.session_id)
+                continue
+            mine = rows[:len(pending.job.params)]
+            del rows[:len(pending.job.params)]
+            pending.result = (mine[0]["seq"], [row["id"] for row in mine], mine[0]["created_at"])
+
+    def _refusal(self, cur: Any, session_id: str) -> TranscriptError:
+        """Why an append to ``session_id`` got no rows: missing or ended (read after
+        the statement, which committed the rest of the batch)."""
+        try:
+            return ended_error(cur, self._q, session_id)
+        except SessionNotFoundError as exc:
+            return exc
+        except self._psycopg.Error as exc:
+            error = StoreBusyError(f"append to {session_id!r} was refused, and reading why failed: {exc}")
+            error.__cause__ = exc
+            return error
+
+    # -- connection ----------------------------------------------------------------
+
+    def _connection(self) -> Any:
+        """The writer's connection, replaced when it is closed or looks dead: an idle
+        connection with something to read was told something unasked, typically
+        its termination (a dead connection found here wrote nothing, so its batch
+        is simply sent on a new one)."""
+        conn = self._conn
+        if conn is not None and not conn.closed and select.select([conn.fileno()], [], [], 0)[0]:
+            self._disconnect()
+            conn = None
+        if conn is None or conn.closed:
+            self._conn = conn = self._connect()
+        return conn
+
+    def _disconnect(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # already broken: nothing more to release
+                pass
+
+
+_COLUMNS = ("role", "content", "name", "tool_call_id", "tool_calls", "meta")
+_PLURAL = ("roles", "contents", "names", "tool_call_ids", "tool_calls", "metas")
+
+
+def _session(pending: _Pending) -> str:
+    return pending.job.session_id
+
+
+def _seq(row: Mapping[str, Any]) -> int:
+    return row["seq"]
+
+
+def _rolled_back(psycopg: Any, exc: BaseException) -> bool:
+    """A lock timeout, deadlock, serialization failure or cancelled statement: the
+    server rolled it back and the connection is fine."""
+    errors = psycopg.errors
+    return isinstance(exc, (errors.SerializationFailure, errors.DeadlockDetected,
+                            errors.LockNotAvailable, errors.QueryCanceled))
+
+
+def _fail_all(batch: list[_Pending], error: TranscriptError, cause: BaseException | None) -> None:
+    for pending in batch:
+        mine = type(error)(str(error))
+        mine.__cause__ = cause
+        pending.result, pending.error = None, mine

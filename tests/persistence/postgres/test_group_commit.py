@@ -1,0 +1,198 @@
+"""Group commit on PostgreSQL: many sessions' appends and creates share a transaction,
+a failing request fails alone, and two writers never deadlock.
+
+The writer is held at a *gate*: another connection locks a session row, an
+append to it stalls the writer's batch, and everything submitted meanwhile
+queues up and is committed together once the gate opens.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from persistence.postgres import PostgresStore
+from protocol import (
+    Message,
+    SessionEndedError,
+    SessionExistsError,
+    SessionNotFoundError,
+    StoreBusyError,
+    TranscriptError,
+)
+from tests.pg import pg_rows
+
+pytestmark = [pytest.mark.postgres, pytest.mark.timeout(60)]
+
+
+@contextmanager
+def gate(url: str, *session_ids: str) -> Iterator[None]:
+    """Hold the row locks of ``session_ids`` (another connection) until the block ends."""
+    import psycopg
+
+    with psycopg.connect(url, connect_timeout=5) as conn:
+        conn.execute("SELECT id FROM sessions WHERE id = ANY(%s) FOR UPDATE", (list(session_ids),))
+        yield
+        conn.rollback()
+
+
+def wait_queued(store: PostgresStore, count: int) -> None:
+    """Until the writer is held in a batch of one (at the gate) and ``count`` requests
+    wait in its queue (bounded)."""
+    deadline = time.monotonic() + 10
+    while (stats := store.write_stats()).in_flight != 1 or stats.queued < count:
+        assert time.monotonic() < deadline, f"{stats} never reached {count} queued"
+        time.sleep(0.005)
+
+
+class Calls:
+    """Calls running on their own threads; each outcome kept by name."""
+
+    def __init__(self) -> None:
+        self.threads: list[threading.Thread] = []
+        self.outcomes: dict[str, Any] = {}
+
+    def start(self, name: str, call: Callable[[], Any]) -> None:
+        def run() -> None:
+            try:
+                self.outcomes[name] = call()
+            except BaseException as exc:  # the outcome under test
+                self.outcomes[name] = exc
+
+        thread = threading.Thread(target=run, name=name)
+        thread.start()
+        self.threads.append(thread)
+
+    def join(self) -> dict[str, Any]:
+        for thread in self.threads:
+            thread.join(30)
+        assert not any(t.is_alive() for t in self.threads)
+        return self.outcomes
+
+
+def test_a_failing_request_fails_alone_and_its_batch_commits(pg_url: str):
+    PostgresStore(pg_url).close()  # the schema
+    pg_rows(pg_url, """
+        CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.content LIKE '%%poison%%' THEN RAISE EXCEPTION 'poisoned row'; END IF;
+            RETURN NEW;
+        END $$""")
+    pg_rows(pg_url, "CREATE TRIGGER poison BEFORE INSERT ON messages FOR EACH ROW EXECUTE FUNCTION poison()")
+    with PostgresStore(pg_url) as store:
+        for sid in ("gate", "ok-1", "ok-2", "ok-3", "bad", "ended", "taken"):
+            store.create_session(sid)
+        store.end_session("ended", "closed")
+        calls = Calls()
+        with gate(pg_url, "gate"):
+            calls.start("gate", lambda: store.append("gate", Message("user", "held")))
+            wait_queued(store, 0)
+            submitted = 0
+            for name, call in [
+                ("ok-1", lambda: store.append("ok-1", [Message("user", "a"), Message("assistant", "b")])),
+                ("bad", lambda: store.append("bad", Message("user", "poison pill"))),
+                ("ok-2", lambda: store.append("ok-2", Message("user", "c"))),
+                ("ended", lambda: store.append("ended", Message("user", "late"))),
+                ("unknown", lambda: store.append("unknown", Message("user", "nobody"))),
+                ("taken", lambda: store.create_session("taken")),
+                ("new", lambda: store.create_session("new")),
+                ("ok-3", lambda: store.append("ok-3", Message("user", "d"))),
+            ]:
+                calls.start(name, call)
+                submitted += 1
+                wait_queued(store, submitted)
+        out = calls.join()
+        assert [m.seq for m in out["ok-1"]] == [1, 2]
+        assert out["ok-2"][0].seq == 1 and out["ok-3"][0].seq == 1
+        assert out["new"].id == "new" and out["new"].ended_at is None
+        assert isinstance(out["bad"], TranscriptError) and "poisoned row" in str(out["bad"])
+        assert not isinstance(out["bad"], StoreBusyError)
+        assert isinstance(out["ended"], SessionEndedError)
+        assert isinstance(out["unknown"], SessionNotFoundError)
+        assert isinstance(out["taken"], SessionExistsError)
+        rows = pg_rows(pg_url, "SELECT session_id, seq, content FROM messages ORDER BY session_id, seq")
+        assert rows == [("gate", 1, '"held"'), ("ok-1", 1, '"a"'), ("ok-1", 2, '"b"'),
+                        ("ok-2", 1, '"c"'), ("ok-3", 1, '"d"')]
+        assert store.get_session("new") is not None
+
+
+def test_two_writers_locking_opposite_orders_never_deadlock(pg_url: str, caplog):
+    """Each writer's batch names the same sessions in opposite orders; both lock them
+    in id order, so neither waits for the other while holding what it wants."""
+    caplog.set_level(logging.DEBUG, logger="session_actors.postgres.writer")
+    ids = [f"shared-{i:02d}" for i in range(12)]
+    with PostgresStore(pg_url) as one, PostgresStore(pg_url) as two:
+        for sid in ids + ["gate-1", "gate-2"]:
+            one.create_session(sid)
+        for round_ in range(3):
+            calls = Calls()
+            with gate(pg_url, "gate-1", "gate-2"):
+                calls.start("gate-1", lambda: one.append("gate-1", Message("user", "g")))
+                calls.start("gate-2", lambda: two.append("gate-2", Message("user", "g")))
+                wait_queued(one, 0)
+                wait_queued(two, 0)
+                for store, order, tag in ((one, ids, "one"), (two, ids[::-1], "two")):
+                    for n, sid in enumerate(order):
+                        calls.start(f"{tag}-{sid}", lambda s=store, sid=sid: s.append(
+                            sid, Message("user", f"{round_} {sid}")))
+                        wait_queued(store, n + 1)
+            out = calls.join()
+            failed = {k: v for k, v in out.items() if isinstance(v, BaseException)}
+            assert not failed
+        deadlocks = [r for r in caplog.records if "Deadlock" in r.getMessage()]
+        assert not deadlocks
+        seqs = pg_rows(pg_url, "SELECT session_id, array_agg(seq ORDER BY seq) FROM messages "
+                               "WHERE session_id LIKE 'shared-%%' GROUP BY session_id")
+        assert sorted(seqs) == [(sid, list(range(1, 7))) for sid in ids]
+
+
+def test_appends_of_many_sessions_share_one_transaction(pg_url: str):
+    with PostgresStore(pg_url) as store:
+        for sid in ["gate"] + [f"s-{n}" for n in range(20)]:
+            store.create_session(sid)
+        calls = Calls()
+        with gate(pg_url, "gate"):
+            calls.start("gate", lambda: store.append("gate", Message("user", "held")))
+            wait_queued(store, 0)
+            before = store.write_stats()
+            for n in range(40):  # two appends per session, each caller its own
+                calls.start(f"a-{n}", lambda n=n: store.append(f"s-{n % 20}", Message("user", f"m{n}")))
+            wait_queued(store, 40)
+        out = calls.join()
+        after = store.write_stats()
+        assert after.transactions - before.transactions == 2  # the gate's, then all 40
+        assert after.requests - before.requests == 41
+        for n in range(20):
+            seqs = sorted(out[f"a-{k}"][0].seq for k in (n, n + 20))
+            assert seqs == [1, 2]
+        rows = pg_rows(pg_url, "SELECT session_id, seq, content FROM messages WHERE session_id <> 'gate'")
+        assert sorted(rows) == sorted((m.session_id, m.seq, f'"{m.content}"')
+                                      for o in out.values() for m in o if m.session_id != "gate")
+
+
+def test_concurrent_creates_share_transactions_and_one_id_is_created_once(pg_url: str):
+    with PostgresStore(pg_url) as store:
+        store.create_session("gate")
+        calls = Calls()
+        with gate(pg_url, "gate"):
+            calls.start("gate", lambda: store.append("gate", Message("user", "held")))
+            wait_queued(store, 0)
+            before = store.write_stats()
+            for n in range(24):
+                calls.start(f"distinct-{n}", lambda n=n: store.create_session(f"s-{n}", source="bench"))
+            for n in range(6):
+                calls.start(f"same-{n}", lambda: store.create_session("same"))
+            wait_queued(store, 30)
+        out = calls.join()
+        assert store.write_stats().transactions - before.transactions == 2
+        assert all(out[f"distinct-{n}"].source == "bench" for n in range(24))
+        same = [out[f"same-{n}"] for n in range(6)]
+        assert sum(not isinstance(o, BaseException) for o in same) == 1
+        assert sum(isinstance(o, SessionExistsError) for o in same) == 5
+        assert pg_rows(pg_url, "SELECT count(*) FROM sessions")[0][0] == 24 + 2
