@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 
 from protocol import SessionExistsError, SessionNotFoundError, StoreBusyError, TranscriptError
 
+from .. import killpoints
 from .lineage import ended_error
 
 __all__ = ["AppendJob", "CreateJob", "PgWriter", "WriteStats"]
@@ -212,7 +213,10 @@ class PgWriter:
             try:
                 cur = self._connection().cursor()
                 sent = True
-                execute(cur, run)
+                if killpoints.ARMED:
+                    self._write_in_transaction(cur, run, execute)
+                else:
+                    execute(cur, run)
                 self._transactions += 1
                 self._requests += len(run)
                 return
@@ -245,6 +249,26 @@ class PgWriter:
             log.debug("write batch: retrying after %s (attempt %d)", type(cause).__name__, attempt)
             time.sleep(min(remaining, backoff * random.uniform(0.5, 1.5)))
             backoff = min(backoff * 2, _BACKOFF_MAX_S)
+
+    def _write_in_transaction(self, cur: Any, run: list[_Pending],
+                              execute: Callable[[Any, list[_Pending]], None]) -> None:
+        """Test-only (kill points armed): the same statement inside BEGIN ... COMMIT,
+        so that each named point of a write transaction exists."""
+        operation = "create_session" if isinstance(run[0].job, CreateJob) else "append"
+        killpoints.reached("before_begin", operation)
+        cur.execute("BEGIN")
+        try:
+            execute(cur, run)
+            killpoints.reached("before_commit", operation)
+            cur.execute("COMMIT")
+        except BaseException:
+            if not cur.connection.closed:
+                try:
+                    cur.execute("ROLLBACK")
+                except self._psycopg.Error:
+                    self._disconnect()
+            raise
+        killpoints.reached("after_commit", operation)
 
     def _create_run(self, cur: Any, creates: list[_Pending]) -> None:
         first: dict[str, _Pending] = {}
