@@ -12,6 +12,7 @@ All methods are safe to call from any thread.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from protocol import (
@@ -24,7 +25,19 @@ from protocol import (
 )
 from protocol.records import CompactionMode
 
-__all__ = ["Store"]
+__all__ = ["Store", "WriteStats"]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteStats:
+    """Counters of a backend's group-commit writer (``store.write_stats()``, not part
+    of the `Store` protocol): committed transactions, the requests they held,
+    requests of the batch being attempted now, and requests waiting in the queue."""
+
+    transactions: int
+    requests: int
+    in_flight: int
+    queued: int
 
 
 @runtime_checkable

@@ -59,7 +59,8 @@ from .driver import PgDatabase
 from .lineage import ended_error, require_session, resolve_tip
 from .notify import CompactionListener
 from .schema import DIALECT, ensure_schema
-from .writer import AppendJob, CreateJob, PgWriter, WriteStats
+from ..store import WriteStats
+from .writer import AppendJob, CreateJob, PgWriter
 
 __all__ = ["PostgresStore"]
 

@@ -34,15 +34,16 @@ import select
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from protocol import SessionExistsError, SessionNotFoundError, StoreBusyError, TranscriptError
 
 from .. import killpoints
+from ..batching import drain, fill_batch
+from ..store import WriteStats
 from .lineage import ended_error
 
-__all__ = ["AppendJob", "CreateJob", "PgWriter", "WriteStats"]
+__all__ = ["AppendJob", "CreateJob", "PgWriter"]
 
 log = logging.getLogger("session_actors.postgres.writer")
 
@@ -66,17 +67,6 @@ class CreateJob(NamedTuple):
 
     session_id: str
     source: str
-
-
-@dataclass(frozen=True, slots=True)
-class WriteStats:
-    """Counters of one writer: committed transactions, the requests they held,
-    requests of the batch being attempted now, and requests waiting in the queue."""
-
-    transactions: int
-    requests: int
-    in_flight: int
-    queued: int
 
 
 class _Pending:
@@ -150,30 +140,14 @@ class PgWriter:
         try:
             stopping = False
             while not stopping:
-                batch = [self._queue.get()]
-                while len(batch) < self._max_batch:
-                    try:
-                        batch.append(self._queue.get_nowait())
-                    except queue.Empty:
-                        break
+                batch = fill_batch(self._queue, [self._queue.get()], self._max_batch)
                 if _STOP in batch:
                     stopping = True
-                    batch = [p for p in batch if p is not _STOP] + self._drain()
+                    batch = [p for p in batch if p is not _STOP] + drain(self._queue, _STOP)
                 if batch:
                     self._commit(batch)
         finally:
             self._disconnect()
-
-    def _drain(self) -> list[_Pending]:
-        """Requests queued before close(): their callers are waiting, they still run."""
-        rest = []
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                return rest
-            if item is not _STOP:
-                rest.append(item)
 
     def _commit(self, batch: list[_Pending]) -> None:
         """Run ``batch`` to an outcome for every request, then release them all."""

@@ -59,8 +59,9 @@ from .connection import (
     restrict_sidecars,
 )
 from .bulk import AppendJob, bulk_append
+from ..store import WriteStats
 from .schema import DIALECT, check_schema, prepare_database
-from .writer import GroupCommitWriter, ReadOnlyWriter, WriteStats
+from .writer import GroupCommitWriter, ReadOnlyWriter
 
 __all__ = ["SqliteStore", "WriteStats"]
 

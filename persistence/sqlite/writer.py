@@ -30,15 +30,16 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from protocol import ReadOnlyStoreError, StoreBusyError, TranscriptError
 
 from .. import killpoints
+from ..batching import drain, fill_batch
+from ..store import WriteStats
 from .connection import BusyRetry, is_busy, map_sqlite_error
 
-__all__ = ["GroupCommitWriter", "ReadOnlyWriter", "WriteFn", "WriteStats"]
+__all__ = ["GroupCommitWriter", "ReadOnlyWriter", "WriteFn"]
 
 logger = logging.getLogger("session_actors.sqlite_writer")
 
@@ -48,17 +49,6 @@ WriteFn = Callable[[sqlite3.Connection], Any]
 BulkFn = Callable[[sqlite3.Connection, list[Any]], "list[Any] | None"]
 _STOP = object()
 _COMMITTED, _ROLLED_BACK, _REPLAY = object(), object(), object()
-
-
-@dataclass(frozen=True, slots=True)
-class WriteStats:
-    """Counters of one writer: committed transactions, the requests they held,
-    requests of the batch being attempted now, and requests waiting in the queue."""
-
-    transactions: int
-    requests: int
-    in_flight: int
-    queued: int
 
 
 class _Request:
@@ -179,22 +169,10 @@ class GroupCommitWriter:
                     self._release_held()
                     _sweep(released)  # idle: nobody may wait on a stalled chain meanwhile
                     batch = [self._queue.get()]
-                while len(batch) < self._max_batch:
-                    try:
-                        batch.append(self._queue.get_nowait())
-                    except queue.Empty:
-                        break
+                fill_batch(self._queue, batch, self._max_batch)
                 if _STOP in batch:
                     stopping = True
-                    batch = [r for r in batch if r is not _STOP]
-                    # requests queued before close() still run: their callers are waiting
-                    while True:
-                        try:
-                            item = self._queue.get_nowait()
-                        except queue.Empty:
-                            break
-                        if item is not _STOP:
-                            batch.append(item)
+                    batch = [r for r in batch if r is not _STOP] + drain(self._queue, _STOP)
                 if batch:
                     try:
                         self._run_batch(batch)
