@@ -17,9 +17,10 @@ replayed request by request, each in its own transaction, so only the guilty
 request fails.
 
 Errors after which the server has rolled the statement back (lock timeout,
-deadlock, serialization failure, cancel) retry it until the oldest caller's
-patience is spent (then `StoreBusyError`); so does a dead connection found
-before sending (an idle connection the server terminated is noticed then). A
+deadlock, serialization failure, cancel, the backend terminated while running
+it) retry it until the oldest caller's patience is spent (then `StoreBusyError`);
+so does a dead connection found before sending (an idle connection the server
+terminated is noticed then). A
 connection lost while the statement was in flight leaves it unknown whether it
 was applied: those callers get `StoreBusyError` saying so, never a silent retry
 that could write twice.
@@ -195,13 +196,17 @@ class PgWriter:
                 self._requests += len(run)
                 return
             except psycopg.OperationalError as exc:
-                if sent and not _rolled_back(psycopg, exc):
+                terminated = isinstance(exc, psycopg.errors.AdminShutdown)
+                if sent and not terminated and not _rolled_back(psycopg, exc):
                     self._disconnect()  # lost while the statement was in flight
                     _fail_all(run, StoreBusyError(
                         "the connection failed while a write was in flight; it may or may not "
                         f"have been applied: {exc}"), exc)
                     return
-                if not sent:
+                if terminated or not sent:
+                    # Terminated: the server answered our statement with its own end,
+                    # so it rolled the statement back (a commit holds interrupts off and
+                    # answers first). Safe to send again, on a new connection.
                     self._disconnect()
                 cause: Exception = exc
             except psycopg.Error as exc:
