@@ -20,6 +20,7 @@ import pykka
 from persistence import Store
 from protocol import (
     Append,
+    CloseTurn,
     CompactionRecord,
     Compress,
     CompressionDisabledError,
@@ -27,11 +28,14 @@ from protocol import (
     Interrupt,
     InvalidArgumentError,
     Message,
+    OpenTurn,
     ReadArchive,
     ReadTranscript,
     SessionEndedError,
     SessionInfo,
+    StoredMessage,
     TranscriptError,
+    compactable_end,
 )
 
 from .compaction.attempt import Attempt
@@ -39,6 +43,7 @@ from .compaction.policy import CompactionPolicy
 from .compressors.base import Compressor
 from .routing import Request, Router
 from .slot import Slot
+from .turns import TurnGate
 
 __all__ = ["SessionActor"]
 
@@ -53,6 +58,10 @@ class _AttemptResult:
     attempt: Attempt
     result: list[Message] | None
     error: BaseException | None
+
+
+class CheckTurn:
+    """Internal message from the registry's janitor: close the turn if it is overdue."""
 
 
 class _Forwarded(Exception):
@@ -76,6 +85,8 @@ class SessionActor(pykka.ThreadingActor):
         self._attempt: Attempt | None = None
         self._last_auto: Attempt | None = None
         self._tokens: int | None = None  # live-transcript estimate; None = recount
+        self._turns = TurnGate(policy.max_turn_s)
+        slot.turns = self._turns
 
     # -- AttemptHost ------------------------------------------------------------------
 
@@ -91,6 +102,16 @@ class SessionActor(pykka.ThreadingActor):
         self._move(live_id)
         self._baseline = (live_id, epoch)
         self._tokens = None
+        self._turns.note_rewritten()
+
+    def compactable(self, transcript: list[StoredMessage]) -> list[StoredMessage]:
+        """The snapshot a compaction may take: never into the open turn (it travels
+        whole in the tail) nor into a trailing tool run still waiting for results."""
+        if not transcript:
+            return transcript
+        turn_messages, first_seq = self._turns.snapshot_bounds(transcript[0].session_id)
+        end = compactable_end(transcript, turn_messages=turn_messages, turn_first_seq=first_seq)
+        return transcript[:end]
 
     def on_committed(self, record: CompactionRecord, mode: str) -> None:
         if mode == "rotate" and record.child_session_id:
@@ -99,6 +120,7 @@ class SessionActor(pykka.ThreadingActor):
         else:
             self._baseline = (record.session_id, self._baseline[1] + 1)
         self._tokens = None
+        self._turns.note_rewritten()  # the open turn's messages were copied with new seqs
 
     def post_result(self, attempt: Attempt, result: list[Message] | None,
                     error: BaseException | None) -> None:
@@ -109,9 +131,14 @@ class SessionActor(pykka.ThreadingActor):
     def on_receive(self, message: Any) -> None:
         try:
             if isinstance(message, Request):
-                self._on_request(message)
+                try:
+                    self._serve(message)
+                finally:
+                    self._registry._request_done(self._slot)
             elif isinstance(message, _AttemptResult):
                 message.attempt.on_result(message.result, message.error)
+            elif isinstance(message, CheckTurn):
+                self._close_overdue_turn()
             self._stop_if_handed_over()
         except BaseException:  # never let pykka see it: it would stop every actor
             logger.exception("session actor %s failed handling %r", self.live_id, message)
@@ -120,17 +147,35 @@ class SessionActor(pykka.ThreadingActor):
         attempt = self._attempt
         if attempt is not None and attempt.in_flight:
             attempt.abort(CompressionStatus.CANCELLED, "interrupted", wait=True)
+        try:  # held calls were acknowledged to nobody yet: apply them before stopping
+            self._turns.close_for_stop()
+            self._release_held()
+        except BaseException:
+            logger.exception("session actor %s failed applying held calls", self.live_id)
 
-    def _on_request(self, request: Request) -> None:
+    def _serve(self, request: Request) -> None:
+        """Handle one request: now, or held behind another handle's open turn."""
         reply = request.reply
         try:
             if self._slot.successor is not None:
                 self._registry._forward(self._slot, request)
                 return
+            if self._must_hold(request):
+                self._turns.hold(request)
+                return
             command = request.command
             if isinstance(command, Append):
-                _set_result(reply, self._append(command))
+                if not _claim(reply):
+                    return  # the caller gave up: withdrawn, never applied
+                _set_result(reply, self._append(command, request.sender))
                 self._maybe_auto_compact()
+            elif isinstance(command, OpenTurn):
+                if _claim(reply):
+                    _set_result(reply, self._turns.open(request.sender))
+            elif isinstance(command, CloseTurn):
+                if self._turns.close(request.sender, command.turn):
+                    self._release_held()  # held callers are acknowledged now
+                _set_result(reply, None)
             elif isinstance(command, Compress):
                 self._compress(command, reply)
             elif isinstance(command, ReadTranscript):
@@ -148,12 +193,30 @@ class SessionActor(pykka.ThreadingActor):
                 _set_exception(reply, exc)
         except BaseException as exc:
             _set_exception(reply, exc)
-        finally:
-            self._registry._request_done(self._slot)
+
+    # -- turns ------------------------------------------------------------------------
+
+    def _must_hold(self, request: Request) -> bool:
+        while self._turns.must_hold(request):
+            if not self._close_overdue_turn():
+                return True
+        return False
+
+    def _close_overdue_turn(self) -> bool:
+        if not self._turns.close_overdue():
+            return False
+        self._release_held()
+        return True
+
+    def _release_held(self) -> None:
+        """Serve the held requests in arrival order (each may be held again by a turn
+        that one of them opened)."""
+        for request in self._turns.take_held():
+            self._serve(request)
 
     # -- appends ----------------------------------------------------------------------
 
-    def _append(self, command: Append) -> list[Any]:
+    def _append(self, command: Append, sender: int) -> list[Any]:
         messages = list(command.messages)
         for _ in range(MAX_REDIRECTS):
             session_id = self.live_id
@@ -168,6 +231,7 @@ class SessionActor(pykka.ThreadingActor):
                     raise _Forwarded from exc
                 continue
             self._count_tokens(messages)
+            self._turns.note_appended(sender, stored)
             return stored
         raise SessionEndedError(self.live_id, None, None, "too many successor redirects")
 
@@ -186,6 +250,7 @@ class SessionActor(pykka.ThreadingActor):
         if live_id == self._slot.session_id:
             return True
         self._tokens = None
+        self._turns.note_rewritten()
         return self._registry._relocate(self._slot, live_id)
 
     # -- compaction -------------------------------------------------------------------
@@ -205,7 +270,8 @@ class SessionActor(pykka.ThreadingActor):
     def _start_attempt(self, command: Compress) -> Attempt:
         attempt = Attempt(command, host=self, store=self._store, policy=self._policy,
                           compressor=self._compressor, holder=self._holder,
-                          loop=self._registry._compressor_loop)
+                          loop=self._registry._compressor_loop,
+                          on_outcome=self._registry._post_outcome)
         self._attempt = attempt
         self._slot.attempt = attempt
         self._registry._track_attempt(attempt)
@@ -250,6 +316,11 @@ class SessionActor(pykka.ThreadingActor):
         attempt = self._attempt
         if attempt is None or not attempt.in_flight:
             self.stop()
+
+
+def _claim(reply: Any) -> bool:
+    """Claim a mutating request before applying it: False when its caller withdrew."""
+    return reply.running() or reply.set_running_or_notify_cancel()
 
 
 def _chain(source: Future[Any], target: Future[Any]) -> None:

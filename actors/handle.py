@@ -5,20 +5,30 @@ answer on: sync calls wait with a timeout on a `Reply` (a lock latch, much
 cheaper than a Future); the ``*_async`` twins await a `concurrent.futures.Future`
 through `asyncio.wrap_future`, so the event loop is
 never blocked (a pykka future's ``__await__`` blocks in ``get()``).
+
+A caller that gives up withdraws its request (``cancel``): the actor claims a
+mutating request before applying it, so a request is either applied and answered
+or never applied (a retry cannot duplicate it). A request the actor holds behind
+another handle's open turn is waited on up to ``policy.held_wait_s``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
+import logging
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, overload
 
 from protocol import (
     MODES,
     Append,
+    CloseTurn,
     Compress,
     CompressionDisabledError,
     CompressionOutcome,
@@ -26,6 +36,7 @@ from protocol import (
     InvalidArgumentError,
     InvalidMessageError,
     Message,
+    OpenTurn,
     ReadArchive,
     ReadTranscript,
     StoredMessage,
@@ -40,7 +51,12 @@ from .routing import Request, Router
 if TYPE_CHECKING:
     from .slot import Slot
 
-__all__ = ["AskTimeoutError", "ReviewHandle", "SessionHandle"]
+__all__ = ["AskTimeoutError", "ReviewHandle", "SessionHandle", "Turn"]
+
+logger = logging.getLogger("session_actors.handle")
+
+#: Handle keys: a turn belongs to one handle object (any thread using it).
+_handle_keys = itertools.count(1)
 
 
 #: ``append(role)`` without content (None is a value: a tool-call message's content).
@@ -59,6 +75,7 @@ class _Handle:
     def __init__(self, registry: Router, slot: Slot) -> None:
         self._registry = registry
         self._slot = slot
+        self._key = next(_handle_keys)
 
     @property
     def session_id(self) -> str:
@@ -90,6 +107,19 @@ class _Handle:
     def archive(self) -> list[StoredMessage]:
         """Compacted and superseded messages of the live session."""
         return self._ask(ReadArchive())
+
+    def turn(self) -> Turn:
+        """A turn: ``with handle.turn():`` or ``async with handle.turn():``.
+
+        While it is open, the messages appended through this handle (from any thread)
+        are contiguous: appends from every other handle of the registry are held and
+        applied right after it closes, in arrival order (their callers are answered
+        then). Nested turns of the same handle join the open one; another handle's
+        turn waits for it. The actor closes a turn open longer than
+        ``policy.max_turn_s`` (logged); the late exit is then a no-op. Leaving the
+        block by an exception closes the turn too; what was appended stays.
+        """
+        return Turn(self)
 
     def ask(self, command: Any, *, timeout: float | None = None) -> Any:
         """Send any protocol command value (stamped with this handle's origin).
@@ -125,38 +155,118 @@ class _Handle:
             return dataclasses.replace(command, origin=self._origin)
         return command
 
-    def _send(self, command: Any, reply: Any = None) -> Any:
+    def _send(self, command: Any, reply: Any = None) -> Request:
         """Enqueue ``command``; the reply is a `Future` (async twins) or a `Reply` latch."""
-        if reply is None:
-            reply = Future()
-        self._slot = self._registry._dispatch(self._slot, Request(command, reply))
-        return reply
+        request = Request(command, Future() if reply is None else reply, self._key)
+        self._slot = self._registry._dispatch(self._slot, request)
+        return request
 
     def _ask(self, command: Any, timeout: float | None = None) -> Any:
-        timeout = self._registry.policy.ask_timeout_s if timeout is None else timeout
-        reply = self._send(command, Reply())  # a lock latch: much cheaper than a Future
+        policy = self._registry.policy
+        timeout = policy.ask_timeout_s if timeout is None else timeout
+        sent = time.monotonic()
+        request = self._send(command, Reply())  # a lock latch: much cheaper than a Future
+        reply = request.reply
         try:
             return reply.result(timeout=timeout)
-        except FutureTimeout as exc:
+        except FutureTimeout:
             if reply.done():  # the command itself raised a TimeoutError
                 raise
-            raise AskTimeoutError(f"no answer for {type(command).__name__} on "
-                                  f"{self.session_id!r} within {timeout}s") from exc
+        if request.held:  # behind another handle's turn: it applies when that closes
+            try:
+                return reply.result(timeout=max(0.0, sent + policy.held_wait_s - time.monotonic()))
+            except FutureTimeout:
+                if reply.done():
+                    raise
+        if reply.cancel():  # withdrawn: never applied later
+            raise self._timed_out(command, time.monotonic() - sent)
+        try:  # the actor claimed it just now: its answer is coming
+            return reply.result(timeout=policy.ask_timeout_s)
+        except FutureTimeout:
+            if reply.done():
+                raise
+        raise self._timed_out(command, time.monotonic() - sent)
 
     async def _ask_async(self, command: Any, timeout: float | None = None) -> Any:
-        timeout = self._registry.policy.ask_timeout_s if timeout is None else timeout
+        policy = self._registry.policy
+        timeout = policy.ask_timeout_s if timeout is None else timeout
+        sent = time.monotonic()
         if self._slot.current().closed:
             # restarting an evicted actor reads the store: keep that off the event loop
-            reply = await asyncio.to_thread(self._send, command)
+            request = await asyncio.to_thread(self._send, command)
         else:
-            reply = self._send(command)  # a lock held for microseconds and a queue put
+            request = self._send(command)  # a lock held for microseconds and a queue put
+        reply = request.reply
+        answer = asyncio.wrap_future(reply)
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(reply), timeout)
-        except asyncio.TimeoutError as exc:
-            if reply.done() and not reply.cancelled():
+            if await _answered(answer, timeout):
+                return answer.result()
+            if request.held and await _answered(answer, sent + policy.held_wait_s - time.monotonic()):
+                return answer.result()
+            if reply.cancel():  # withdrawn: never applied later
+                raise self._timed_out(command, time.monotonic() - sent)
+            if await _answered(answer, policy.ask_timeout_s):
+                return answer.result()
+        except asyncio.CancelledError:
+            reply.cancel()  # the awaiting task was cancelled: withdraw if not applied yet
+            raise
+        raise self._timed_out(command, time.monotonic() - sent)
+
+    def _timed_out(self, command: Any, waited: float) -> AskTimeoutError:
+        return AskTimeoutError(f"no answer for {type(command).__name__} on "
+                               f"{self.session_id!r} within {waited:.3g}s")
+
+
+class Turn:
+    """The context manager `handle.turn()` returns (``with`` and ``async with``).
+
+    ``__enter__`` waits while another handle's turn is open (at most
+    ``policy.held_wait_s``) and returns the handle.
+    """
+
+    __slots__ = ("_handle", "_number")
+
+    def __init__(self, handle: _Handle) -> None:
+        self._handle = handle
+        self._number: int | None = None
+
+    def __enter__(self) -> Any:
+        self._check_not_open()
+        self._number = self._handle._ask(OpenTurn())
+        return self._handle
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        number, self._number = self._number, None
+        if number is None:
+            return
+        try:
+            self._handle._ask(CloseTurn(number))
+        except Exception:
+            if exc_type is None:
                 raise
-            raise AskTimeoutError(f"no answer for {type(command).__name__} on "
-                                  f"{self.session_id!r} within {timeout}s") from exc
+            logger.warning("closing turn %d of %r failed", number, self._handle, exc_info=True)
+
+    async def __aenter__(self) -> Any:
+        self._check_not_open()
+        self._number = await self._handle._ask_async(OpenTurn())
+        return self._handle
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        number, self._number = self._number, None
+        if number is None:
+            return
+        try:
+            await self._handle._ask_async(CloseTurn(number))
+        except Exception:
+            if exc_type is None:
+                raise
+            logger.warning("closing turn %d of %r failed", number, self._handle, exc_info=True)
+
+    def _check_not_open(self) -> None:
+        if self._number is not None:
+            raise InvalidArgumentError("this turn is already open; nest handle.turn() instead")
 
 
 class SessionHandle(_Handle):
@@ -184,6 +294,13 @@ class ReviewHandle(_Handle):
     """A background review sharing the session: appends and reads, never compacts."""
 
     _origin: Origin = "review"
+
+
+async def _answered(answer: asyncio.Future[Any], timeout: float) -> bool:
+    """Wait up to ``timeout`` for ``answer`` without cancelling it; True once it is in."""
+    if timeout > 0 and not answer.done():
+        await asyncio.wait((answer,), timeout=timeout)
+    return answer.done()
 
 
 def _compress_command(force: bool, mode: CompactionMode | None) -> Compress:

@@ -10,6 +10,7 @@ over and stops once its in-flight attempt is over.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import secrets
@@ -23,19 +24,22 @@ import pykka
 
 from persistence import Store
 from protocol import (
+    CompressionOutcome,
     CompressionStatus,
+    InvalidArgumentError,
     SessionExistsError,
     SessionNotFoundError,
     TranscriptError,
     validate_session_id,
 )
 
-from .actor import SessionActor
+from .actor import CheckTurn, SessionActor
 from .compaction.attempt import Attempt
 from .compaction.loop import CompressorLoop
 from .compaction.policy import CompactionPolicy, bind_compressor
 from .compressors.base import Compressor
 from .handle import ReviewHandle, SessionHandle
+from .notifier import OutcomeHook, OutcomeNotifier
 from .passivation import pick_evictions
 from .routing import Request
 from .slot import Slot
@@ -58,10 +62,19 @@ def default_holder() -> str:
 
 
 class SessionRegistry:
-    """Owns the actors of one process (or one simulated process) on one store."""
+    """Owns the actors of one process (or one simulated process) on one store.
+
+    ``on_outcome(outcome)`` is called once for every compaction attempt that produced
+    an outcome (joined callers share one; automatic attempts included), after its
+    cleanup and after its callers were woken, on a registry thread (never an actor
+    thread); an exception from it is logged and ignored.
+    """
 
     def __init__(self, store: Store, *, compressor: Compressor | None = None,
-                 policy: CompactionPolicy | None = None, holder: str | None = None) -> None:
+                 policy: CompactionPolicy | None = None, holder: str | None = None,
+                 on_outcome: OutcomeHook | None = None) -> None:
+        if on_outcome is not None and not callable(on_outcome):
+            raise InvalidArgumentError(f"on_outcome must be callable or None, got {on_outcome!r}")
         self.store = store
         self.policy = policy or CompactionPolicy()
         self.compressor = bind_compressor(compressor, self.policy)
@@ -75,6 +88,7 @@ class SessionRegistry:
         self._closed = False
         self._counters = {"actors_started": 0, "actors_stopped": 0, "compress_requests": 0}
         self._compressor_loop = CompressorLoop()  # its thread starts with the first async compressor
+        self._notifier = OutcomeNotifier(on_outcome) if on_outcome is not None else None
         self._janitor_stop = threading.Event()
         self._janitor = threading.Thread(target=self._janitor_loop, name="registry-janitor",
                                          daemon=True)
@@ -89,6 +103,14 @@ class SessionRegistry:
     def review(self, session_id: str, *, source: str = "api") -> ReviewHandle:
         """A handle for a background review: same actor, appends and reads, never compacts."""
         return ReviewHandle(self, self._get_or_start(session_id, source=source))
+
+    async def session_async(self, session_id: str, *, source: str = "api") -> SessionHandle:
+        """`session` without blocking the event loop (starting an actor reads the store)."""
+        return await asyncio.to_thread(self.session, session_id, source=source)
+
+    async def review_async(self, session_id: str, *, source: str = "api") -> ReviewHandle:
+        """`review` without blocking the event loop."""
+        return await asyncio.to_thread(self.review, session_id, source=source)
 
     def stats(self) -> dict[str, int]:
         """Counters for monitoring and tests."""
@@ -129,6 +151,8 @@ class SessionRegistry:
         for attempt in attempts:
             attempt.join_threads(deadline)
         self._compressor_loop.close(max(1.0, deadline - time.monotonic()))
+        if self._notifier is not None:  # after the stops: held outcomes of aborted attempts
+            self._notifier.close(max(0.0, deadline - time.monotonic()))
         logger.debug("registry %s closed", self.holder)
 
     def __enter__(self) -> SessionRegistry:
@@ -238,6 +262,10 @@ class SessionRegistry:
         with self._lock:
             self._counters["compress_requests"] += 1
 
+    def _post_outcome(self, outcome: CompressionOutcome) -> None:
+        if self._notifier is not None:
+            self._notifier.post(outcome)
+
     def _track_attempt(self, attempt: Attempt) -> None:
         with self._lock:
             self._attempts = [a for a in self._attempts if a.in_flight or a.threads_alive]
@@ -282,11 +310,13 @@ class SessionRegistry:
             self._retire(slot)
 
     def _janitor_loop(self) -> None:
-        interval = min(max(self.policy.idle_timeout_s / 4, 0.02), 1.0)
+        shortest = min(self.policy.idle_timeout_s, self.policy.max_turn_s)
+        interval = min(max(shortest / 4, 0.02), 1.0)
         next_reap = time.monotonic() + self.policy.lease_ttl_s
         while not self._janitor_stop.wait(min(interval, self.policy.lease_ttl_s)):
             try:
                 self._evict_idle()
+                self._close_overdue_turns()
             except Exception:  # keep the janitor alive whatever a store wrapper does
                 logger.exception("idle eviction failed")
             if time.monotonic() >= next_reap:
@@ -303,6 +333,21 @@ class SessionRegistry:
             return
         if reaped:
             logger.info("released %d expired lease(s)", reaped)
+
+    def _close_overdue_turns(self) -> None:
+        """A turn open past ``max_turn_s`` is closed by its actor: nudge it (no traffic
+        may come to make it look)."""
+        now = time.monotonic()
+        with self._lock:
+            overdue = [s for s in self._resident if s.turns is not None and s.turns.overdue(now)]
+        for slot in overdue:
+            with slot.lock:
+                if slot.closed or slot.actor_ref is None:
+                    continue
+                try:
+                    slot.actor_ref.tell(CheckTurn())
+                except pykka.ActorDeadError:
+                    pass
 
     def _evict_idle(self) -> None:
         cutoff = time.monotonic() - self.policy.idle_timeout_s

@@ -4,13 +4,19 @@ A held lock is the latch: far cheaper than a `concurrent.futures.Future`, whose
 ``set_result`` takes a condition, notifies and runs callbacks, and whose
 ``result`` allocates a waiter lock per wait. It has the part of the Future
 interface the actor uses (``set_result``, ``set_exception``, ``InvalidStateError``
-on a second set), so the actor answers both kinds alike.
+on a second set, and the withdrawal handshake ``set_running_or_notify_cancel`` /
+``cancel``), so the actor answers both kinds alike.
+
+Withdrawal: a caller that gives up calls `cancel`; the actor calls
+`set_running_or_notify_cancel` before it applies a mutating command. Exactly one
+of them wins the claim, so a command is either withdrawn (never applied) or
+applied and answered, never applied behind a caller's back after it gave up.
 """
 
 from __future__ import annotations
 
 import threading
-from concurrent.futures import InvalidStateError
+from concurrent.futures import CancelledError, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
@@ -20,14 +26,16 @@ __all__ = ["Reply"]
 class Reply:
     """Set once (`set_result` or `set_exception`), read by one waiter."""
 
-    __slots__ = ("_latch", "_claim", "_value", "_error")
+    __slots__ = ("_latch", "_claim", "_value", "_error", "_running", "_done")
 
     def __init__(self) -> None:
         self._latch = threading.Lock()
         self._latch.acquire()  # released once the answer is in
-        self._claim = threading.Lock()  # makes setting one-shot across threads
+        self._claim = threading.Lock()  # taken once: by a settle, the actor (running) or cancel
         self._value: Any = None
         self._error: BaseException | None = None
+        self._running = False
+        self._done = False
 
     def set_result(self, value: Any) -> None:
         self._settle(value, None)
@@ -35,8 +43,30 @@ class Reply:
     def set_exception(self, exc: BaseException) -> None:
         self._settle(None, exc)
 
+    def set_running_or_notify_cancel(self) -> bool:
+        """Claim the reply for the actor: False if the caller withdrew (or it is settled).
+
+        Idempotent for the claimer (a forwarded request is claimed again by the next actor).
+        """
+        if self._claim.acquire(False):
+            self._running = True
+            return True
+        return self._running and not self._done
+
+    def running(self) -> bool:
+        return self._running and not self._done
+
+    def cancel(self) -> bool:
+        """Withdraw: True unless the actor already claimed or answered it."""
+        if not self._claim.acquire(False):
+            return False
+        self._error = CancelledError()
+        self._done = True
+        self._latch.release()
+        return True
+
     def done(self) -> bool:
-        return self._claim.locked()
+        return self._done
 
     def result(self, timeout: float | None = None) -> Any:
         """The answer (or its exception); `TimeoutError` if none within ``timeout``."""
@@ -48,7 +78,9 @@ class Reply:
         return self._value
 
     def _settle(self, value: Any, error: BaseException | None) -> None:
-        if not self._claim.acquire(False):
+        # A claimed (running) reply is settled by its claimer, the one actor thread.
+        if not (self._running and not self._done) and not self._claim.acquire(False):
             raise InvalidStateError("reply already set")
         self._value, self._error = value, error
+        self._done = True
         self._latch.release()

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from protocol import CompressionOutcome
+
     from .compaction.attempt import Attempt
     from .compaction.loop import CompressorLoop
     from .compaction.policy import CompactionPolicy
@@ -21,12 +23,20 @@ if TYPE_CHECKING:
 __all__ = ["Request", "Router"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class Request:
-    """A mailbox envelope: a protocol command and the future its caller waits on."""
+    """A mailbox envelope: a protocol command, the future its caller waits on, and
+    which handle sent it (``sender``: turns hold other handles' mutating calls).
+
+    ``held`` is set by the actor when it holds the request behind another handle's
+    open turn; the caller then waits up to ``policy.held_wait_s`` instead of
+    ``ask_timeout_s`` before it withdraws the request.
+    """
 
     command: Any
     reply: Future[Any]
+    sender: int = 0
+    held: bool = False
 
 
 class Router(Protocol):
@@ -60,4 +70,8 @@ class Router(Protocol):
         ...
 
     def _track_attempt(self, attempt: Attempt) -> None:
+        ...
+
+    def _post_outcome(self, outcome: CompressionOutcome) -> None:
+        """An attempt's outcome, once, after its cleanup and its callers: for ``on_outcome``."""
         ...

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pykka
 
-    from .attempt import Attempt
+    from .compaction.attempt import Attempt
+    from .turns import TurnGate
 
 __all__ = ["Slot"]
 
@@ -33,12 +34,15 @@ class Slot:
         self.pending = 0  # requests enqueued and not yet handled
         self.last_used = time.monotonic()
         self.attempt: Attempt | None = None  # the actor's latest attempt (set on its thread)
+        self.turns: TurnGate | None = None  # the actor's turn gate (set when it starts)
 
     @property
     def busy(self) -> bool:
-        """An attempt is in flight or requests are queued: never evict."""
-        attempt = self.attempt
-        return self.pending > 0 or (attempt is not None and attempt.in_flight)
+        """An attempt is in flight, requests are queued, a turn is open or calls are
+        held behind one: never evict."""
+        attempt, turns = self.attempt, self.turns
+        return (self.pending > 0 or (attempt is not None and attempt.in_flight)
+                or (turns is not None and turns.busy))
 
     def current(self) -> Slot:
         """Follow hand-overs to the slot now serving this one's requests."""

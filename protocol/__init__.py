@@ -3,7 +3,17 @@
 No I/O, no threads, no drivers: everything here is safe to share between threads.
 """
 
-from .commands import Append, Command, Compress, Interrupt, Origin, ReadArchive, ReadTranscript
+from .commands import (
+    Append,
+    CloseTurn,
+    Command,
+    Compress,
+    Interrupt,
+    OpenTurn,
+    Origin,
+    ReadArchive,
+    ReadTranscript,
+)
 from .errors import (
     CompressionDisabledError,
     ConfigurationError,
@@ -36,6 +46,7 @@ from .messages import (
 )
 from .outcomes import CANCEL_REASONS, SKIP_REASONS, CompressionOutcome, CompressionStatus
 from .records import END_REASON_COMPRESSION, MODES, CompactionRecord, Cooldown, Lease, SessionInfo
+from .turns import compactable_end
 
 __all__ = [
     "CANCEL_REASONS",
@@ -45,6 +56,7 @@ __all__ = [
     "SKIP_REASONS",
     "SUMMARY_PREFIX",
     "Append",
+    "CloseTurn",
     "Command",
     "CompactionRecord",
     "Compress",
@@ -63,6 +75,7 @@ __all__ = [
     "LeaseLostError",
     "LineageForkedError",
     "Message",
+    "OpenTurn",
     "Origin",
     "ReadArchive",
     "ReadOnlyStoreError",
@@ -76,6 +89,7 @@ __all__ = [
     "StoreBusyError",
     "StoredMessage",
     "TranscriptError",
+    "compactable_end",
     "content_limit",
     "is_real_user_ask",
     "set_content_limit",

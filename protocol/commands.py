@@ -12,7 +12,9 @@ __all__ = [
     "Append",
     "Command",
     "Compress",
+    "CloseTurn",
     "Interrupt",
+    "OpenTurn",
     "Origin",
     "ReadArchive",
     "ReadTranscript",
@@ -48,6 +50,21 @@ class Interrupt:
 
 
 @dataclass(frozen=True, slots=True)
+class OpenTurn:
+    """Open a turn for the sending handle (or join its open one); answers the turn's number.
+
+    While it is open, appends from every other handle are held and applied after it closes.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class CloseTurn:
+    """Close turn number ``turn`` (a no-op once the actor closed it for running too long)."""
+
+    turn: int
+
+
+@dataclass(frozen=True, slots=True)
 class ReadTranscript:
     """Return the live transcript."""
 
@@ -57,4 +74,4 @@ class ReadArchive:
     """Return the compacted and superseded messages."""
 
 
-Command = Append | Compress | Interrupt | ReadTranscript | ReadArchive
+Command = Append | Compress | Interrupt | OpenTurn | CloseTurn | ReadTranscript | ReadArchive

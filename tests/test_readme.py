@@ -13,9 +13,9 @@ import pytest
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
-def readme_example() -> str:
+def readme_example(marker: str = "<!-- readme-example") -> str:
     text = README.read_text()
-    marker = text.index("<!-- readme-example")
+    marker = text.index(marker)
     match = re.compile(r"```python\n(.*?)```", re.S).search(text, marker)
     assert match, "README has no python example after the marker"
     return match.group(1)
@@ -32,6 +32,19 @@ def test_library_example_runs(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "COMPACTED" in result.stdout
     assert (tmp_path / "state.db").exists()
+
+
+@pytest.mark.timeout(120)
+def test_turns_example_runs(tmp_path):
+    script = tmp_path / "gateway.py"
+    script.write_text(readme_example("<!-- readme-turns-example"))
+    result = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=110,
+        env={**os.environ, "PYTHONPATH": str(README.parent)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "'user', 'assistant', 'tool', 'assistant'" in result.stdout
+    assert (tmp_path / "gateway.db").exists()
 
 
 def test_readme_shows_the_two_commands():

@@ -14,7 +14,7 @@ import inspect
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, Protocol
 
@@ -62,6 +62,8 @@ class AttemptHost(Protocol):
 
     def adopt(self, live_id: str, epoch: int) -> None: ...
 
+    def compactable(self, transcript: list[StoredMessage]) -> list[StoredMessage]: ...
+
     def on_committed(self, record: CompactionRecord, mode: str) -> None: ...
 
     def post_result(self, attempt: Attempt, result: list[Message] | None,
@@ -77,7 +79,8 @@ class Attempt:
 
     def __init__(self, command: Compress, *, host: AttemptHost, store: Store,
                  policy: CompactionPolicy, compressor: Compressor | None, holder: str,
-                 loop: CompressorLoop | None = None) -> None:
+                 loop: CompressorLoop | None = None,
+                 on_outcome: Callable[[CompressionOutcome], None] | None = None) -> None:
         self.command = command
         self.mode = command.mode or policy.mode
         self.automatic = command.automatic
@@ -91,6 +94,7 @@ class Attempt:
         self._compressor = compressor
         self._holder = holder
         self._loop = loop
+        self._on_outcome = on_outcome
         self._base_id, self._base_epoch = host.baseline
         self._keeper: LeaseKeeper | None = None
         self._worker: threading.Thread | None = None
@@ -160,7 +164,8 @@ class Attempt:
         if self.command.force:
             self._snapshot_and_clear_cooldown()
         self._checkpoint()
-        self._snapshot = self._store.transcript(self._base_id)
+        # never into an open turn or an unanswered trailing tool run: those travel in the tail
+        self._snapshot = self._host.compactable(self._store.transcript(self._base_id))
         if len(self._snapshot) < 2:
             return self._outcome(S.SKIPPED, "nothing_to_do")
         self._watermark = self._snapshot[-1].seq
@@ -396,9 +401,14 @@ class Attempt:
     def _complete(self, outcome: CompressionOutcome) -> None:
         self.finished_at = time.monotonic()
         try:
-            self.outcome.set_result(outcome)
+            self.outcome.set_result(outcome)  # runs the joined callers' callbacks: woken now
         except InvalidStateError:
-            pass
+            return
+        if self._on_outcome is not None:  # exactly once per attempt, after cleanup and callers
+            try:
+                self._on_outcome(outcome)
+            except Exception:
+                logger.exception("posting the outcome of %s failed", self._base_id)
 
     def _complete_error(self, exc: BaseException) -> None:
         self.finished_at = time.monotonic()

@@ -52,6 +52,8 @@ class CompactionPolicy:
     - ``max_resident``: at most this many actors per registry (least recently used go first).
     - ``ask_timeout_s``: the longest any call waits on an actor (``compress()`` waits
       ``max_compaction_s + ask_timeout_s``).
+    - ``max_turn_s``: a turn (``handle.turn()``) open longer than this is closed by
+      the actor, so a forgotten one cannot hold other paths' appends for ever.
     - ``token_counter``: counts tokens for ``max_tokens`` (default `estimate_tokens`).
     - ``merge_user_messages``: the compacted set never has two ``user`` messages in a
       row; merged ones keep every ``meta`` in ``meta["merged_from"]`` (False: never
@@ -68,6 +70,7 @@ class CompactionPolicy:
     idle_timeout_s: float = 300.0
     max_resident: int = 1024
     ask_timeout_s: float = 30.0
+    max_turn_s: float = 300.0
     token_counter: TokenCounter = estimate_tokens
     merge_user_messages: bool = True
 
@@ -79,7 +82,8 @@ class CompactionPolicy:
         _require_int("max_resident", self.max_resident, minimum=1)
         if self.mode not in MODES:
             raise InvalidArgumentError(f"mode must be one of {MODES}, got {self.mode!r}")
-        for name in ("lease_ttl_s", "max_compaction_s", "idle_timeout_s", "ask_timeout_s"):
+        for name in ("lease_ttl_s", "max_compaction_s", "idle_timeout_s", "ask_timeout_s",
+                     "max_turn_s"):
             _require_positive_seconds(name, getattr(self, name))
         if not (isinstance(self.cooldown_s, (int, float)) and math.isfinite(self.cooldown_s)
                 and self.cooldown_s >= 0):
@@ -109,6 +113,11 @@ class CompactionPolicy:
     def compress_wait_s(self) -> float:
         """The longest a ``compress()`` call waits for its outcome."""
         return self.max_compaction_s + self.ask_timeout_s
+
+    @property
+    def held_wait_s(self) -> float:
+        """The longest a call held behind another handle's turn waits before it is withdrawn."""
+        return self.max_turn_s + self.ask_timeout_s
 
     def over_budget(self, messages: Sequence[Message]) -> bool:
         """True when auto-compaction is on and ``messages`` exceed ``max_tokens``."""

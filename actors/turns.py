@@ -1,0 +1,142 @@
+"""The turn gate of one session actor: who holds the open turn, and the calls it holds.
+
+`handle.turn()` makes the messages a handle appends contiguous: while its turn is
+open, mutating calls (appends, another handle's turn) from every other handle wait
+here, in arrival order, and apply right after the turn closes. The gate is mutated
+only on the actor thread; other threads read it (`busy` for eviction, `admits` for
+a caller-runs append path, `overdue` for the registry's janitor).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from protocol import Append, OpenTurn, StoredMessage
+
+from .routing import Request
+
+__all__ = ["HELD_COMMANDS", "TurnGate"]
+
+logger = logging.getLogger("session_actors.turns")
+
+#: Commands held while another handle's turn is open (mutating ones, and turns).
+HELD_COMMANDS: tuple[type, ...] = (Append, OpenTurn)
+
+
+@dataclass(slots=True)
+class _Turn:
+    number: int
+    owner: int  # the sending handle's key
+    opened_at: float  # monotonic
+    depth: int = 1  # re-entrant opens of the same handle
+    appended: int = 0  # messages appended in this turn (the last ones of the transcript)
+    first: tuple[str, int] | None = None  # (session id, seq) of its first message
+
+
+class TurnGate:
+    """One actor's open turn (at most one) and the requests held behind it."""
+
+    def __init__(self, max_turn_s: float) -> None:
+        self._max_turn_s = max_turn_s
+        self._turn: _Turn | None = None
+        self._held: deque[Request] = deque()
+        self._numbers = itertools.count(1)
+
+    # -- read from any thread ---------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        """A turn is open or calls are held: the actor must not be evicted."""
+        return self._turn is not None or bool(self._held)
+
+    def admits(self, sender: int) -> bool:
+        """May a mutating call from handle ``sender`` apply now?
+
+        Yes when no turn is open and nothing is held (nothing to overtake), or when
+        the open turn is ``sender``'s own.
+        """
+        turn = self._turn
+        if turn is None:
+            return not self._held
+        return turn.owner == sender
+
+    def overdue(self, now: float) -> bool:
+        turn = self._turn
+        return turn is not None and now - turn.opened_at >= self._max_turn_s
+
+    # -- actor thread only ------------------------------------------------------------
+
+    def must_hold(self, request: Request) -> bool:
+        return isinstance(request.command, HELD_COMMANDS) and not self.admits(request.sender)
+
+    def hold(self, request: Request) -> None:
+        request.held = True
+        self._held.append(request)
+
+    def open(self, sender: int) -> int:
+        """Open a turn for ``sender``, or join its open one; returns the turn's number."""
+        turn = self._turn
+        if turn is not None:  # must_hold let it through: it is the owner's
+            turn.depth += 1
+            return turn.number
+        self._turn = _Turn(next(self._numbers), sender, time.monotonic())
+        return self._turn.number
+
+    def close(self, sender: int, number: int) -> bool:
+        """Leave turn ``number``; True when that closed it (the held calls may go).
+
+        A late exit of a turn the actor already closed is a no-op.
+        """
+        turn = self._turn
+        if turn is None or turn.number != number or turn.owner != sender:
+            return False
+        turn.depth -= 1
+        if turn.depth > 0:
+            return False
+        self._turn = None
+        return True
+
+    def close_overdue(self) -> bool:
+        """Close a turn open longer than ``max_turn_s``; True if one was closed."""
+        turn = self._turn
+        if turn is None or not self.overdue(time.monotonic()):
+            return False
+        logger.warning("turn %d open for more than %ss: closed by the actor (%d message(s) "
+                       "appended, %d call(s) held)", turn.number, self._max_turn_s,
+                       turn.appended, len(self._held))
+        self._turn = None
+        return True
+
+    def close_for_stop(self) -> None:
+        """The actor is stopping: its turn ends, its held calls must be applied."""
+        self._turn = None
+
+    def take_held(self) -> list[Request]:
+        """Every held request, oldest first (each is re-checked when served)."""
+        held, self._held = list(self._held), deque()
+        return held
+
+    def note_appended(self, sender: int, stored: list[StoredMessage]) -> None:
+        turn = self._turn
+        if turn is None or turn.owner != sender or not stored:
+            return
+        turn.appended += len(stored)
+        if turn.first is None:
+            turn.first = (stored[0].session_id, stored[0].seq)
+
+    def note_rewritten(self) -> None:
+        """A commit or a move gave the turn's messages new seqs: forget the old ones."""
+        if self._turn is not None:
+            self._turn.first = None
+
+    def snapshot_bounds(self, session_id: str) -> tuple[int, int | None]:
+        """``(turn_messages, turn_first_seq)`` for `protocol.compactable_end`."""
+        turn = self._turn
+        if turn is None:
+            return 0, None
+        first_seq = turn.first[1] if turn.first is not None and turn.first[0] == session_id else None
+        return turn.appended, first_seq
