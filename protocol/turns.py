@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .messages import Message, StoredMessage
+from .transcript import call_ids, in_tool_run
 
 __all__ = ["compactable_end", "trailing_open_run_start"]
 
@@ -37,19 +38,11 @@ def trailing_open_run_start(messages: Sequence[Message]) -> int | None:
     ``tool`` messages (parallel calls may be stored as consecutive assistant messages).
     """
     start = len(messages)
-    while start > 0 and _in_tool_run(messages[start - 1]):
+    while start > 0 and in_tool_run(messages[start - 1]):
         start -= 1
     if start == len(messages):
         return None
     run = messages[start:]
-    called = {_call_id(call) for m in run if m.role == "assistant" for call in m.tool_calls or ()}
+    called = {call_id for m in run for call_id in call_ids(m)}
     answered = {m.tool_call_id for m in run if m.role == "tool"}
     return start if called - answered else None
-
-
-def _in_tool_run(message: Message) -> bool:
-    return message.role == "tool" or (message.role == "assistant" and bool(message.tool_calls))
-
-
-def _call_id(call: object) -> object:
-    return call.get("id") if isinstance(call, dict) else None
