@@ -13,7 +13,7 @@ import pytest
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
-def readme_example(marker: str = "<!-- readme-example") -> str:
+def readme_example(marker: str) -> str:
     text = README.read_text()
     marker = text.index(marker)
     match = re.compile(r"```python\n(.*?)```", re.S).search(text, marker)
@@ -21,29 +21,28 @@ def readme_example(marker: str = "<!-- readme-example") -> str:
     return match.group(1)
 
 
-@pytest.mark.timeout(120)
-def test_library_example_runs(tmp_path):
+def run_example(tmp_path, marker: str) -> str:
+    """Run the python block after ``marker`` in a fresh directory; returns its stdout."""
     script = tmp_path / "example.py"
-    script.write_text(readme_example())
+    script.write_text(readme_example(marker))
     result = subprocess.run(
         [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=110,
         env={**os.environ, "PYTHONPATH": str(README.parent)},
     )
     assert result.returncode == 0, result.stderr
-    assert "COMPACTED" in result.stdout
+    return result.stdout
+
+
+@pytest.mark.timeout(120)
+def test_library_example_runs(tmp_path):
+    assert "COMPACTED" in run_example(tmp_path, "<!-- readme-example")
     assert (tmp_path / "state.db").exists()
 
 
 @pytest.mark.timeout(120)
 def test_turns_example_runs(tmp_path):
-    script = tmp_path / "gateway.py"
-    script.write_text(readme_example("<!-- readme-turns-example"))
-    result = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=110,
-        env={**os.environ, "PYTHONPATH": str(README.parent)},
-    )
-    assert result.returncode == 0, result.stderr
-    assert "'user', 'assistant', 'tool', 'assistant'" in result.stdout
+    out = run_example(tmp_path, "<!-- readme-turns-example")
+    assert "'user', 'assistant', 'tool', 'assistant'" in out
     assert (tmp_path / "gateway.db").exists()
 
 
