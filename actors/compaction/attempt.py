@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -438,7 +439,24 @@ def _as_messages(output: Sequence[Message] | None) -> list[Message]:
     return [m if isinstance(m, Message) else Message.from_dict(m) for m in output]
 
 
+#: Credentials an exception text may carry (a client echoing its request): masked.
+_CREDENTIAL = re.compile(
+    r"(?i)\b(bearer|basic)\s+[^\s'\",;]+"
+    r"|\b((?:proxy-)?authorization|x-api-key|api[-_]?key)(['\"]?\s*[:=]\s*['\"]?)"
+    r"(?:(?:bearer|basic)\s+)?[^\s'\",;]+")
+#: Longest error text kept in an outcome or a cooldown.
+_MAX_ERROR_CHARS = 500
+
+
 def _describe(exc: BaseException | None) -> str:
+    """A short cause for an outcome and a cooldown, credentials masked."""
     if exc is None:
         return "compressor returned nothing"
-    return f"{type(exc).__name__}: {exc}"
+    text = _CREDENTIAL.sub(_mask, f"{type(exc).__name__}: {exc}")
+    return text if len(text) <= _MAX_ERROR_CHARS else text[:_MAX_ERROR_CHARS - 3] + "..."
+
+
+def _mask(match: re.Match[str]) -> str:
+    if match.group(1):
+        return f"{match.group(1)} ***"
+    return f"{match.group(2)}{match.group(3)}***"

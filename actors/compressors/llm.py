@@ -1,31 +1,33 @@
 """`LLMCompressor`: summarize the middle of a transcript with an OpenAI-compatible model.
 
-The result has the shape `HeadTailCompressor` produces: the leading system prompt and
-the first real user ask are kept, the middle is replaced by one summary message whose
-content starts with `SUMMARY_PREFIX`, and the last ``keep_last`` messages stay verbatim.
+The result has the shape `HeadTailCompressor` produces (see `shape`): the leading system
+prompt and the first real user ask are kept, the middle is replaced by one summary
+message whose content starts with `SUMMARY_PREFIX`, and the kept tail stays verbatim.
 
 The request is ``POST {base_url}/chat/completions`` over the standard library's
-``http.client`` (no extra runtime dependency). It runs on a helper thread so the calling
-thread can watch ``cancel`` and the deadline: either one shuts the socket down, which
-makes the helper's blocked read return at once, and the helper is always joined before
-`LLMCompressor.compress` returns (no thread outlives a call).
+``http.client`` (no extra runtime dependency; see `transport`). A 429, a 5xx or a
+dropped connection is retried up to ``max_retries`` times with jittered exponential
+backoff that honours ``Retry-After`` (capped at 60 s); a set ``cancel`` stops it at
+once, in flight or while backing off. Error texts never hold the key or any request
+header, even when the endpoint echoes them back: they name the status and, at most, a
+short error code from the reply.
 """
 
 from __future__ import annotations
 
-import http.client
+import copy
+import email.utils
 import json
 import logging
 import math
 import os
-import socket
-import ssl
+import random
+import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from protocol import (
     SUMMARY_PREFIX,
@@ -36,6 +38,7 @@ from protocol import (
 )
 
 from .shape import split_transcript, summary_message
+from .transport import Cancelled, Endpoint, Exchange, Failed, Reply, TimedOut, TooLarge, proxy_for
 
 __all__ = [
     "ENV_API_KEY",
@@ -45,6 +48,8 @@ __all__ = [
     "LLMCompressor",
     "LLMCompressorError",
     "LLMTimeoutError",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
 ]
 
 log = logging.getLogger("session_actors.llm")
@@ -52,19 +57,25 @@ log = logging.getLogger("session_actors.llm")
 ENV_BASE_URL = "SESSION_ACTORS_LLM_BASE_URL"
 ENV_MODEL = "SESSION_ACTORS_LLM_MODEL"
 ENV_API_KEY = "SESSION_ACTORS_LLM_API_KEY"
+#: The OpenAI SDK's variables: the fallback when ours are not set.
+OPENAI_BASE_URL = "OPENAI_BASE_URL"
+OPENAI_API_KEY = "OPENAI_API_KEY"
 
 #: Messages kept verbatim at the end when neither the caller nor a policy says.
 DEFAULT_KEEP_LAST = 6
-#: How often the waiting thread looks at ``cancel`` and the deadline.
-_POLL_S = 0.02
-#: Longest wait for a TCP connection: a cancel cannot interrupt a connect in progress.
-_CONNECT_TIMEOUT_S = 10.0
-#: Largest reply body read; a summary is far smaller, anything bigger is a broken endpoint.
-_MAX_REPLY_BYTES = 8 * 1024 * 1024
+DEFAULT_MAX_RETRIES = 3
+#: Retries allowed at most (each waits up to `MAX_BACKOFF_S`).
+_MAX_RETRIES_LIMIT = 20
+#: First backoff before jitter; doubles per retry.
+_BACKOFF_BASE_S = 0.5
+#: No wait between tries is longer, whatever ``Retry-After`` says.
+MAX_BACKOFF_S = 60.0
 #: Characters per token of the rough budget we ask the model to stay under.
 _CHARS_PER_TOKEN = 4
 #: The smallest summary budget we request, however small ``target_tokens`` is.
 _MIN_SUMMARY_TOKENS = 128
+#: An error code from a reply is quoted only if it looks like one.
+_ERROR_CODE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 
 _INSTRUCTIONS = (
     "You compact a chat transcript so the conversation can continue within a context budget. "
@@ -91,35 +102,48 @@ class LLMCancelledError(LLMCompressorError):
 
 
 @dataclass(frozen=True, slots=True)
-class _Endpoint:
-    scheme: str
-    host: str
-    port: int | None
-    path: str
+class _Config:
+    base_url: str
+    model: str
+    api_key: str | None
 
-    @classmethod
-    def parse(cls, base_url: str) -> _Endpoint:
-        parts = urlsplit(base_url.strip())
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigurationError(
-                f"LLM base URL must be http(s)://host[:port][/path], got {base_url!r}"
-            )
-        try:
-            port = parts.port
-        except ValueError as exc:
-            raise ConfigurationError(f"LLM base URL has a bad port: {base_url!r}") from exc
-        return cls(parts.scheme, parts.hostname, port, parts.path.rstrip("/") + "/chat/completions")
+
+def _resolve(base_url: str | None, model: str | None, api_key: str | None,
+             env: Mapping[str, str]) -> _Config:
+    """Arguments first, then ours, then the OpenAI SDK's variables.
+
+    A key goes only to the base URL it was configured with: ``OPENAI_API_KEY`` only to
+    ``OPENAI_BASE_URL``, ours only to our URL (or one given as an argument).
+    """
+    model = model or env.get(ENV_MODEL) or None
+    if base_url:
+        key = api_key or env.get(ENV_API_KEY) or None
+    elif env.get(ENV_BASE_URL):
+        base_url, key = env[ENV_BASE_URL], api_key or env.get(ENV_API_KEY) or None
+    elif env.get(OPENAI_BASE_URL):
+        base_url, key = env[OPENAI_BASE_URL], api_key or env.get(OPENAI_API_KEY) or None
+    else:
+        key = None
+    if not base_url or not model:
+        missing = [what for what, value in ((f"{ENV_BASE_URL} (or {OPENAI_BASE_URL})", base_url),
+                                            (ENV_MODEL, model)) if not value]
+        raise ConfigurationError(
+            f"LLMCompressor needs a base URL and a model; set {' and '.join(missing)}")
+    return _Config(base_url, model, key)
 
 
 class LLMCompressor:
     """A `Compressor` backed by any OpenAI-compatible chat-completions endpoint.
 
     ``base_url`` (e.g. ``http://127.0.0.1:8000/v1``), ``model`` and ``api_key`` come from
-    the arguments or, when omitted, from ``SESSION_ACTORS_LLM_BASE_URL``,
-    ``SESSION_ACTORS_LLM_MODEL`` and ``SESSION_ACTORS_LLM_API_KEY``. The key is optional
-    (local servers rarely need one); a missing base URL or model is a `ConfigurationError`.
-    ``timeout_s`` bounds one request end to end. ``keep_last`` messages stay verbatim
-    (the policy's when None). Stateless across calls.
+    the arguments, else ``SESSION_ACTORS_LLM_BASE_URL`` / ``_MODEL`` / ``_API_KEY``, else
+    ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` (a key only goes to the URL it came with).
+    ``environ`` replaces ``os.environ`` for all of them and for the proxy variables
+    (``http_proxy``, ``https_proxy``, ``all_proxy``, ``no_proxy``, either case). The key
+    is optional (local servers rarely need one); no base URL or model is a
+    `ConfigurationError`. ``timeout_s`` bounds one request; ``max_retries`` (0-20)
+    retries after the first try; ``keep_last`` messages stay verbatim (the policy's
+    when None). Stateless across calls.
     """
 
     def __init__(
@@ -130,26 +154,29 @@ class LLMCompressor:
         api_key: str | None = None,
         timeout_s: float = 120.0,
         keep_last: int | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         env = os.environ if environ is None else environ
-        base_url = base_url or env.get(ENV_BASE_URL) or None
-        model = model or env.get(ENV_MODEL) or None
-        if not base_url or not model:
-            missing = [n for n, v in ((ENV_BASE_URL, base_url), (ENV_MODEL, model)) if not v]
-            raise ConfigurationError(
-                f"LLMCompressor needs a base URL and a model; set {' and '.join(missing)}"
-            )
-        if not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s) and timeout_s > 0):
-            raise InvalidArgumentError(f"timeout_s must be finite and > 0, got {timeout_s!r}")
-        if keep_last is not None and (not isinstance(keep_last, int) or keep_last < 0):
+        config = _resolve(base_url, model, api_key, env)
+        if (isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float))
+                or not math.isfinite(timeout_s) or not 0 < timeout_s <= 2_592_000):
+            raise InvalidArgumentError(f"timeout_s must be finite, > 0 and <= 30 days, got {timeout_s!r}")
+        if keep_last is not None and (not isinstance(keep_last, int) or isinstance(keep_last, bool)
+                                      or keep_last < 0):
             raise InvalidArgumentError(f"keep_last must be an int >= 0 or None, got {keep_last!r}")
-        self._endpoint = _Endpoint.parse(base_url)
-        self.base_url = base_url
-        self.model = model
-        self._api_key = api_key or env.get(ENV_API_KEY) or None
+        if (not isinstance(max_retries, int) or isinstance(max_retries, bool)
+                or not 0 <= max_retries <= _MAX_RETRIES_LIMIT):
+            raise InvalidArgumentError(
+                f"max_retries must be an int from 0 to {_MAX_RETRIES_LIMIT}, got {max_retries!r}")
+        self._endpoint = Endpoint.parse(config.base_url)
+        self._proxy = proxy_for(self._endpoint, env)
+        self.base_url = config.base_url
+        self.model = config.model
+        self._api_key = config.api_key
         self.timeout_s = float(timeout_s)
         self.keep_last = keep_last
+        self.max_retries = max_retries
 
     @property
     def name(self) -> str:
@@ -159,10 +186,9 @@ class LLMCompressor:
         """Adopt the policy's ``keep_last`` when none was given (see `bind_compressor`)."""
         if self.keep_last is not None:
             return self
-        return LLMCompressor(
-            base_url=self.base_url, model=self.model, api_key=self._api_key,
-            timeout_s=self.timeout_s, keep_last=policy.keep_last, environ={},
-        )
+        bound = copy.copy(self)
+        bound.keep_last = policy.keep_last
+        return bound
 
     def __repr__(self) -> str:  # never shows the key
         return f"LLMCompressor(base_url={self.base_url!r}, model={self.model!r})"
@@ -172,7 +198,7 @@ class LLMCompressor:
     def compress(
         self, messages: Sequence[Message], *, target_tokens: int, cancel: threading.Event
     ) -> Sequence[Message]:
-        """Return head + one summary message + the last ``keep_last`` messages.
+        """Return head + one summary message + the kept tail.
 
         A transcript with nothing between head and tail comes back unchanged.
         Raises `LLMCompressorError` (`LLMTimeoutError`, `LLMCancelledError`).
@@ -209,20 +235,56 @@ class LLMCompressor:
         }
         return json.dumps(payload, ensure_ascii=False).encode("utf-8")
 
-    # -- the request ---------------------------------------------------------------
+    # -- the request, with retries ------------------------------------------------------
 
     def _summarize(self, middle: list[Message], budget: int, cancel: threading.Event) -> str:
-        if cancel.is_set():
-            raise LLMCancelledError("summary request cancelled before it was sent")
         body = self._request_body(middle, budget)
-        call = _Call(self._endpoint, self._headers(len(body)), body, self.timeout_s)
-        status, raw = call.run(cancel)
-        if not 200 <= status < 300:
-            snippet = raw[:200].decode("utf-8", "replace")
-            raise LLMCompressorError(
-                f"LLM endpoint answered HTTP {status}: {snippet}", status=status
-            )
-        return _parse_summary(raw)
+        for attempt in range(self.max_retries + 1):
+            if cancel.is_set():
+                raise LLMCancelledError("summary request cancelled")
+            reply, error, retry_after = self._try_once(body, cancel)
+            if reply is not None:
+                return _parse_summary(reply.body)
+            if retry_after is None or attempt == self.max_retries:
+                raise error
+            delay = backoff_delay(attempt, retry_after)
+            log.info("LLM request failed (%s); retry %d of %d in %.2fs",
+                     error, attempt + 1, self.max_retries, delay)
+            if cancel.wait(delay):
+                raise LLMCancelledError("summary request cancelled while backing off")
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _try_once(self, body: bytes, cancel: threading.Event
+                  ) -> tuple[Reply | None, LLMCompressorError, str | None]:
+        """(reply, _, _) on success; else (None, error, Retry-After or "" if retryable)."""
+        exchange = Exchange(self._endpoint, self._headers(len(body)), body, self.timeout_s,
+                            self._proxy)
+        try:
+            reply = exchange.run(cancel)
+        except Cancelled:
+            raise LLMCancelledError("summary request cancelled while in flight") from None
+        except TimedOut:
+            raise LLMTimeoutError(f"LLM endpoint did not answer within {self.timeout_s:g}s") from None
+        except TooLarge:
+            raise LLMCompressorError("LLM reply is over the size limit") from None
+        except Failed as exc:
+            error = LLMCompressorError(f"LLM request failed: {exc}")
+            return None, error, "" if exc.retryable else None
+        if 200 <= reply.status < 300:
+            return reply, LLMCompressorError(), None
+        error = LLMCompressorError(self._status_text(reply), status=reply.status)
+        retryable = reply.status == 429 or 500 <= reply.status <= 599
+        return None, error, (reply.retry_after or "") if retryable else None
+
+    def _status_text(self, reply: Reply) -> str:
+        """The status and, if the reply has one, a short error code: never its text,
+        which may echo our headers or the key."""
+        text = f"LLM endpoint answered HTTP {reply.status}"
+        code = _error_code(reply.body)
+        secrets = [s for s in (self._api_key, self._proxy and self._proxy.secret) if s]
+        if code is not None and not any(code in s or s in code for s in secrets):
+            text += f" ({code})"
+        return text
 
     def _headers(self, length: int) -> dict[str, str]:
         headers = {
@@ -236,106 +298,44 @@ class LLMCompressor:
         return headers
 
 
-class _Call:
-    """One HTTP exchange on a helper thread, abortable by shutting its socket down."""
+def backoff_delay(attempt: int, retry_after: str | None, *, now: float | None = None) -> float:
+    """Seconds to wait before retry ``attempt + 1``: ``Retry-After`` when the endpoint
+    gave one (seconds or an HTTP date), else jittered exponential; at most 60 s."""
+    wait = _parse_retry_after(retry_after, time.time() if now is None else now)
+    if wait is None:
+        wait = _BACKOFF_BASE_S * (2 ** min(attempt, 16)) * random.uniform(0.5, 1.0)
+    return max(0.0, min(wait, MAX_BACKOFF_S))
 
-    def __init__(self, endpoint: _Endpoint, headers: dict[str, str], body: bytes, timeout_s: float):
-        self._endpoint = endpoint
-        self._headers = headers
-        self._body = body
-        self._timeout_s = timeout_s
-        self._conn: http.client.HTTPConnection | None = None
-        self._lock = threading.Lock()
-        self._aborted = False
-        self._done = threading.Event()
-        self._result: tuple[int, bytes] | None = None
-        self._error: BaseException | None = None
 
-    def run(self, cancel: threading.Event) -> tuple[int, bytes]:
-        deadline = time.monotonic() + self._timeout_s
-        worker = threading.Thread(target=self._exchange, name="session-actors-llm", daemon=True)
-        worker.start()
-        try:
-            reason = self._wait(cancel, deadline)
-            if reason is not None:
-                self._abort()
-                worker.join()
-                if reason == "cancel":
-                    raise LLMCancelledError("summary request cancelled while in flight")
-                raise LLMTimeoutError(f"LLM endpoint did not answer within {self._timeout_s:g}s")
-        finally:
-            worker.join()
-        if self._error is not None:
-            if isinstance(self._error, LLMCompressorError):
-                raise self._error
-            if isinstance(self._error, TimeoutError):  # the socket timeout beat our deadline
-                raise LLMTimeoutError(
-                    f"LLM endpoint did not answer within {self._timeout_s:g}s"
-                ) from self._error
-            raise LLMCompressorError(f"LLM request failed: {self._error}") from self._error
-        assert self._result is not None
-        return self._result
-
-    def _wait(self, cancel: threading.Event, deadline: float) -> str | None:
-        """None once the exchange finished; else why it must be aborted."""
-        while not self._done.wait(_POLL_S):
-            if cancel.is_set():
-                return "cancel"
-            if time.monotonic() >= deadline:
-                return "timeout"
+def _parse_retry_after(value: str | None, now: float) -> float | None:
+    if not value:
         return None
-
-    def _exchange(self) -> None:
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
         try:
-            conn = self._connect()
-            conn.request("POST", self._endpoint.path, body=self._body, headers=self._headers)
-            response = conn.getresponse()
-            body = response.read(_MAX_REPLY_BYTES + 1)
-            if len(body) > _MAX_REPLY_BYTES:
-                raise LLMCompressorError(f"LLM reply is over {_MAX_REPLY_BYTES} bytes")
-            self._result = (response.status, body)
-        except BaseException as exc:  # reported to the waiting thread, never lost
-            self._error = exc
-        finally:
-            self._close()
-            self._done.set()
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None:
+            return None
+        seconds = when.timestamp() - now
+    return seconds if math.isfinite(seconds) else None
 
-    def _connect(self) -> http.client.HTTPConnection:
-        ep = self._endpoint
-        connect_timeout = min(self._timeout_s, _CONNECT_TIMEOUT_S)
-        if ep.scheme == "https":
-            conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-                ep.host, ep.port, timeout=connect_timeout, context=ssl.create_default_context()
-            )
-        else:
-            conn = http.client.HTTPConnection(ep.host, ep.port, timeout=connect_timeout)
-        with self._lock:
-            if self._aborted:
-                raise LLMCancelledError("summary request aborted before connecting")
-            self._conn = conn
-        conn.connect()
-        conn.sock.settimeout(self._timeout_s)
-        with self._lock:  # an abort that came while connecting found no socket to shut
-            if self._aborted:
-                raise LLMCancelledError("summary request aborted while connecting")
-        return conn
 
-    def _abort(self) -> None:
-        """Unblock the helper: shut the socket down (close alone may not wake a recv)."""
-        with self._lock:
-            self._aborted = True
-            sock = self._conn.sock if self._conn is not None else None
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # already closed or never connected: nothing to wake
-
-    def _close(self) -> None:
-        with self._lock:
-            conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
+def _error_code(raw: bytes) -> str | None:
+    """``error.code`` or ``error.type`` of an OpenAI-shaped error body, if identifier-like."""
+    try:
+        document = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    error = document.get("error") if isinstance(document, dict) else None
+    candidates = [error.get("code"), error.get("type")] if isinstance(error, dict) else [error]
+    for candidate in candidates:
+        if isinstance(candidate, str) and _ERROR_CODE.match(candidate):
+            return candidate
+    return None
 
 
 def _render(message: Message) -> str:

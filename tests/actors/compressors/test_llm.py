@@ -155,6 +155,7 @@ def test_unreachable_endpoint_raises() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    comp = LLMCompressor(base_url=f"http://127.0.0.1:{port}/v1", model="m", timeout_s=5)
+    comp = LLMCompressor(base_url=f"http://127.0.0.1:{port}/v1", model="m", timeout_s=5,
+                         max_retries=0)
     with pytest.raises(LLMCompressorError, match="failed"):
         comp.compress(transcript(), target_tokens=100, cancel=threading.Event())
