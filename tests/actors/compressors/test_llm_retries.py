@@ -192,19 +192,22 @@ def test_unsupported_proxy_schemes_are_configuration_errors() -> None:
 
 # -- secrets ---------------------------------------------------------------------------------
 
+def compact_once(store_url: str, comp):
+    """One compaction of a fresh session: its outcome and the cooldown it left."""
+    store = open_store(store_url)
+    try:
+        with SessionRegistry(store, compressor=comp, policy=CompactionPolicy(keep_last=2)) as registry:
+            s = registry.session("secret")
+            s.append(transcript())
+            return s.compress(), store.cooldown(s.session_id)
+    finally:
+        store.close()
+
+
 def test_an_echoed_key_never_reaches_the_outcome_or_the_cooldown(llm_server: FakeLLM,
                                                                  store_url: str) -> None:
     llm_server.behaviour = "echo"  # 401 with every request header in the body
-    store = open_store(store_url)
-    try:
-        with SessionRegistry(store, compressor=compressor(llm_server),
-                             policy=CompactionPolicy(keep_last=2)) as registry:
-            s = registry.session("secret")
-            s.append(transcript())
-            outcome = s.compress()
-            cooldown = store.cooldown(s.session_id)
-    finally:
-        store.close()
+    outcome, cooldown = compact_once(store_url, compressor(llm_server))
     assert outcome.status is CompressionStatus.FAILED and "401" in outcome.error
     assert "invalid_api_key" in outcome.error  # the cause is still named
     for text in (outcome.error, cooldown.error):
@@ -217,15 +220,7 @@ def test_credentials_in_any_compressor_error_are_masked(store_url: str) -> None:
 
     echo = RuntimeError('401 from proxy: {"Authorization": "Bearer sk-live-123"}, api_key=sk-x '
                         "Proxy-Authorization: Basic dXNlcjpwYXNz")
-    store = open_store(store_url)
-    try:
-        with SessionRegistry(store, compressor=ScriptedCompressor(echo)) as registry:
-            s = registry.session("masked")
-            s.append(transcript())
-            outcome = s.compress()
-            cooldown = store.cooldown(s.session_id)
-    finally:
-        store.close()
+    outcome, cooldown = compact_once(store_url, ScriptedCompressor(echo))
     assert outcome.status is CompressionStatus.FAILED and outcome.error.startswith("RuntimeError: 401")
     for text in (outcome.error, cooldown.error):
         for leaked in ("sk-live-123", "sk-x", "dXNlcjpwYXNz"):
