@@ -316,3 +316,32 @@ def test_runner_run_with_tools_a_review_path_and_auto_compaction(make_registry, 
     for n in range(len(inputs) // 2):
         assert {f"question {n}", f"review note {n}"} <= texts
         assert f"call_{n}" in answered
+
+
+def test_runner_remembers_across_runs_streamed_too_and_honours_run_config_limits(registry):
+    from agents import Agent, RunConfig, Runner
+    from agents.testing import ScriptedModel, assistant_message
+
+    model = ScriptedModel()
+    agent = Agent(name="assistant", model=model)
+    session = AgentsSession(registry, "history")
+
+    async def scenario() -> None:
+        for n in range(3):
+            model.enqueue([assistant_message(f"Reply {n}", item_id=f"msg_{n}")])
+            await Runner.run(agent, f"Message {n}", session=session,
+                             run_config=RunConfig(tracing_disabled=True))
+        model.enqueue([assistant_message("Reply 3", item_id="msg_3")])
+        streamed = Runner.run_streamed(agent, "Message 3", session=session, run_config=RunConfig(
+            tracing_disabled=True, session_settings=SessionSettings(limit=2)))
+        async for _event in streamed.stream_events():
+            pass
+
+    run(scenario())
+    inputs = [call.input for call in model.calls]
+    assert [item.get("content") for item in inputs[2][::2]] == ["Message 0", "Message 1", "Message 2"]
+    assert len(inputs[2]) == 5  # four items of history and the new message
+    assert inputs[3][0] == {"role": "user", "content": "Message 2"}  # the last two, then the new one
+    assert inputs[3][1]["content"][0]["text"] == "Reply 2"
+    assert inputs[3][2] == {"role": "user", "content": "Message 3"}
+    assert len(run(session.get_items())) == 8
