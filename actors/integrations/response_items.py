@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from protocol import InvalidMessageError, Message
@@ -130,7 +130,7 @@ def _render(message: Message) -> list[dict[str, Any]]:
         return [{"type": "function_call_output", "call_id": message.tool_call_id or "",
                  "output": _parts(message.content, "input_text")}]
     items: list[dict[str, Any]] = []
-    if message.content not in (None, "", []):
+    if message.content not in (None, "", []) or not message.tool_calls:
         items.append({"role": message.role,
                       "content": _parts(message.content, _TEXT_PART.get(message.role, "input_text"))})
     for call in message.tool_calls or ():
@@ -155,7 +155,7 @@ def _json_copy(item: Mapping[str, Any]) -> dict[str, Any]:
     """A detached copy as the store will give it back (JSON types only)."""
     try:
         return json.loads(json.dumps(item, allow_nan=False))
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidMessageError(f"item is not JSON-able: {exc}") from exc
 
 

@@ -104,8 +104,17 @@ def test_the_stored_item_is_a_detached_copy():
     assert ITEM_KEY in message.meta
 
 
+def _deep(levels: int) -> dict:
+    item: dict = {"role": "user", "content": "deep"}
+    for _ in range(levels):
+        item = {"role": "user", "content": "x", "nested": item}
+    return item
+
+
 @pytest.mark.parametrize("bad", [
     "not a dict",
+    _deep(5000),  # past Python's recursion limit: still a typed error
+
     {"role": "user", "content": float("nan")},
     {"role": "user", "content": object()},
     {"role": "critic", "content": "unknown role"},
