@@ -59,8 +59,8 @@ def finish(proc: subprocess.Popen) -> tuple[int, str]:
     except subprocess.TimeoutExpired:
         proc.kill()
         _, err = proc.communicate()
-        return -999, "hung: " + err.decode(errors="replace")[-2000:]
-    return proc.returncode, err.decode(errors="replace")[-2000:]
+        return -999, "hung: " + err.decode(errors="replace")[-4000:]
+    return proc.returncode, err.decode(errors="replace")[-4000:]
 
 
 def ledger_acks(paths: Iterable[Path]) -> list[Ack]:
