@@ -1,14 +1,16 @@
 """``session-actors simulate``: a gateway-shaped workload, then an integrity report.
 
-Many sessions; user turns and assistant replies; a background review appending to
-the same session at the same time; "background process finished" events; manual
+Many sessions; user turns (each inside ``turn()``) and assistant replies, some with a
+tool call and its result; a background review appending to the same session in the
+middle of a turn; "background process finished" events; manual
 compresses in both modes; the incident itself (two paths compressing one session at
 once); interrupts racing a compression; auto-compaction with a low ``max_tokens``.
 All from ``--threads`` threads per process, in ``--processes`` processes (spawned,
 each with its own store connection and registry) on one database.
 
 Then every acknowledged message is looked for (see `actors.simulate.check`), along with
-forks, orphan writes, seq gaps, lineage cycles and leaked leases: all must be 0,
+forks, orphan writes, seq gaps, lineage cycles, leaked leases, turns split by another
+path and tool results separated from their call: all must be 0,
 else exit status 1. ``--naive`` runs the same workload on the upstream code path
 (no actors, no leases) to show the forks it makes.
 

@@ -16,6 +16,7 @@ import itertools
 import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from protocol import Message, StoredMessage
@@ -53,6 +54,9 @@ class LedgerGateway:
     def after_turn(self, root: str) -> None:
         self.inner.after_turn(root)
 
+    def turn(self, root: str) -> AbstractContextManager[object]:
+        return self.inner.turn(root)
+
 
 def ledger_acks(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Ack]:
     """Every acknowledgement in these ledgers (a torn last line was never counted)."""
@@ -65,7 +69,7 @@ def ledger_acks(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Ack]:
 def remaining_jobs(config: WorkerConfig, finished: int, stop: Any) -> Iterator[tuple[str, int]]:
     """This worker's turns from the ``finished``-th on, then more rounds until ``stop``."""
     yield from build_jobs(config)[finished:]
-    roots = session_ids(config.prefix, config.sessions)
+    roots = session_ids(config.prefix, config.sessions)  # another worker's: compress only
     for turn in itertools.count(config.turns + config.worker, config.workers):
         for root in roots:
             if stop.value:

@@ -12,7 +12,8 @@ row still exists with the same content and it is one of:
   watermark the naive path wrote into its child's summary (naive mode only).
 
 Anything else was lost: never carried, or written into an orphan child. A message
-carried by more than one copy is a duplicate. The
+carried by more than one copy is a duplicate. Turns split by another path and tool
+results separated from their call are counted from the rows too (`conversation`). The
 structural checks (forks, seq gaps, cycles, orphan writes) come from `check_store`.
 After every registry closed, any lease still held in the run's scope is leaked.
 """
@@ -26,6 +27,8 @@ from dataclasses import dataclass, field
 from persistence import Store
 from persistence.integrity import check_store
 from protocol import END_REASON_COMPRESSION, StoredMessage
+
+from .conversation import separated_tool_results, split_turns
 
 __all__ = ["Ack", "IntegrityReport", "NAIVE_WATERMARK_KEY", "check_run"]
 
@@ -55,6 +58,8 @@ class IntegrityReport:
     orphan_writes: int = 0
     lineage_cycles: int = 0
     duplicated_copies: int = 0
+    turns_split: int = 0
+    tool_results_separated: int = 0
     sessions: int = 0
     messages: int = 0
     compactions: int = 0
@@ -71,6 +76,8 @@ class IntegrityReport:
             "orphan_writes": self.orphan_writes,
             "lineage_cycles": self.lineage_cycles,
             "duplicated_copies": self.duplicated_copies,
+            "turns_split": self.turns_split,
+            "tool_results_separated": self.tool_results_separated,
         }
 
 
@@ -162,6 +169,7 @@ def _check_lineage(store: Store, root: str, acks: list[Ack], report: IntegrityRe
             if len(report.examples) < 3 * _EXAMPLES:
                 report.examples.append(f"duplicated: message {origin} of {root} copied "
                                        f"{len(copies)} times")
+    _check_conversation(lineage, root, acks, report)
     followed = set(lineage.followed)
     for ack in acks:
         problem = _unaccounted(lineage, followed, ack.id, ack.content, depth=0)
@@ -169,6 +177,32 @@ def _check_lineage(store: Store, root: str, acks: list[Ack], report: IntegrityRe
             report.lost_messages += 1
             if len(report.examples) < 3 * _EXAMPLES:
                 report.examples.append(f"lost: message {ack.id} of {root}: {problem}")
+
+
+def _check_conversation(lineage: _Lineage, root: str, acks: list[Ack],
+                        report: IntegrityReport) -> None:
+    """Turns kept whole and tool results next to their calls, as the database has them."""
+    acked = [lineage.rows[a.id] for a in acks if a.id in lineage.rows]
+    split = split_turns(acked)
+    report.turns_split += len(split)
+    report.examples += [f"turn split: {turn!r} of {root}" for turn in split[:_EXAMPLES]]
+    # every row of a session in seq order (what was appended, and what each compaction
+    # wrote where it wrote it), and the live transcript alone (what the model reads next)
+    rows = list(lineage.rows.values())
+    orders = [sorted(group, key=lambda m: m.seq) for group in _by_session(rows).values()]
+    orders += [sorted(group, key=lambda m: m.seq) for group in _by_session(
+        [r for r in rows if r.state == "live"]).values()]
+    separated = {order[i].id for order in orders for i in separated_tool_results(order)}
+    report.tool_results_separated += len(separated)
+    report.examples += [f"tool result separated from its call: message {i} of {root}"
+                        for i in sorted(separated)[:_EXAMPLES]]
+
+
+def _by_session(rows: list[StoredMessage]) -> dict[str, list[StoredMessage]]:
+    grouped: dict[str, list[StoredMessage]] = {}
+    for row in rows:
+        grouped.setdefault(row.session_id, []).append(row)
+    return grouped
 
 
 def _unaccounted(

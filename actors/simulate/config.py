@@ -13,7 +13,7 @@ from ..compaction.policy import CompactionPolicy
 from ..compressors import Compressor, HeadTailCompressor, LLMCompressor
 
 __all__ = ["STEP_TIMEOUT_S", "SlowCompressor", "WorkerConfig", "make_compressor", "make_policy",
-           "session_ids"]
+           "owned_roots", "owns", "session_ids"]
 
 #: How long one step waits on a barrier or a helper thread before calling it an error.
 STEP_TIMEOUT_S = 60.0
@@ -63,6 +63,21 @@ class SlowCompressor:
 
 def session_ids(prefix: str, sessions: int) -> list[str]:
     return [f"{prefix}{i:03d}" for i in range(sessions)]
+
+
+def owned_roots(config: WorkerConfig) -> list[str]:
+    """The sessions whose user turns this worker runs.
+
+    A session is routed to one worker process, as DESIGN advises (turns order the
+    paths of one registry; other processes are ordered by the database only). Other
+    workers still compact it (manual compresses reach any session).
+    """
+    return [root for root in session_ids(config.prefix, config.sessions) if owns(config, root)]
+
+
+def owns(config: WorkerConfig, root: str) -> bool:
+    """Whether ``root``'s user turns are routed to this worker (see `owned_roots`)."""
+    return int(root.removeprefix(config.prefix)) % config.workers == config.worker
 
 
 def make_policy(config: WorkerConfig) -> CompactionPolicy:

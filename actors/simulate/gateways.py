@@ -3,7 +3,9 @@
 `ActorGateway` goes through a `SessionRegistry` (mailbox per session, lease with a
 fencing token). `NaiveGateway` reproduces the upstream incident on purpose: every
 path reads the transcript, summarizes it, ends the parent and creates its own child,
-with no lease and no serialization, and writes wherever its cached id points.
+with no lease and no serialization, and writes wherever its cached id points, with
+no turns (another path's message may land inside a turn, even between a tool call
+and its result).
 """
 
 from __future__ import annotations
@@ -12,13 +14,14 @@ import logging
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 from persistence import Store, open_store
 from protocol import END_REASON_COMPRESSION, Message, SessionEndedError, StoredMessage
 
 from ..compaction.policy import CompactionPolicy, bind_compressor
 from ..compressors import Compressor
+from ..handle import SessionHandle
 from ..registry import SessionRegistry, default_holder
 from .check import NAIVE_WATERMARK_KEY
 from .config import STEP_TIMEOUT_S, WorkerConfig, make_compressor, make_policy
@@ -38,11 +41,33 @@ class ActorGateway:
 
     def __init__(self, registry: SessionRegistry) -> None:
         self.registry = registry
+        self._local = threading.local()  # this thread's open turn: {root: handle}
 
     def append(self, root: str, messages: Sequence[Message], *, review: bool = False
                ) -> list[StoredMessage]:
-        handle = self.registry.review(root) if review else self.registry.session(root, source="sim")
+        handle = self.registry.review(root) if review else self._main_handle(root)
         return handle.append(list(messages))
+
+    @contextmanager
+    def turn(self, root: str) -> Iterator[None]:
+        """One handle for the turn's appends, inside its ``turn()``: other paths wait."""
+        handle = self.registry.session(root, source="sim")
+        turns = self._turns()
+        turns[root] = handle
+        try:
+            with handle.turn():
+                yield
+        finally:
+            del turns[root]
+
+    def _main_handle(self, root: str) -> SessionHandle:
+        handle = self._turns().get(root)
+        return handle if handle is not None else self.registry.session(root, source="sim")
+
+    def _turns(self) -> dict[str, SessionHandle]:
+        if not hasattr(self._local, "turns"):
+            self._local.turns = {}
+        return self._local.turns
 
     def compress(self, root: str, mode: str) -> str:
         return self.registry.session(root, source="sim").compress(mode=mode).status.value
@@ -135,6 +160,9 @@ class NaiveGateway:
 
     def compress_and_interrupt(self, root: str, mode: str) -> tuple[str, bool]:
         return self.compress(root, mode), False  # upstream has no way to interrupt
+
+    def turn(self, root: str) -> AbstractContextManager[None]:
+        return nullcontext()  # upstream has no turns: other paths land anywhere
 
     def after_turn(self, root: str) -> None:
         if self.policy.over_budget(self.store.transcript(self._cached(root))):

@@ -1,12 +1,18 @@
 """The gateway-shaped workload ``simulate`` drives, and one worker (a process's share).
 
-A worker runs its turns on ``threads`` threads. Each turn of a session is the user's
-message and the assistant's reply, plus, at random (seeded): a background review
-appending through `SessionRegistry.review` at the same time, a "background process
-finished" event, a manual ``/compress`` (either mode), the incident itself (two paths
-compressing the same session at the same moment, started by one barrier), and an
-interrupt racing a compression. Auto-compaction runs under a policy with a low
-``max_tokens``. The same turn script drives the naive gateway (`actors.simulate.gateways`).
+A worker runs the turns of the sessions routed to it (`owned_roots`) on ``threads``
+threads. Each turn of a session is the user's message and the assistant's reply
+(sometimes with a tool call and its result between), appended inside one
+``turn()``, plus, at random (seeded): a background review appending through
+`SessionRegistry.review` at the same time, a "background process finished" event,
+a manual ``/compress`` (either mode; with several workers it may reach a session
+another worker owns), the incident itself (two paths compressing the same session
+at the same moment, started by one barrier), and an interrupt racing a compression.
+Auto-compaction runs under a policy with a low ``max_tokens``. The same turn script
+drives the naive gateway (`actors.simulate.gateways`), which has no turns.
+
+Every message carries ``meta["turn"]`` (unique per execution of a turn, so a turn
+re-run after a kill is another turn) so the check can find turns in the database.
 """
 
 from __future__ import annotations
@@ -15,15 +21,17 @@ import json
 import logging
 import random
 import threading
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 from protocol import Message, StoredMessage
 
 from .check import Ack
-from .config import STEP_TIMEOUT_S, WorkerConfig, session_ids
+from .config import STEP_TIMEOUT_S, WorkerConfig, owned_roots, owns, session_ids
 
 __all__ = ["Gateway", "WorkerResult", "build_jobs", "run_worker"]
 
@@ -81,18 +89,21 @@ class Gateway(Protocol):
     """What a turn needs from the layer under test (actors, or naive store calls)."""
 
     def append(self, root: str, messages: Sequence[Message], *, review: bool = False) -> list[StoredMessage]: ...
+    def turn(self, root: str) -> AbstractContextManager[object]:
+        """Main-path appends of this thread to ``root`` inside the block form one turn."""
+        ...
     def compress(self, root: str, mode: str) -> str: ...
     def compress_and_interrupt(self, root: str, mode: str) -> tuple[str, bool]: ...
     def after_turn(self, root: str) -> None: ...
 
 
 def build_jobs(config: WorkerConfig) -> list[tuple[str, int]]:
-    """This worker's (session, turn) pairs: every session, its share of the turns,
-    round by round so all sessions advance together; shuffled inside a round."""
+    """This worker's (session, turn) pairs: every turn of the sessions routed to it,
+    round by round so they advance together; shuffled inside a round."""
     rng = random.Random(f"{config.seed}:{config.worker}:jobs")
-    roots = session_ids(config.prefix, config.sessions)
+    roots = owned_roots(config)
     jobs = []
-    for turn in range(config.worker, config.turns, config.workers):
+    for turn in range(config.turns):
         round_jobs = [(root, turn) for root in roots]
         rng.shuffle(round_jobs)
         jobs += round_jobs
@@ -148,15 +159,20 @@ def run_worker(
 def _run_turn(gateway: Gateway, root: str, turn: int, config: WorkerConfig,
               rng: random.Random, result: WorkerResult) -> None:
     tag = f"{root} w{config.worker} t{turn}"
+    if not owns(config, root):  # another worker's session: this process only compacts it
+        try:
+            _maybe_compress(gateway, root, rng, result)
+        except Exception as exc:
+            result.record_error(f"visit {tag}", exc)
+        return
     try:
-        review = _maybe_start_review(gateway, root, tag, rng)
-        _append(gateway, root, [Message("user", f"user ask {tag}: {_words(rng)}")], result)
-        if rng.random() < P_TOOL:
-            call = {"id": f"call-{turn}", "type": "function",
-                    "function": {"name": "lookup", "arguments": "{}"}}
-            _append(gateway, root, [Message("assistant", "", tool_calls=[call])], result)
-            _append(gateway, root, [Message("tool", f"tool result {tag}", tool_call_id=f"call-{turn}")], result)
-        _append(gateway, root, [Message("assistant", f"reply {tag}: {_words(rng)}")], result)
+        asked = threading.Event()  # the review reacts to the ask, in the middle of the turn
+        review = _maybe_start_review(gateway, root, tag, rng, asked)
+        try:
+            with gateway.turn(root):
+                _user_turn(gateway, root, tag, turn, rng, result, asked)
+        finally:
+            asked.set()  # never leave the review waiting
         if review is not None:
             thread, review_result = review
             thread.join(STEP_TIMEOUT_S)
@@ -165,11 +181,41 @@ def _run_turn(gateway: Gateway, root: str, turn: int, config: WorkerConfig,
             event = Message("user", f"Background process proc_{turn} completed ({tag})",
                             meta={"synthetic": True})
             _append(gateway, root, [event, Message("assistant", f"noted {tag}")], result)
-        _maybe_compress(gateway, root, rng, result)
+        _maybe_compress(gateway, _compress_target(root, config, rng), rng, result)
         gateway.after_turn(root)
         result.turns += 1
     except Exception as exc:  # counted as a violation in the report, never lost
         result.record_error(f"turn {tag}", exc)
+
+
+def _user_turn(gateway: Gateway, root: str, tag: str, turn: int, rng: random.Random,
+               result: WorkerResult, asked: threading.Event) -> None:
+    """The ask, maybe a tool call and its result, the reply: one append each.
+
+    ``asked`` is set after the ask, or after the tool call when there is one: a
+    review racing the turn lands inside it (or between the call and its result)
+    unless the turn holds it.
+    """
+    meta = {"turn": f"{tag} {uuid.uuid4().hex[:8]}"}
+    _append(gateway, root, [Message("user", f"user ask {tag}: {_words(rng)}", meta=meta)], result)
+    if rng.random() < P_TOOL:
+        call_id = f"call-{turn}"
+        call = {"id": call_id, "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+        _append(gateway, root, [Message("assistant", None, tool_calls=[call], meta=meta)], result)
+        asked.set()
+        _append(gateway, root, [Message("tool", f"tool result {tag}", tool_call_id=call_id,
+                                        meta=meta)], result)
+    asked.set()
+    _append(gateway, root, [Message("assistant", f"reply {tag}: {_words(rng)}", meta=meta)], result)
+
+
+def _compress_target(root: str, config: WorkerConfig, rng: random.Random) -> str:
+    """Usually the turn's own session; with several workers, sometimes one another worker
+    owns (a manual ``/compress`` reaching any process: leases and fencing at work)."""
+    roll = rng.random()  # drawn in every run, so a seed replays the same events
+    if config.workers > 1 and roll < 0.5:
+        return rng.choice(session_ids(config.prefix, config.sessions))
+    return root
 
 
 def _append(gateway: Gateway, root: str, messages: list[Message], result: WorkerResult,
@@ -179,9 +225,10 @@ def _append(gateway: Gateway, root: str, messages: list[Message], result: Worker
     result.acks += [Ack(root, m.id, m.text) for m in stored]
 
 
-def _maybe_start_review(gateway: Gateway, root: str, tag: str, rng: random.Random
-                        ) -> tuple[threading.Thread, WorkerResult] | None:
-    """The background review shares the session id and writes while the turn goes on."""
+def _maybe_start_review(gateway: Gateway, root: str, tag: str, rng: random.Random,
+                        asked: threading.Event) -> tuple[threading.Thread, WorkerResult] | None:
+    """The background review shares the session id and writes, once the user has asked,
+    while the turn goes on."""
     if rng.random() >= P_REVIEW:
         return None
     note = Message("assistant", f"review note {tag}: {_words(rng)}", meta={"review": True})
@@ -189,6 +236,7 @@ def _maybe_start_review(gateway: Gateway, root: str, tag: str, rng: random.Rando
 
     def review() -> None:
         try:
+            asked.wait(STEP_TIMEOUT_S)
             _append(gateway, root, [note], local, review=True)
         except Exception as exc:  # merged into the turn's result after the join
             local.record_error(f"review {tag}", exc)

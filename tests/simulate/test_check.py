@@ -84,3 +84,79 @@ def test_writes_into_an_orphan_child_are_lost(sqlite_path: str) -> None:
     # fsck's orphan write is only the one in the non-oldest child: the root's row was
     # written before the root ended (a stranded row, a warning), yet it is still lost
     assert report.orphan_writes == 1
+
+
+# -- the conversation checks: turns and tool pairs, from the database --------------------
+
+def call(call_id: str) -> dict:
+    return {"id": call_id, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+
+
+def appended(path: str, *batches: list[Message]) -> list[Ack]:
+    """ROOT created, then each batch appended as one acknowledged append, in order."""
+    store = open_store(path)
+    try:
+        store.create_session(ROOT)
+        return [Ack(ROOT, m.id, m.text) for batch in batches for m in store.append(ROOT, batch)]
+    finally:
+        store.close()
+
+
+def turn(tag: str, *messages: Message) -> list[Message]:
+    return [Message(m.role, m.content, m.name, m.tool_call_id, m.tool_calls, {"turn": tag})
+            for m in messages]
+
+
+def test_whole_turns_with_answered_calls_are_clean(sqlite_path: str) -> None:
+    acks = appended(sqlite_path, turn("a", Message("user", "ask a")),
+                    turn("a", Message("assistant", None, tool_calls=[call("c1")]),
+                         Message("tool", "r1", tool_call_id="c1")),
+                    [Message("assistant", "review note")],
+                    turn("b", Message("user", "ask b"), Message("assistant", "answer b")))
+    report = check(sqlite_path, acks)
+    assert report.turns_split == 0 and report.tool_results_separated == 0
+
+
+def test_another_paths_message_inside_a_turn_is_a_split(sqlite_path: str) -> None:
+    acks = appended(sqlite_path, turn("a", Message("user", "ask a")),
+                    [Message("assistant", "review note")],
+                    turn("a", Message("assistant", "answer a")),
+                    turn("b", Message("user", "ask b"), Message("assistant", "answer b")))
+    report = check(sqlite_path, acks)
+    assert report.turns_split == 1 and report.violations()["turns_split"] == 1
+    assert any("turn split: 'a'" in e for e in report.examples)
+
+
+def test_a_message_between_a_call_and_its_result_separates_them(sqlite_path: str) -> None:
+    acks = appended(sqlite_path, [Message("user", "ask")],
+                    [Message("assistant", None, tool_calls=[call("c1"), call("c2")])],
+                    [Message("tool", "r1", tool_call_id="c1")],
+                    [Message("assistant", "review note")],
+                    [Message("tool", "r2", tool_call_id="c2")])
+    report = check(sqlite_path, acks)
+    assert report.tool_results_separated == 1
+    assert report.violations()["tool_results_separated"] == 1
+
+
+def test_a_call_left_unanswered_by_a_killed_worker_is_not_counted(sqlite_path: str) -> None:
+    acks = appended(sqlite_path, [Message("user", "ask")],
+                    [Message("assistant", None, tool_calls=[call("c1")])],
+                    [Message("user", "ask again")],  # the re-run turn after the kill
+                    [Message("assistant", None, tool_calls=[call("c2")]),
+                     Message("tool", "r2", tool_call_id="c2")])
+    assert check(sqlite_path, acks).tool_results_separated == 0
+
+
+def test_a_tool_result_carried_alone_into_a_compaction_is_separated(sqlite_path: str) -> None:
+    acks = appended(sqlite_path, [Message("user", "ask")],
+                    [Message("assistant", None, tool_calls=[call("c1")])],
+                    [Message("tool", "r1", tool_call_id="c1")])
+    store = open_store(sqlite_path)
+    try:  # a compaction whose watermark cut the pair: the call summarized, the result carried
+        lease = store.acquire_lease(ROOT, "test", 60)
+        store.commit_compaction(lease, watermark=2, mode="in_place",
+                                compacted=[Message("user", "summary")])
+        store.release_lease(lease)
+    finally:
+        store.close()
+    assert check(sqlite_path, acks).tool_results_separated == 1

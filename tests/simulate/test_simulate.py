@@ -21,7 +21,8 @@ def assert_clean(doc: dict) -> None:
     assert doc["ok"] is True, doc["examples"]
     assert all(count == 0 for count in doc["violations"].values()), doc["violations"]
     assert set(doc["violations"]) >= {"forks", "lost_messages", "leaked_leases", "seq_gaps",
-                                      "orphan_writes", "duplicated_copies", "errors"}
+                                      "orphan_writes", "duplicated_copies", "errors", "turns_split",
+                                      "tool_results_separated"}
 
 
 @pytest.mark.timeout(60)
