@@ -28,6 +28,7 @@ from protocol import (
     CompressionStatus,
     InvalidArgumentError,
     SessionExistsError,
+    SessionInfo,
     SessionNotFoundError,
     TranscriptError,
     validate_session_id,
@@ -40,7 +41,7 @@ from .compaction.policy import CompactionPolicy, bind_compressor
 from .compressors.base import Compressor
 from .handle import ReviewHandle, SessionHandle
 from .notifier import OutcomeHook, OutcomeNotifier
-from .passivation import pick_evictions
+from .passivation import ResidentSet
 from .routing import Request
 from .slot import Slot
 
@@ -81,9 +82,11 @@ class SessionRegistry:
         self.holder = holder or default_holder()
         self._lock = threading.RLock()
         self._slots: dict[str, Slot] = {}  # every known id -> the slot serving it
-        self._resident: set[Slot] = set()
+        self._resident = ResidentSet()  # LRU order, O(1) per eviction step
+        self._starting: dict[str, threading.Event] = {}  # ids whose store look-up is under way
         self._handed_over: list[Slot] = []  # stop themselves after their attempt; close() makes sure
         self._stopping: list[pykka.Future[Any]] = []
+        self._stopping_kept = 64  # pruned when twice this long
         self._attempts: list[Attempt] = []
         self._closed = False
         self._counters = {"actors_started": 0, "actors_stopped": 0, "compress_requests": 0}
@@ -165,26 +168,64 @@ class SessionRegistry:
     # -- the Router interface: used by handles and actors ------------------------------------
 
     def _get_or_start(self, session_id: str, *, source: str | None = None) -> Slot:
-        """The slot serving ``session_id``'s live id, starting its actor if needed."""
+        """The slot serving ``session_id``'s live id, starting its actor if needed.
+
+        The store is never called under the registry lock: one caller per id looks
+        the session up (creating it when missing) while later callers for that id
+        wait for it, and callers of other ids go on. Only the in-memory step (find
+        or start the live id's actor, evict over capacity) takes the lock.
+        """
         validate_session_id(session_id)
-        with self._lock:
-            self._check_open()
-            slot = self._slots.get(session_id)
-            if slot is not None and not slot.closed:
-                return slot
-            if source is not None and self.store.get_session(session_id) is None:
-                try:
-                    self.store.create_session(session_id, source=source)
-                except SessionExistsError:
-                    pass  # another process created it first: same session
-            live_id = self.store.resolve(session_id)
-            slot = self._slots.get(live_id)
-            if slot is None or slot.closed:
-                slot = self._start(live_id)
-            slot.ids.add(session_id)
-            self._slots[session_id] = slot
-            self._evict_over_capacity(keep=slot)
-            return slot
+        while True:
+            with self._lock:
+                self._check_open()
+                slot = self._slots.get(session_id)
+                if slot is not None and not slot.closed:
+                    return slot
+                started = self._starting.get(session_id)
+                if started is None:
+                    started = self._starting[session_id] = threading.Event()
+                    break
+            started.wait(self.policy.ask_timeout_s)  # then look again: found, or our turn
+        try:
+            live_id, info = self._look_up(session_id, source)
+            with self._lock:
+                slot = self._slots.get(live_id)
+                if slot is not None and not slot.closed:
+                    return self._serve(session_id, slot)
+            fresh = self._spawn(live_id, info)  # a thread start: outside the lock too
+            with self._lock:
+                slot = self._slots.get(live_id)
+                if self._closed or (slot is not None and not slot.closed):
+                    fresh.closed = True  # closed, or another id of this lineage started first
+                    _stop(fresh)
+                    self._check_open()
+                    return self._serve(session_id, slot)
+                self._slots[live_id] = fresh
+                self._resident.add(fresh)
+                self._counters["actors_started"] += 1
+                return self._serve(session_id, fresh)
+        finally:
+            with self._lock:
+                self._starting.pop(session_id, None)
+            started.set()
+
+    def _look_up(self, session_id: str, source: str | None) -> tuple[str, SessionInfo]:
+        """The live id ``session_id`` resolves to and its session (store reads, and a
+        create when ``source`` is given and the session is missing)."""
+        info = self.store.get_session(session_id)
+        if info is None and source is not None:
+            try:
+                info = self.store.create_session(session_id, source=source)
+            except SessionExistsError:  # another process created it first: same session
+                info = self.store.get_session(session_id)
+        if info is not None and info.ended_at is None:
+            return session_id, info  # a live session resolves to itself
+        live_id = self.store.resolve(session_id)
+        info = self.store.get_session(live_id)
+        if info is None:
+            raise SessionNotFoundError(live_id)
+        return live_id, info
 
     def _dispatch(self, slot: Slot, request: Request) -> Slot:
         """Enqueue ``request`` on the actor now serving ``slot``; returns that slot."""
@@ -277,37 +318,41 @@ class SessionRegistry:
         if self._closed:
             raise RegistryClosedError()
 
-    def _start(self, live_id: str) -> Slot:
-        info = self.store.get_session(live_id)
-        if info is None:
-            raise SessionNotFoundError(live_id)
+    def _spawn(self, live_id: str, info: SessionInfo) -> Slot:
+        """A slot with a started actor for ``live_id``, not yet known to the registry."""
         slot = Slot(live_id)
         slot.actor_ref = SessionActor.start(
             slot=slot, registry=self, store=self.store, compressor=self.compressor,
             policy=self.policy, holder=self.holder, info=info)
-        self._slots[live_id] = slot
-        self._resident.add(slot)
-        self._counters["actors_started"] += 1
+        return slot
+
+    def _serve(self, session_id: str, slot: Slot) -> Slot:
+        """Route ``session_id`` to ``slot`` and evict over capacity (registry lock held)."""
+        slot.ids.add(session_id)
+        self._slots[session_id] = slot
+        for victim in self._resident.over_capacity(self.policy.max_resident, keep=slot):
+            self._retire(victim)
         return slot
 
     def _retire(self, slot: Slot) -> bool:
         """Stop an idle slot's actor (registry lock held). False if it is busy."""
         with slot.lock:
-            if slot.closed or slot.busy:
+            if slot.closed:
+                return False
+            if slot.busy:  # became busy since it was picked: it stays resident
+                self._resident.add(slot)
                 return False
             slot.closed = True
         for known in list(slot.ids):
             if self._slots.get(known) is slot:
                 del self._slots[known]
         self._resident.discard(slot)
-        self._stopping = [f for f in self._stopping if not _done(f)]
+        if len(self._stopping) >= 2 * self._stopping_kept:  # amortized: not a scan per stop
+            self._stopping = [f for f in self._stopping if not _done(f)]
+            self._stopping_kept = max(64, len(self._stopping))
         self._stopping.append(_stop(slot))
         self._counters["actors_stopped"] += 1
         return True
-
-    def _evict_over_capacity(self, *, keep: Slot) -> None:
-        for slot in pick_evictions(self._resident, self.policy.max_resident, keep=keep):
-            self._retire(slot)
 
     def _janitor_loop(self) -> None:
         shortest = min(self.policy.idle_timeout_s, self.policy.max_turn_s)
@@ -352,7 +397,7 @@ class SessionRegistry:
     def _evict_idle(self) -> None:
         cutoff = time.monotonic() - self.policy.idle_timeout_s
         with self._lock:
-            for slot in [s for s in self._resident if s.last_used < cutoff]:
+            for slot in self._resident.idle_since(cutoff):
                 self._retire(slot)
 
 

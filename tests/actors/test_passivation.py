@@ -6,10 +6,12 @@ import threading
 
 import pytest
 
+from actors.passivation import ResidentSet
+from actors.slot import Slot
 from actors.testing import GatedCompressor
 from protocol import CompressionStatus
 
-from .helpers import conversation, wait_until
+from .helpers import Blocker, conversation, result_of, run_in_thread, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -130,3 +132,56 @@ def test_an_old_handle_interrupts_the_restarted_actors_attempt(make_registry, st
     worker.join(10)
     assert box["o"].status is CompressionStatus.CANCELLED
     assert store.current_lease("restarted") is None
+
+
+def test_a_slow_store_look_up_holds_up_only_its_own_id(make_registry):
+    """No store I/O under the registry lock: while one id's creation is stuck in the
+    store, other ids start and serve, and a second caller of the stuck id waits for
+    the first (one create, one actor)."""
+    registry = make_registry(faulty=True)
+    blocker = Blocker()
+    registry.store.hooks["create_session"] = lambda real, sid, **kw: (
+        blocker(real, sid, **kw) if sid == "slow" else real(sid, **kw))
+    first, first_box = run_in_thread(lambda: registry.session("slow"))
+    assert blocker.entered.wait(10)
+    second, second_box = run_in_thread(lambda: registry.session("slow"))
+    other = registry.session("other")  # would wait behind "slow" if the lock were held
+    assert other.append("user", "served meanwhile").seq == 1
+    assert first.is_alive() and second.is_alive()
+    blocker.release.set()
+    a, b = result_of(first, first_box), result_of(second, second_box)
+    assert a.append("user", "one").session_id == b.append("user", "two").session_id == "slow"
+    assert registry.stats()["actors_started"] == 2
+    assert [m.content for m in b.transcript()] == ["one", "two"]
+
+
+def test_eviction_stops_the_least_recently_used_idle_actor(make_registry, store):
+    registry = make_registry(max_resident=3)
+    handles = {sid: registry.session(sid) for sid in ("a", "b", "c")}
+    handles["a"].append("user", "a is used again")  # b is now the least recently used
+    registry.session("d")
+    assert registry.stats()["actors_stopped"] == 1
+    started = registry.stats()["actors_started"]
+    for sid in ("a", "c", "d"):  # still resident: no restart
+        registry.session(sid).append("user", f"{sid} resident")
+    assert registry.stats()["actors_started"] == started
+    handles["b"].append("user", "b comes back")  # restarts b, evicts the LRU one
+    assert registry.stats()["actors_started"] == started + 1
+    assert registry.stats()["resident"] == 3
+
+
+def test_resident_set_scans_in_lru_order_and_skips_busy_and_kept_slots():
+    resident = ResidentSet()
+    slots = [Slot(f"s{i}") for i in range(5)]
+    for n, slot in enumerate(slots):
+        slot.last_used = float(n)
+        resident.add(slot)
+    slots[0].pending = 1  # busy: never picked
+    slots[1].last_used = 10.0  # used since it was filed: second chance
+    assert resident.over_capacity(3, keep=slots[2]) == [slots[3], slots[4]]
+    assert list(resident) == [slots[0], slots[1], slots[2]]  # refiled in the order seen
+    assert resident.over_capacity(2) == [slots[1]]  # s0 still busy; s1 filed before s2
+    slots[0].pending = 0
+    slots[2].last_used = 12.0
+    assert resident.idle_since(5.0) == [slots[0]]  # s2 was used at 12
+    assert list(resident) == [slots[2]]
