@@ -31,6 +31,7 @@ from protocol import (
     OpenTurn,
     ReadArchive,
     ReadTranscript,
+    Retract,
     SessionEndedError,
     SessionInfo,
     StoredMessage,
@@ -178,6 +179,10 @@ class SessionActor(pykka.ThreadingActor):
                 _set_result(reply, None)
             elif isinstance(command, Compress):
                 self._compress(command, reply)
+            elif isinstance(command, Retract):
+                if not _claim(reply):
+                    return  # the caller gave up while it was held: withdrawn
+                _set_result(reply, self._retract())
             elif isinstance(command, ReadTranscript):
                 _set_result(reply, self._store.transcript(self.live_id))
             elif isinstance(command, ReadArchive):
@@ -234,6 +239,14 @@ class SessionActor(pykka.ThreadingActor):
             self._turns.note_appended(sender, stored)
             return stored
         raise SessionEndedError(self.live_id, None, None, "too many successor redirects")
+
+    def _retract(self) -> Any:
+        """`store.retract` in mailbox order: after every append queued before it."""
+        popped = self._store.retract(self.live_id)
+        if popped is not None:
+            self._tokens = None  # recount before the next automatic check
+            self._turns.note_retracted(popped)
+        return popped
 
     def _count_tokens(self, messages: list[Message]) -> None:
         """Keep the running estimate; a failing counter must not fail a durable append."""

@@ -39,6 +39,7 @@ from protocol import (
     OpenTurn,
     ReadArchive,
     ReadTranscript,
+    Retract,
     StoredMessage,
     TranscriptError,
 )
@@ -100,6 +101,12 @@ class _Handle:
         stored = self._ask(Append(messages, origin=self._origin))
         return stored[0] if single else stored
 
+    def retract(self) -> StoredMessage | None:
+        """Take the last live message out of the live transcript (it stays in the
+        archive as ``"retracted"``), ordered with this session's appends; returns it
+        as it was, or None when the transcript is empty."""
+        return self._ask(Retract(origin=self._origin))
+
     def transcript(self) -> list[StoredMessage]:
         """The live transcript (durable, in seq order)."""
         return self._ask(ReadTranscript())
@@ -140,6 +147,9 @@ class _Handle:
         messages, single = _messages(first, content, fields)
         stored = await self._ask_async(Append(messages, origin=self._origin))
         return stored[0] if single else stored
+
+    async def retract_async(self) -> StoredMessage | None:
+        return await self._ask_async(Retract(origin=self._origin))
 
     async def transcript_async(self) -> list[StoredMessage]:
         return await self._ask_async(ReadTranscript())

@@ -15,7 +15,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from protocol import Append, OpenTurn, StoredMessage
+from protocol import Append, OpenTurn, Retract, StoredMessage
 
 from .routing import Request
 
@@ -24,7 +24,7 @@ __all__ = ["HELD_COMMANDS", "TurnGate"]
 logger = logging.getLogger("session_actors.turns")
 
 #: Commands held while another handle's turn is open (mutating ones, and turns).
-HELD_COMMANDS: tuple[type, ...] = (Append, OpenTurn)
+HELD_COMMANDS: tuple[type, ...] = (Append, Retract, OpenTurn)
 
 
 @dataclass(slots=True)
@@ -127,6 +127,16 @@ class TurnGate:
         turn.appended += len(stored)
         if turn.first is None:
             turn.first = (stored[0].session_id, stored[0].seq)
+
+    def note_retracted(self, popped: StoredMessage) -> None:
+        """The owner retracted one of its turn's messages (the last live one)."""
+        turn = self._turn
+        if turn is None or turn.first is None or turn.appended <= 0:
+            return
+        if popped.session_id == turn.first[0] and popped.seq >= turn.first[1]:
+            turn.appended -= 1
+            if turn.appended == 0:
+                turn.first = None
 
     def note_rewritten(self) -> None:
         """A commit or a move gave the turn's messages new seqs: forget the old ones."""

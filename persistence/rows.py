@@ -30,13 +30,14 @@ from protocol import (
 )
 from protocol.messages import MAX_SESSION_ID_LENGTH, ROLES
 
+from .metadata import metadata_from_column
+
 __all__ = [
     "checked_session_id",
     "check_commit_args",
     "check_open_flags",
     "check_watermark",
     "check_lease",
-    "check_limit",
     "check_messages",
     "check_ttl",
     "compaction_from_row",
@@ -156,15 +157,6 @@ def check_ttl(ttl_s: object) -> float:
     return float(ttl_s)
 
 
-def check_limit(limit: object) -> int | None:
-    """A listing limit: None or an int >= 0."""
-    if limit is None:
-        return None
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-        raise InvalidArgumentError(f"limit must be None or an int >= 0, got {limit!r}")
-    return limit
-
-
 def check_lease(lease: object) -> Lease:
     if not isinstance(lease, Lease):
         raise InvalidArgumentError(f"expected a Lease, got {type(lease).__name__}")
@@ -236,6 +228,7 @@ def session_from_row(row: Mapping[str, Any]) -> SessionInfo:
         epoch=row["epoch"],
         cooldown_until=row["cooldown_until"],
         cooldown_error=row["cooldown_error"],
+        metadata=metadata_from_column(row["metadata"]),
     )
 
 

@@ -11,9 +11,9 @@ All methods are safe to call from any thread.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from protocol import (
     CompactionRecord,
@@ -47,15 +47,18 @@ class Store(Protocol):
     # -- sessions ---------------------------------------------------------------
 
     def create_session(
-        self, session_id: str, *, source: str = "api", parent_session_id: str | None = None
+        self, session_id: str, *, source: str = "api", parent_session_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> SessionInfo:
         """Create a session.
 
         ``parent_session_id`` makes it a *continuation*: the parent must exist and have
-        ended with reason ``"compression"``.
+        ended with reason ``"compression"``. ``metadata`` is the application's JSON
+        object (str keys, at most 64 levels deep, no NUL), empty by default.
 
         Raises: `SessionExistsError` if the id is taken; `InvalidLineageError` if the
-        parent did not end by compression; `SessionNotFoundError` for an unknown parent.
+        parent did not end by compression; `SessionNotFoundError` for an unknown parent;
+        `InvalidMetadataError` (an `InvalidArgumentError`) for bad metadata.
         """
         ...
 
@@ -70,8 +73,63 @@ class Store(Protocol):
         """
         ...
 
-    def sessions(self, *, live: bool | None = None, limit: int | None = None) -> list[SessionInfo]:
-        """Sessions newest first; ``live=True`` only open ones, ``False`` only ended ones."""
+    def sessions(
+        self, *, live: bool | None = None, source: str | None = None,
+        metadata: Mapping[str, Any] | None = None, after: SessionInfo | str | None = None,
+        limit: int | None = None,
+    ) -> list[SessionInfo]:
+        """Sessions newest first by ``(created_at, id)``.
+
+        ``live=True`` only open ones, ``False`` only ended ones; ``source`` exact;
+        ``metadata`` filters on every given key, values equal as JSON scalars (numbers
+        by value, booleans never equal to numbers, strings exact; None matches a
+        missing key or ``null``). ``after`` continues after a page (keyset paging on
+        ``(created_at, id)``): the page's last `SessionInfo` (works even if that
+        session was erased since) or its id. ``limit`` None = all, else >= 1.
+
+        Raises: `SessionNotFoundError` for an ``after`` id that is gone;
+        `InvalidArgumentError` for a bad filter or limit.
+        """
+        ...
+
+    def update_metadata(self, session_id: str, patch: Mapping[str, Any]) -> SessionInfo:
+        """Merge ``patch`` into the session's metadata (top level); a key whose value is
+        None is removed. One transaction.
+
+        Raises: `InvalidMetadataError` for a bad patch (nothing written).
+        """
+        ...
+
+    def delete_session(self, session_id: str) -> int:
+        """**Erase** the whole lineage holding ``session_id`` (its root and every
+        continuation): sessions, messages in every state, compaction records, leases,
+        cooldowns and metadata, in one transaction. Returns the number of messages
+        erased. A compaction of that lineage in flight elsewhere commits nothing (its
+        commit finds no session) and its cleanup recreates nothing. The one operation
+        that deletes data.
+        """
+        ...
+
+    def retract(self, session_id: str) -> StoredMessage | None:
+        """Take the last live message of the live tip (``session_id`` is resolved) out
+        of the live transcript: state ``"retracted"``, kept in the archive, its seq
+        never reused. Returns it as it was, or None when the transcript is empty.
+
+        Raises: `SessionEndedError` when the tip ended for another reason than
+        compression; `LineageForkedError`.
+        """
+        ...
+
+    def prune_archive(self, *, older_than_s: float, session_id: str | None = None) -> int:
+        """Retention: archived rows (compacted, superseded, retracted) that left the live
+        transcript ``older_than_s`` seconds ago or more (0: all) keep their ``id``,
+        ``seq``, ``role``, ``tool_call_id`` and ``created_at`` but lose their content
+        (``""``), ``name``, ``tool_calls`` and ``meta``, and become ``"pruned"``. With
+        ``session_id``, only that session's lineage. Compaction records stay; seqs stay
+        1..N. Returns the number of rows pruned.
+
+        Raises: `InvalidArgumentError` unless ``older_than_s`` is a finite number >= 0.
+        """
         ...
 
     def children(self, session_id: str) -> list[SessionInfo]:
@@ -108,7 +166,8 @@ class Store(Protocol):
         ...
 
     def archive(self, session_id: str) -> list[StoredMessage]:
-        """Compacted and superseded messages, oldest (lowest seq) first."""
+        """Every non-live message (compacted, superseded, retracted, pruned), oldest
+        (lowest seq) first."""
         ...
 
     # -- leases -----------------------------------------------------------------
@@ -171,7 +230,10 @@ class Store(Protocol):
         ``child_session_id`` is derived from the parent id and the new epoch.
 
         Raises: `LeaseLostError` when fencing rejects the commit; `SessionEndedError`
-        for an ended session; `SessionExistsError` if the child id is taken.
+        for an ended session; `SessionExistsError` if the child id is taken;
+        `SnapshotRetractedError` when the message at ``watermark`` was retracted since
+        the snapshot (checked inside the transaction); `SessionNotFoundError` when the
+        lineage was erased.
         Nothing is written when it raises.
         """
         ...

@@ -18,6 +18,7 @@ __all__ = [
     "Origin",
     "ReadArchive",
     "ReadTranscript",
+    "Retract",
 ]
 
 #: Who sent a command: the main turn path or a background review sharing the id.
@@ -65,13 +66,22 @@ class CloseTurn:
 
 
 @dataclass(frozen=True, slots=True)
+class Retract:
+    """Take the last live message out of the live transcript (``store.retract``),
+    ordered with the session's appends."""
+
+    origin: Origin = "main"
+
+
+@dataclass(frozen=True, slots=True)
 class ReadTranscript:
     """Return the live transcript."""
 
 
 @dataclass(frozen=True, slots=True)
 class ReadArchive:
-    """Return the compacted and superseded messages."""
+    """Return every non-live message (compacted, superseded, retracted, pruned)."""
 
 
-Command = Append | Compress | Interrupt | OpenTurn | CloseTurn | ReadTranscript | ReadArchive
+Command = (Append | Compress | Interrupt | OpenTurn | CloseTurn | Retract | ReadTranscript
+           | ReadArchive)

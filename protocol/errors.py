@@ -15,6 +15,7 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidLineageError",
     "InvalidMessageError",
+    "InvalidMetadataError",
     "InvalidSessionIdError",
     "LeaseHeldError",
     "LeaseLostError",
@@ -25,6 +26,7 @@ __all__ = [
     "SessionExistsError",
     "SessionNotFoundError",
     "StorageFullError",
+    "SnapshotRetractedError",
     "StoreBusyError",
     "TranscriptError",
 ]
@@ -52,6 +54,10 @@ class InvalidSessionIdError(TranscriptError, ValueError):
 
 class InvalidArgumentError(TranscriptError, ValueError):
     """An argument is out of its documented range."""
+
+
+class InvalidMetadataError(InvalidArgumentError, InvalidMessageError):
+    """Session metadata must be a JSON-able mapping with str keys, at most 64 levels deep, without NUL."""
 
 
 class InvalidLineageError(TranscriptError, ValueError):
@@ -157,6 +163,17 @@ class ReadOnlyStoreError(TranscriptError):
         self.operation = operation
         super().__init__(message or (
             f"{operation}: the store was opened read-only" if operation else None))
+
+
+class SnapshotRetractedError(TranscriptError):
+    """The message at the compaction's watermark was retracted: the snapshot is stale."""
+
+    def __init__(self, session_id: str, watermark: int, message: str | None = None) -> None:
+        self.session_id = session_id
+        self.watermark = watermark
+        super().__init__(
+            message or f"the message at seq {watermark} of {session_id!r} was retracted after the snapshot"
+        )
 
 
 class CompressionDisabledError(TranscriptError):

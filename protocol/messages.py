@@ -28,10 +28,10 @@ __all__ = [
     "validate_session_id",
 ]
 
-Role = Literal["system", "user", "assistant", "tool"]
-MessageState = Literal["live", "compacted", "superseded"]
-ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
-MESSAGE_STATES: frozenset[str] = frozenset({"live", "compacted", "superseded"})
+Role = Literal["system", "developer", "user", "assistant", "tool"]
+MessageState = Literal["live", "compacted", "superseded", "retracted", "pruned"]
+ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant", "tool"})
+MESSAGE_STATES: frozenset[str] = frozenset({"live", "compacted", "superseded", "retracted", "pruned"})
 
 DEFAULT_MAX_CONTENT_BYTES = 1024 * 1024
 MAX_SESSION_ID_LENGTH = 128

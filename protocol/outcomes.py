@@ -19,7 +19,7 @@ SKIP_REASONS: frozenset[str] = frozenset(
     {"cooldown", "lease_held", "lease_error", "disabled", "nothing_to_do", "empty_result"}
 )
 #: ``reason`` values of a `CANCELLED` outcome.
-CANCEL_REASONS: frozenset[str] = frozenset({"interrupted", "timeout"})
+CANCEL_REASONS: frozenset[str] = frozenset({"interrupted", "timeout", "retracted"})
 
 
 class CompressionStatus(enum.Enum):

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 __all__ = [
     "END_REASON_COMPRESSION",
@@ -23,7 +24,8 @@ END_REASON_COMPRESSION = "compression"
 
 @dataclass(frozen=True, slots=True)
 class SessionInfo:
-    """A session row. Times are epoch seconds on the store's clock."""
+    """A session row. Times are epoch seconds on the store's clock. ``metadata`` is
+    the application's JSON-able mapping (a continuation starts with its parent's)."""
 
     id: str
     source: str
@@ -34,6 +36,7 @@ class SessionInfo:
     epoch: int
     cooldown_until: float | None = None
     cooldown_error: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def live(self) -> bool:

@@ -31,6 +31,7 @@ from protocol import (
     Message,
     SessionEndedError,
     SessionNotFoundError,
+    SnapshotRetractedError,
     StoredMessage,
     transcripts_equal,
 )
@@ -314,6 +315,8 @@ class Attempt:
                 mode=self.mode, compressor=getattr(self._compressor, "name", "") or "")
         except LeaseLostError:
             return self._outcome(S.LEASE_LOST, None)
+        except SnapshotRetractedError:  # a retract popped the snapshot's last message
+            return self._outcome(S.CANCELLED, "retracted")
         except Exception as exc:
             logger.warning("commit of %s failed", self._base_id, exc_info=True)
             return self._outcome(S.FAILED, "commit_error", error=_describe(exc))

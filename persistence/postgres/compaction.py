@@ -21,6 +21,7 @@ from protocol import (
     Lease,
     LeaseLostError,
     SessionExistsError,
+    SnapshotRetractedError,
     TranscriptError,
 )
 
@@ -63,6 +64,7 @@ def commit_in_transaction(
     if session is None:
         raise ended_error(cur, queries, sid)
     check_watermark(sid, watermark, int(session["next_seq"]))
+    _check_snapshot_live(cur, queries, sid, watermark)
     cur.execute(queries["archive_compacted"], {"id": sid, "watermark": watermark})
     archived_count = cur.rowcount
     cur.execute(queries["supersede_tail"], {"id": sid, "watermark": watermark})
@@ -109,6 +111,16 @@ def commit_in_transaction(
          "token": lease.token},
     )
     return record
+
+
+def _check_snapshot_live(cur: Any, queries: Mapping[str, str], sid: str, watermark: int) -> None:
+    """The snapshot's last message must still be live (checked under the session row
+    lock a retraction takes too): retract only pops from the end, so if it is,
+    nothing the snapshot held was retracted."""
+    cur.execute(queries["watermark_state"], {"id": sid, "watermark": watermark})
+    row = cur.fetchone()
+    if row is not None and row["state"] in ("retracted", "pruned"):
+        raise SnapshotRetractedError(sid, watermark)
 
 
 def _fence(cur: Any, queries: Mapping[str, str], lease: Lease) -> float:

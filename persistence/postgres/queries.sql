@@ -9,29 +9,108 @@ SELECT extract(epoch FROM clock_timestamp())::double precision AS now;
 -- ---------------------------------------------------------------- sessions
 
 -- name: insert_session
-INSERT INTO sessions (id, source, parent_session_id, created_at)
+INSERT INTO sessions (id, source, parent_session_id, created_at, metadata)
 VALUES (%(id)s, %(source)s, %(parent_session_id)s,
-        extract(epoch FROM clock_timestamp())::double precision)
+        extract(epoch FROM clock_timestamp())::double precision, %(metadata)s::jsonb)
 RETURNING id;
 
 -- name: get_session
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
-       s.epoch, c.until AS cooldown_until, c.error AS cooldown_error
+       s.epoch, s.metadata, c.until AS cooldown_until, c.error AS cooldown_error
 FROM sessions s LEFT JOIN cooldowns c ON c.session_id = s.id
 WHERE s.id = %(id)s;
 
 -- name: list_sessions
--- live: NULL for all, true for open sessions, false for ended ones.
+-- Newest first by (created_at, id), ids compared bytewise (COLLATE "C", as on
+-- SQLite); after_created/after_id continue after a page (keyset paging); metadata
+-- is a jsonb object every key of which must match as a JSON value (a null matches
+-- a missing key too). live: NULL for all, true for open sessions, false for ended.
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
-       s.epoch, c.until AS cooldown_until, c.error AS cooldown_error
+       s.epoch, s.metadata, c.until AS cooldown_until, c.error AS cooldown_error
 FROM sessions s LEFT JOIN cooldowns c ON c.session_id = s.id
-WHERE %(live)s::boolean IS NULL OR (s.ended_at IS NULL) = %(live)s::boolean
-ORDER BY s.created_at DESC, s.id DESC
+WHERE (%(live)s::boolean IS NULL OR (s.ended_at IS NULL) = %(live)s::boolean)
+  AND (%(source)s::text IS NULL OR s.source = %(source)s::text)
+  AND (%(after_created)s::double precision IS NULL
+       OR (s.created_at, s.id COLLATE "C")
+          < (%(after_created)s::double precision, %(after_id)s::text COLLATE "C"))
+  AND NOT EXISTS (
+      SELECT 1 FROM jsonb_each(%(metadata)s::jsonb) AS f (key, value)
+      WHERE CASE WHEN f.value = 'null'::jsonb
+                 THEN coalesce(s.metadata -> f.key, 'null'::jsonb) <> 'null'::jsonb
+                 ELSE (s.metadata -> f.key) IS DISTINCT FROM f.value END)
+ORDER BY s.created_at DESC, s.id COLLATE "C" DESC
 LIMIT %(limit)s;
+
+-- name: session_created_at
+SELECT created_at FROM sessions WHERE id = %(id)s;
+
+-- name: lock_metadata
+SELECT metadata FROM sessions WHERE id = %(id)s FOR UPDATE;
+
+-- name: set_metadata
+UPDATE sessions SET metadata = %(metadata)s::jsonb WHERE id = %(id)s;
+
+-- name: lineage_ids
+-- Every session of the lineage holding id: up to the root, then every continuation
+-- below (UNION, not UNION ALL: a hand-made cycle still ends).
+WITH RECURSIVE
+    up (id, parent) AS (
+        SELECT id, parent_session_id FROM sessions WHERE id = %(id)s
+        UNION SELECT s.id, s.parent_session_id FROM sessions s JOIN up ON s.id = up.parent
+    ),
+    down (id) AS (
+        SELECT id FROM up
+        UNION SELECT s.id FROM sessions s JOIN down ON s.parent_session_id = down.id
+    )
+SELECT id FROM down ORDER BY id;
+
+-- name: lock_lineage_leases
+-- Erasure locks in the order a compaction commit does: lease rows, then sessions.
+SELECT session_id FROM leases WHERE session_id = ANY(%(ids)s) ORDER BY session_id FOR UPDATE;
+
+-- name: lock_lineage_sessions
+SELECT id FROM sessions WHERE id = ANY(%(ids)s) ORDER BY id FOR UPDATE;
+
+-- name: erase_messages
+DELETE FROM messages WHERE session_id = ANY(%(ids)s);
+
+-- name: erase_compactions
+DELETE FROM compactions WHERE session_id = ANY(%(ids)s) OR child_session_id = ANY(%(ids)s);
+
+-- name: erase_leases
+DELETE FROM leases WHERE session_id = ANY(%(ids)s);
+
+-- name: erase_cooldowns
+DELETE FROM cooldowns WHERE session_id = ANY(%(ids)s);
+
+-- name: erase_sessions
+DELETE FROM sessions WHERE id = ANY(%(ids)s);
+
+-- name: lock_session
+-- Orders a retraction with appends and compaction commits (they take this row lock too).
+SELECT id, ended_at, end_reason FROM sessions WHERE id = %(id)s FOR UPDATE;
+
+-- name: retract_last
+UPDATE messages
+SET state = 'retracted', archived_at = extract(epoch FROM clock_timestamp())::double precision
+WHERE id = (SELECT id FROM messages WHERE session_id = %(id)s AND state = 'live'
+            ORDER BY seq DESC LIMIT 1)
+RETURNING id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
+          created_at, 'live' AS state, origin_id;
+
+-- name: prune_archive
+-- Retention: archived rows that left the live transcript older_than seconds ago or
+-- more keep only their place (id, seq, role, created_at). ids limits it to some
+-- sessions; NULL means every session.
+UPDATE messages
+SET state = 'pruned', content = '""', name = NULL, tool_calls = NULL, meta = '{}'
+WHERE state IN ('compacted', 'superseded', 'retracted')
+  AND archived_at <= extract(epoch FROM clock_timestamp())::double precision - %(older_than)s
+  AND (%(ids)s::text[] IS NULL OR session_id = ANY(%(ids)s::text[]));
 
 -- name: list_children
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
-       s.epoch, c.until AS cooldown_until, c.error AS cooldown_error
+       s.epoch, s.metadata, c.until AS cooldown_until, c.error AS cooldown_error
 FROM sessions s LEFT JOIN cooldowns c ON c.session_id = s.id
 WHERE s.parent_session_id = %(id)s
 ORDER BY s.created_at, s.id;
@@ -95,12 +174,14 @@ RETURNING id, session_id, seq, created_at;
 -- Group commit of plain creates, in id order (the same order in every writer).
 -- An id that exists (or is being created by another open transaction, which
 -- this waits for) returns no row: SessionExistsError for its caller only.
-INSERT INTO sessions (id, source, parent_session_id, created_at)
-SELECT u.id, u.source, NULL, extract(epoch FROM clock_timestamp())::double precision
-FROM unnest(%(ids)s::text[], %(sources)s::text[]) WITH ORDINALITY AS u(id, source, ord)
+INSERT INTO sessions (id, source, parent_session_id, created_at, metadata)
+SELECT u.id, u.source, NULL, extract(epoch FROM clock_timestamp())::double precision,
+       u.metadata::jsonb
+FROM unnest(%(ids)s::text[], %(sources)s::text[], %(metadatas)s::text[])
+         WITH ORDINALITY AS u(id, source, metadata, ord)
 ORDER BY u.ord
 ON CONFLICT (id) DO NOTHING
-RETURNING id, source, parent_session_id, created_at, ended_at, end_reason, epoch,
+RETURNING id, source, parent_session_id, created_at, ended_at, end_reason, epoch, metadata,
           NULL::double precision AS cooldown_until, NULL::text AS cooldown_error;
 
 -- name: insert_messages
@@ -196,12 +277,18 @@ UPDATE sessions SET epoch = epoch + 1
 WHERE id = %(id)s AND ended_at IS NULL
 RETURNING source, epoch, next_seq;
 
+-- name: watermark_state
+-- Inside a compaction commit: is the snapshot's last message still there?
+SELECT state FROM messages WHERE session_id = %(id)s AND seq = %(watermark)s;
+
 -- name: archive_compacted
-UPDATE messages SET state = 'compacted'
+UPDATE messages
+SET state = 'compacted', archived_at = extract(epoch FROM clock_timestamp())::double precision
 WHERE session_id = %(id)s AND state = 'live' AND seq <= %(watermark)s;
 
 -- name: supersede_tail
-UPDATE messages SET state = 'superseded'
+UPDATE messages
+SET state = 'superseded', archived_at = extract(epoch FROM clock_timestamp())::double precision
 WHERE session_id = %(id)s AND state = 'live' AND seq > %(watermark)s
 RETURNING id;
 
@@ -220,9 +307,11 @@ ORDER BY seq;
 UPDATE sessions SET next_seq = %(next_seq)s WHERE id = %(id)s;
 
 -- name: insert_child
-INSERT INTO sessions (id, source, parent_session_id, created_at, next_seq)
-VALUES (%(id)s, %(source)s, %(parent_session_id)s,
-        extract(epoch FROM clock_timestamp())::double precision, %(next_seq)s);
+-- A continuation starts with its parent's metadata.
+INSERT INTO sessions (id, source, parent_session_id, created_at, next_seq, metadata)
+SELECT %(id)s, %(source)s, %(parent_session_id)s,
+       extract(epoch FROM clock_timestamp())::double precision, %(next_seq)s, p.metadata
+FROM sessions p WHERE p.id = %(parent_session_id)s;
 
 -- name: end_for_compression
 UPDATE sessions

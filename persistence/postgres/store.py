@@ -18,14 +18,13 @@ per-schema one taken while migrating (see `persistence.postgres.schema`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from protocol import (
     CompactionRecord,
     Cooldown,
     END_REASON_COMPRESSION,
-    InvalidArgumentError,
     InvalidLineageError,
     Lease,
     Message,
@@ -37,12 +36,12 @@ from protocol import (
 )
 from protocol.records import CompactionMode
 
+from ..metadata import check_listing, check_metadata, check_metadata_patch, check_older_than
 from ..queries import load_queries
 from ..rows import (
     check_commit_args,
     check_open_flags,
     check_lease,
-    check_limit,
     check_messages,
     check_ttl,
     checked_session_id,
@@ -53,6 +52,7 @@ from ..rows import (
     stored_from_params,
     stored_message_from_row,
 )
+from . import lifecycle
 from .args import check_cooldown_seconds, check_pool_options, check_snapshot, check_text
 from .compaction import commit_in_transaction
 from .driver import PgDatabase
@@ -135,14 +135,16 @@ class PostgresStore:
     # -- sessions --------------------------------------------------------------
 
     def create_session(
-        self, session_id: str, *, source: str = "api", parent_session_id: str | None = None
+        self, session_id: str, *, source: str = "api", parent_session_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> SessionInfo:
         sid = validate_session_id(session_id)
         check_text(source, "source")
+        text = check_metadata(metadata)
         parent = None if parent_session_id is None else validate_session_id(parent_session_id)
         if parent is None:  # a plain create shares a group commit
             self._db.check_writable("create_session")
-            return session_from_row(self._writer.submit(CreateJob(sid, source)))
+            return session_from_row(self._writer.submit(CreateJob(sid, source, text)))
         q = self._q
 
         def work(cur: Any) -> SessionInfo:
@@ -151,7 +153,8 @@ class PostgresStore:
                 if prow["end_reason"] != END_REASON_COMPRESSION:
                     raise InvalidLineageError(sid, parent)
             try:
-                cur.execute(q["insert_session"], {"id": sid, "source": source, "parent_session_id": parent})
+                cur.execute(q["insert_session"],
+                            {"id": sid, "source": source, "parent_session_id": parent, "metadata": text})
             except self._unique_violation as exc:
                 raise SessionExistsError(sid) from exc
             return session_from_row(require_session(cur, q, sid))
@@ -183,16 +186,39 @@ class PostgresStore:
 
         return self._write("end_session", work)
 
-    def sessions(self, *, live: bool | None = None, limit: int | None = None) -> list[SessionInfo]:
-        if live is not None and not isinstance(live, bool):
-            raise InvalidArgumentError(f"live must be None or a bool, got {live!r}")
-        params = {"live": live, "limit": check_limit(limit)}
+    def sessions(
+        self, *, live: bool | None = None, source: str | None = None,
+        metadata: Mapping[str, Any] | None = None, after: SessionInfo | str | None = None,
+        limit: int | None = None,
+    ) -> list[SessionInfo]:
+        args = check_listing(live, source, metadata, after, limit)
+        if isinstance(args.after, str):
+            validate_session_id(args.after)
+        rows = self._read("sessions", lambda cur: lifecycle.list_sessions(cur, self._q, args))
+        return [session_from_row(r) for r in rows]
 
-        def work(cur: Any) -> list[SessionInfo]:
-            cur.execute(self._q["list_sessions"], params)
-            return [session_from_row(r) for r in cur.fetchall()]
+    def update_metadata(self, session_id: str, patch: Mapping[str, Any]) -> SessionInfo:
+        sid = validate_session_id(session_id)
+        patch = check_metadata_patch(patch)
+        row = self._write("update_metadata", lambda cur: lifecycle.update_metadata(cur, self._q, sid, patch))
+        return session_from_row(row)
 
-        return self._read("sessions", work)
+    def delete_session(self, session_id: str) -> int:
+        sid = validate_session_id(session_id)
+        erased = self._write("delete_session", lambda cur: lifecycle.erase_lineage(cur, self._q, sid))
+        log.info("erased the lineage of %s: %d messages", sid, erased)
+        return erased
+
+    def retract(self, session_id: str) -> StoredMessage | None:
+        sid = validate_session_id(session_id)
+        row = self._write("retract", lambda cur: lifecycle.retract_last(cur, self._q, sid))
+        return None if row is None else stored_message_from_row(row)
+
+    def prune_archive(self, *, older_than_s: float, session_id: str | None = None) -> int:
+        older_than = check_older_than(older_than_s)
+        sid = None if session_id is None else validate_session_id(session_id)
+        return self._write(
+            "prune_archive", lambda cur: lifecycle.prune(cur, self._q, older_than=older_than, session_id=sid))
 
     def children(self, session_id: str) -> list[SessionInfo]:
         sid = validate_session_id(session_id)
@@ -402,11 +428,14 @@ class PostgresStore:
             require_session(cur, q, sid)
             if snapshot is None:
                 cur.execute(q["delete_cooldown"], {"session_id": sid})
-            else:
+                return
+            try:  # an erasure committing since require_session: never recreate its row
                 cur.execute(
                     q["put_cooldown"],
                     {"session_id": sid, "until": float(snapshot.until), "error": snapshot.error},
                 )
+            except self._fk_violation as exc:
+                raise SessionNotFoundError(sid) from exc
 
         self._write("restore_cooldown", work)
 

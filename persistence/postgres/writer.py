@@ -68,6 +68,7 @@ class CreateJob(NamedTuple):
 
     session_id: str
     source: str
+    metadata: str = "{}"  # JSON object text, checked
 
 
 class _Pending:
@@ -257,7 +258,8 @@ class PgWriter:
             else:
                 first[pending.job.session_id] = pending
         cur.execute(self._q["create_sessions"], {
-            "ids": list(first), "sources": [p.job.source for p in first.values()]})
+            "ids": list(first), "sources": [p.job.source for p in first.values()],
+            "metadatas": [p.job.metadata for p in first.values()]})
         created = {row["id"]: row for row in cur.fetchall()}
         for sid, pending in first.items():
             row = created.get(sid)

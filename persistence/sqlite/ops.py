@@ -21,6 +21,7 @@ from protocol import (
     SessionEndedError,
     SessionExistsError,
     SessionNotFoundError,
+    SnapshotRetractedError,
 )
 
 from .. import killpoints
@@ -82,7 +83,7 @@ def ended_error(conn: sqlite3.Connection, q: Queries, row: Row) -> SessionEndedE
 
 def create_session(
     conn: sqlite3.Connection, q: Queries, session_id: str, source: str,
-    parent_session_id: str | None, now: float,
+    parent_session_id: str | None, now: float, metadata: str = "{}",
 ) -> Row:
     if parent_session_id is not None:  # the parent first, as on PostgreSQL
         parent = require_session(conn, q, parent_session_id)
@@ -92,7 +93,8 @@ def create_session(
         raise SessionExistsError(session_id)
     conn.execute(
         q["insert_session"],
-        {"session_id": session_id, "source": source, "parent_session_id": parent_session_id, "now": now},
+        {"session_id": session_id, "source": source, "parent_session_id": parent_session_id,
+         "now": now, "metadata": metadata},
     )
     return require_session(conn, q, session_id)
 
@@ -161,7 +163,8 @@ def commit_compaction(
     if session["ended_at"] is not None:
         raise ended_error(conn, q, session)
     check_watermark(sid, watermark, session["next_seq"])
-    archived_count, tail = _archive_live(conn, q, sid, watermark)
+    _check_snapshot_live(conn, q, sid, watermark)
+    archived_count, tail = _archive_live(conn, q, sid, watermark, now)
     epoch = conn.execute(q["bump_epoch"], {"session_id": sid}).fetchone()["epoch"]
     target = sid
     if mode == "rotate":
@@ -182,13 +185,24 @@ def commit_compaction(
     return compaction_from_row(record)
 
 
-def _archive_live(conn: sqlite3.Connection, q: Queries, sid: str, watermark: int) -> tuple[int, list[Row]]:
+def _check_snapshot_live(conn: sqlite3.Connection, q: Queries, sid: str, watermark: int) -> None:
+    """The snapshot's last message must still be live: retract only pops from the
+    end, so if it is, nothing the snapshot held was retracted."""
+    row = conn.execute(q["watermark_state"], {"session_id": sid, "watermark": watermark}).fetchone()
+    if row is not None and row["state"] in ("retracted", "pruned"):
+        raise SnapshotRetractedError(sid, watermark)
+
+
+def _archive_live(
+    conn: sqlite3.Connection, q: Queries, sid: str, watermark: int, now: float
+) -> tuple[int, list[Row]]:
     """Mark live rows up to the watermark compacted and the tail superseded; returns
     the compacted count and the tail rows (to be copied, in seq order)."""
     live = conn.execute(q["transcript"], {"session_id": sid}).fetchall()
     tail = [r for r in live if r["seq"] > watermark]
-    conn.execute(q["mark_compacted"], {"session_id": sid, "watermark": watermark})
-    conn.execute(q["mark_superseded"], {"session_id": sid, "watermark": watermark})
+    params = {"session_id": sid, "watermark": watermark, "now": now}
+    conn.execute(q["mark_compacted"], params)
+    conn.execute(q["mark_superseded"], params)
     return len(live) - len(tail), tail
 
 
@@ -201,7 +215,8 @@ def _start_child(conn: sqlite3.Connection, q: Queries, parent: Row, child_id: st
         raise ended_error(conn, q, require_session(conn, q, parent["id"]))
     if conn.execute(q["get_session"], {"session_id": child_id}).fetchone() is not None:
         raise SessionExistsError(child_id)
-    conn.execute(
+    conn.execute(  # a continuation starts with its parent's metadata
         q["insert_session"],
-        {"session_id": child_id, "source": parent["source"], "parent_session_id": parent["id"], "now": now},
+        {"session_id": child_id, "source": parent["source"], "parent_session_id": parent["id"],
+         "now": now, "metadata": parent["metadata"]},
     )

@@ -19,29 +19,86 @@ INSERT INTO schema_version (version, applied_at) VALUES (:version, :now)
 
 -- name: get_session
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
-       s.epoch, s.next_seq, c.until AS cooldown_until, c.error AS cooldown_error
+       s.epoch, s.next_seq, s.metadata, c.until AS cooldown_until, c.error AS cooldown_error
 FROM sessions AS s LEFT JOIN cooldowns AS c ON c.session_id = s.id
 WHERE s.id = :session_id
 
 -- name: insert_session
-INSERT INTO sessions (id, source, parent_session_id, created_at)
-VALUES (:session_id, :source, :parent_session_id, :now)
+INSERT INTO sessions (id, source, parent_session_id, created_at, metadata)
+VALUES (:session_id, :source, :parent_session_id, :now, :metadata)
 
 -- name: end_session
 UPDATE sessions SET ended_at = :now, end_reason = :reason
 WHERE id = :session_id AND ended_at IS NULL
 
 -- name: list_sessions
+-- Newest first by (created_at, id); :after_created/:after_id continue after a page
+-- (keyset paging); :metadata is a JSON object every key of which must match: JSON
+-- equality (numbers by value, booleans apart from numbers, strings exact; null
+-- matches a missing key too). :limit -1 means all.
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
-       s.epoch, s.next_seq, c.until AS cooldown_until, c.error AS cooldown_error
+       s.epoch, s.next_seq, s.metadata, c.until AS cooldown_until, c.error AS cooldown_error
 FROM sessions AS s LEFT JOIN cooldowns AS c ON c.session_id = s.id
-WHERE :live IS NULL OR (s.ended_at IS NULL) = :live
-ORDER BY s.created_at DESC, s.rowid DESC
+WHERE (:live IS NULL OR (s.ended_at IS NULL) = :live)
+  AND (:source IS NULL OR s.source = :source)
+  AND (:after_created IS NULL OR (s.created_at, s.id) < (:after_created, :after_id))
+  AND NOT EXISTS (
+      SELECT 1 FROM json_each(:metadata) AS f
+      WHERE CASE f.type
+          WHEN 'null' THEN EXISTS (SELECT 1 FROM json_each(s.metadata) AS m
+                                   WHERE m.key = f.key AND m.type <> 'null')
+          WHEN 'integer' THEN NOT EXISTS (SELECT 1 FROM json_each(s.metadata) AS m
+                                          WHERE m.key = f.key AND m.type IN ('integer', 'real')
+                                            AND m.atom = f.atom)
+          WHEN 'real' THEN NOT EXISTS (SELECT 1 FROM json_each(s.metadata) AS m
+                                       WHERE m.key = f.key AND m.type IN ('integer', 'real')
+                                         AND m.atom = f.atom)
+          ELSE NOT EXISTS (SELECT 1 FROM json_each(s.metadata) AS m
+                           WHERE m.key = f.key AND m.type = f.type AND m.atom IS f.atom)
+      END)
+ORDER BY s.created_at DESC, s.id DESC
 LIMIT :limit
+
+-- name: session_created_at
+SELECT created_at FROM sessions WHERE id = :session_id
+
+-- name: set_metadata
+UPDATE sessions SET metadata = :metadata WHERE id = :session_id
+
+-- name: lineage_ids
+-- Every session of the lineage holding :session_id: up to the root, then every
+-- continuation below (UNION, not UNION ALL: a hand-made cycle still ends).
+WITH RECURSIVE
+    up (id, parent) AS (
+        SELECT id, parent_session_id FROM sessions WHERE id = :session_id
+        UNION SELECT s.id, s.parent_session_id FROM sessions AS s JOIN up ON s.id = up.parent
+    ),
+    down (id) AS (
+        SELECT id FROM up
+        UNION SELECT s.id FROM sessions AS s JOIN down ON s.parent_session_id = down.id
+    )
+SELECT id FROM down
+
+-- name: erase_messages
+DELETE FROM messages WHERE session_id IN (SELECT value FROM json_each(:ids))
+
+-- name: erase_compactions
+DELETE FROM compactions
+WHERE session_id IN (SELECT value FROM json_each(:ids))
+   OR child_session_id IN (SELECT value FROM json_each(:ids))
+
+-- name: erase_leases
+DELETE FROM leases WHERE session_id IN (SELECT value FROM json_each(:ids))
+
+-- name: erase_cooldowns
+DELETE FROM cooldowns WHERE session_id IN (SELECT value FROM json_each(:ids))
+
+-- name: erase_sessions
+DELETE FROM sessions WHERE id IN (SELECT value FROM json_each(:ids))
 
 -- name: children
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
-       s.epoch, s.next_seq, c.until AS cooldown_until, c.error AS cooldown_error
+       s.epoch, s.next_seq, s.metadata, c.until AS cooldown_until, c.error AS cooldown_error
 FROM sessions AS s LEFT JOIN cooldowns AS c ON c.session_id = s.id
 WHERE s.parent_session_id = :session_id
 ORDER BY s.created_at, s.rowid
@@ -97,12 +154,32 @@ SELECT * FROM messages WHERE session_id = :session_id AND state = 'live' ORDER B
 SELECT * FROM messages WHERE session_id = :session_id AND state <> 'live' ORDER BY seq
 
 -- name: mark_compacted
-UPDATE messages SET state = 'compacted'
+UPDATE messages SET state = 'compacted', archived_at = :now
 WHERE session_id = :session_id AND state = 'live' AND seq <= :watermark
 
 -- name: mark_superseded
-UPDATE messages SET state = 'superseded'
+UPDATE messages SET state = 'superseded', archived_at = :now
 WHERE session_id = :session_id AND state = 'live' AND seq > :watermark
+
+-- name: watermark_state
+-- Inside a compaction commit: is the snapshot's last message still there?
+SELECT state FROM messages WHERE session_id = :session_id AND seq = :watermark
+
+-- name: last_live
+SELECT * FROM messages WHERE session_id = :session_id AND state = 'live'
+ORDER BY seq DESC LIMIT 1
+
+-- name: retract_message
+UPDATE messages SET state = 'retracted', archived_at = :now WHERE id = :id AND state = 'live'
+
+-- name: prune_archive
+-- Retention: archived rows that left the live transcript at or before :cutoff
+-- keep only their place (id, seq, role, created_at). :ids (a JSON array) limits
+-- it to some sessions; NULL means every session.
+UPDATE messages
+SET state = 'pruned', content = '""', name = NULL, tool_calls = NULL, meta = '{}'
+WHERE state IN ('compacted', 'superseded', 'retracted') AND archived_at <= :cutoff
+  AND (:ids IS NULL OR session_id IN (SELECT value FROM json_each(:ids)))
 
 -- ---------------------------------------------------------------- leases
 

@@ -17,7 +17,7 @@ import logging
 import math
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from protocol import (
@@ -32,13 +32,13 @@ from protocol import (
 )
 from protocol.records import CompactionMode
 
+from ..metadata import check_listing, check_metadata, check_metadata_patch, check_older_than
 from ..queries import load_queries
 from ..rows import (
     check_commit_args,
     check_open_flags,
     checked_session_id,
     check_lease,
-    check_limit,
     check_messages,
     check_ttl,
     compaction_from_row,
@@ -48,6 +48,7 @@ from ..rows import (
     stored_from_params,
     stored_message_from_row,
 )
+from . import lifecycle
 from . import ops
 from .connection import (
     SYNCHRONOUS_MODES,
@@ -220,15 +221,17 @@ class SqliteStore:
     # -- sessions ---------------------------------------------------------------
 
     def create_session(
-        self, session_id: str, *, source: str = "api", parent_session_id: str | None = None
+        self, session_id: str, *, source: str = "api", parent_session_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> SessionInfo:
         checked_session_id(session_id)
         if parent_session_id is not None:
             checked_session_id(parent_session_id)
         if not isinstance(source, str) or not source:
             raise InvalidArgumentError(f"source must be a non-empty str, got {source!r}")
+        text = check_metadata(metadata)
         row = self._write(
-            lambda c: ops.create_session(c, self._q, session_id, source, parent_session_id, self.now()),
+            lambda c: ops.create_session(c, self._q, session_id, source, parent_session_id, self.now(), text),
             session_id,
         )
         return session_from_row(row)
@@ -245,13 +248,45 @@ class SqliteStore:
         row = self._write(lambda c: ops.end_session(c, self._q, session_id, reason, self.now()), session_id)
         return session_from_row(row)
 
-    def sessions(self, *, live: bool | None = None, limit: int | None = None) -> list[SessionInfo]:
-        if live is not None and not isinstance(live, bool):
-            raise InvalidArgumentError(f"live must be None or a bool, got {live!r}")
-        limit = check_limit(limit)
-        params = {"live": live, "limit": -1 if limit is None else limit}
-        rows = self._read(lambda c: c.execute(self._q["list_sessions"], params).fetchall())
+    def sessions(
+        self, *, live: bool | None = None, source: str | None = None,
+        metadata: Mapping[str, Any] | None = None, after: SessionInfo | str | None = None,
+        limit: int | None = None,
+    ) -> list[SessionInfo]:
+        args = check_listing(live, source, metadata, after, limit)
+        if isinstance(args.after, str):
+            checked_session_id(args.after)
+        rows = self._read(lambda c: lifecycle.list_sessions(c, self._q, **args._asdict()))
         return [session_from_row(r) for r in rows]
+
+    def update_metadata(self, session_id: str, patch: Mapping[str, Any]) -> SessionInfo:
+        checked_session_id(session_id)
+        patch = check_metadata_patch(patch)
+        row = self._write(lambda c: lifecycle.update_metadata(c, self._q, session_id, patch), session_id,
+                          "update_metadata")
+        return session_from_row(row)
+
+    def delete_session(self, session_id: str) -> int:
+        checked_session_id(session_id)
+        erased = self._write(lambda c: lifecycle.erase_lineage(c, self._q, session_id), session_id,
+                             "delete_session")
+        logger.info("erased the lineage of %s: %d messages", session_id, erased)
+        return erased
+
+    def retract(self, session_id: str) -> StoredMessage | None:
+        checked_session_id(session_id)
+        row = self._write(lambda c: lifecycle.retract_last(c, self._q, session_id, self.now()), session_id,
+                          "retract")
+        return None if row is None else stored_message_from_row(row)
+
+    def prune_archive(self, *, older_than_s: float, session_id: str | None = None) -> int:
+        older_than = check_older_than(older_than_s)
+        if session_id is not None:
+            checked_session_id(session_id)
+        return self._write(
+            lambda c: lifecycle.prune(c, self._q, cutoff=self.now() - older_than, session_id=session_id),
+            session_id or "?", "prune_archive",
+        )
 
     def children(self, session_id: str) -> list[SessionInfo]:
         checked_session_id(session_id)

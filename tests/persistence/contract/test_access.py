@@ -45,6 +45,10 @@ WRITES = {
     "arm_cooldown": lambda s, f: s.arm_cooldown("s", 10, "x"),
     "clear_cooldown": lambda s, f: s.clear_cooldown("s"),
     "restore_cooldown": lambda s, f: s.restore_cooldown("s", Cooldown("s", 1.0, None)),
+    "update_metadata": lambda s, f: s.update_metadata("s", {"k": 1}),
+    "delete_session": lambda s, f: s.delete_session("s"),
+    "retract": lambda s, f: s.retract("s"),
+    "prune_archive": lambda s, f: s.prune_archive(older_than_s=0),
 }
 
 

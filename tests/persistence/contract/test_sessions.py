@@ -67,9 +67,9 @@ def test_sessions_newest_first_with_filters(store):
     assert [s.id for s in store.sessions(live=True)] == ["s4", "s3", "s1"]
     assert [s.id for s in store.sessions(live=False)] == ["s2"]
     assert [s.id for s in store.sessions(limit=2)] == ["s4", "s3"]
-    assert store.sessions(limit=0) == []
-    with pytest.raises(InvalidArgumentError):
-        store.sessions(limit=-1)
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(InvalidArgumentError):
+            store.sessions(limit=bad)
 
 
 def _rotate_by_hand(store, parent: str, child: str) -> None:

@@ -13,6 +13,7 @@ import uuid
 import pytest
 
 from persistence import open_store
+from persistence.migrations import latest_version
 from persistence.postgres import PostgresStore
 from protocol import (
     ConfigurationError,
@@ -123,8 +124,10 @@ def test_concurrent_first_opens_migrate_exactly_once(pg_url: str):
             p.join(10)
         out.close()
         out.join_thread()
-    assert reports == [1, 1, 1, 1]
-    assert pg_rows(pg_url, "SELECT version FROM schema_version ORDER BY version") == [(1,)]
+    latest = latest_version("postgres")
+    assert reports == [latest] * 4
+    assert pg_rows(pg_url, "SELECT version FROM schema_version ORDER BY version") == [
+        (v,) for v in range(1, latest + 1)]
 
 
 def test_newer_schema_is_refused_before_anything_is_written(pg_url: str):
@@ -133,7 +136,7 @@ def test_newer_schema_is_refused_before_anything_is_written(pg_url: str):
     before = table_snapshot(pg_url)
     with pytest.raises(SchemaVersionError) as info:
         PostgresStore(pg_url)
-    assert (info.value.found, info.value.supported) == (99, 1)
+    assert (info.value.found, info.value.supported) == (99, latest_version("postgres"))
     assert table_snapshot(pg_url) == before
 
 
