@@ -299,3 +299,23 @@ def test_a_trailing_tool_run_with_unanswered_calls_stays_out_of_the_snapshot(mak
     live = store.transcript("t12")
     assert [m.role for m in live[-2:]] == ["assistant", "tool"]
     assert live[-2].tool_calls == calls
+
+
+def test_a_turn_survives_two_rotations_while_open(make_registry, store):
+    gated = GatedCompressor()
+    gated.release()
+    main = make_registry(gated, mode="rotate").session("t13")
+    main.append(conversation(6))
+    turn = tool_turn("open")
+    with main.turn():
+        main.append(turn[:2])
+        first = main.compress()  # the turn's messages are copied into the child with new seqs
+        main.append(turn[2])
+        second = main.compress()  # the child's snapshot still stops before the turn
+        main.append(turn[3])
+    assert first.status is S.ROTATED and second.status is S.ROTATED
+    for snapshot in gated.inputs:
+        assert not any(m.meta.get("turn") == "open" for m in snapshot)
+    live = store.transcript(main.session_id)
+    assert contents(live[-4:]) == contents(turn)
+    assert_turns_contiguous(live, 1)

@@ -174,7 +174,8 @@ def test_head_tail_takes_keep_last_from_the_policy():
 @pytest.mark.parametrize("kwargs", [
     {"max_tokens": 0}, {"keep_last": -1}, {"mode": "sideways"}, {"lease_ttl_s": 0},
     {"lease_ttl_s": float("inf")}, {"ask_timeout_s": -1}, {"cooldown_s": float("nan")},
-    {"max_resident": 0}, {"token_counter": 5},
+    {"max_resident": 0}, {"token_counter": 5}, {"max_turn_s": 0}, {"max_turn_s": True},
+    {"max_turn_s": float("inf")},
 ])
 def test_policy_rejects_out_of_range_values(kwargs):
     with pytest.raises(InvalidArgumentError):
@@ -187,6 +188,8 @@ def test_policy_timings_follow_the_ttl():
     assert policy.self_fence_s == pytest.approx(8.1)
     assert CompactionPolicy(lease_ttl_s=600).self_fence_s == 595
     assert policy.auto_retry_after_s == 30 and policy.compress_wait_s == 12
+    assert CompactionPolicy().max_turn_s == 300
+    assert CompactionPolicy(max_turn_s=5, ask_timeout_s=2).held_wait_s == 7
     assert not CompactionPolicy().over_budget(conversation(1000))
     assert CompactionPolicy(max_tokens=10).over_budget(conversation(10))
 
