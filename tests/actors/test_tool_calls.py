@@ -10,6 +10,7 @@ from actors import HeadTailCompressor
 from actors.testing import GatedCompressor, ScriptedCompressor
 from protocol import CompressionStatus, InvalidMessageError, Message
 from protocol.transcript import invalid_tool_pairing
+from tests.tool_messages import call, issue_turns, result
 
 from .helpers import result_of, run_in_thread
 
@@ -32,23 +33,6 @@ def test_append_shorthand_with_content_none(make_registry):
     with pytest.raises(InvalidMessageError, match="None only"):
         s.append("user", None)
     assert len(s.transcript()) == 3  # nothing written by the refused ones
-
-
-def call(*ids: str) -> Message:
-    return Message("assistant", None, tool_calls=[
-        {"id": i, "type": "function", "function": {"name": "weather", "arguments": "{}"}} for i in ids])
-
-
-def result(call_id: str) -> Message:
-    return Message("tool", f"12 C for {call_id}", tool_call_id=call_id)
-
-
-def issue_turns(turns: int = 6) -> list[Message]:
-    out = []
-    for t in range(turns):
-        out += [Message("user", f"ask {t}"), call(f"a{t}", f"b{t}"), result(f"a{t}"),
-                result(f"b{t}"), Message("assistant", f"answer {t}")]
-    return out
 
 
 def test_issue_example_last_live_message_stays_the_last_answer(make_registry):

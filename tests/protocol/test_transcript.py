@@ -13,17 +13,7 @@ from protocol.transcript import (
     is_tail_boundary,
     tail_start,
 )
-
-
-def call(*ids: str) -> Message:
-    return Message("assistant", None, tool_calls=[{"id": i, "type": "function",
-                                                   "function": {"name": "f", "arguments": "{}"}}
-                                                  for i in ids])
-
-
-def result(call_id: str) -> Message:
-    return Message("tool", f"result {call_id}", tool_call_id=call_id)
-
+from tests.tool_messages import call, result
 
 U, A = Message("user", "ask"), Message("assistant", "answer")
 REASONING = Message("assistant", "thinking", meta={"keep_with_next": True})

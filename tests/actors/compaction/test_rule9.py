@@ -10,31 +10,14 @@ from actors import CompactionPolicy, HeadTailCompressor
 from actors.compaction.roles import restore_real_user_ask
 from protocol import SUMMARY_PREFIX, InvalidArgumentError, Message
 from protocol.transcript import invalid_tool_pairing
-
-
-def call(*ids: str) -> Message:
-    return Message("assistant", None, tool_calls=[
-        {"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}} for i in ids])
-
-
-def result(call_id: str) -> Message:
-    return Message("tool", f"r {call_id}", tool_call_id=call_id)
-
-
-def issue_transcript(turns: int = 6) -> list[Message]:
-    """The issue's example: user, assistant with two tool calls, two results, assistant."""
-    out = []
-    for t in range(turns):
-        out += [Message("user", f"ask {t}"), call(f"a{t}", f"b{t}"), result(f"a{t}"),
-                result(f"b{t}"), Message("assistant", f"answer {t}")]
-    return out
+from tests.tool_messages import call, issue_turns, result
 
 
 SUMMARY = Message("assistant", f"{SUMMARY_PREFIX} s", meta={"synthetic": True})
 
 
 def test_issue_example_keeps_the_last_answer_last():
-    snapshot = issue_transcript()
+    snapshot = issue_turns()
     compacted = HeadTailCompressor(keep_last=2).compress(
         snapshot, target_tokens=500, cancel=threading.Event())
     result = restore_real_user_ask(snapshot, compacted)
@@ -51,7 +34,7 @@ def test_a_kept_tail_beginning_inside_a_tool_run_puts_the_ask_before_the_run():
     compacted = [Message("user", "first"), SUMMARY, call("c1"), result("c1"), Message("assistant", "done")]
     compacted[2] = Message("assistant", "calling", tool_calls=compacted[2].tool_calls)
     result_ = restore_real_user_ask(snapshot, compacted)
-    assert [m.text for m in result_] == ["first", SUMMARY.text, "ask", "calling", "r c1", "done"]
+    assert [m.text for m in result_] == ["first", SUMMARY.text, "ask", "calling", "result c1", "done"]
 
 
 @pytest.mark.parametrize("snapshot_end, expected", [

@@ -9,17 +9,9 @@ import pytest
 from actors.compressors import HeadTailCompressor, LLMCompressor
 from protocol import SUMMARY_PREFIX, Message
 from protocol.transcript import invalid_tool_pairing, is_tail_boundary
+from tests.tool_messages import call, result
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def call(*ids: str) -> Message:
-    return Message("assistant", None, tool_calls=[
-        {"id": i, "type": "function", "function": {"name": "lookup", "arguments": "{}"}} for i in ids])
-
-
-def result(call_id: str) -> Message:
-    return Message("tool", f"result of {call_id}", tool_call_id=call_id)
 
 
 def tool_heavy() -> list[Message]:
