@@ -34,6 +34,7 @@ from protocol import (
     Retract,
     SessionEndedError,
     SessionInfo,
+    SessionNotFoundError,
     StoredMessage,
     TranscriptError,
     compactable_end,
@@ -198,6 +199,8 @@ class SessionActor(pykka.ThreadingActor):
                 _set_exception(reply, exc)
         except BaseException as exc:
             _set_exception(reply, exc)
+            if isinstance(exc, SessionNotFoundError):
+                self._registry._retire_erased(self._slot)  # erased elsewhere: start afresh next time
 
     # -- turns ------------------------------------------------------------------------
 
@@ -288,7 +291,13 @@ class SessionActor(pykka.ThreadingActor):
         self._attempt = attempt
         self._slot.attempt = attempt
         self._registry._track_attempt(attempt)
+        attempt.outcome.add_done_callback(self._retire_if_erased)
         return attempt
+
+    def _retire_if_erased(self, outcome: Future[Any]) -> None:
+        """An attempt that met an erased lineage: this actor retires (any thread)."""
+        if not outcome.cancelled() and isinstance(outcome.exception(), SessionNotFoundError):
+            self._registry._retire_erased(self._slot)
 
     def interrupt(self) -> bool:
         """Thread-safe cancel of the attempt in flight (step 8)."""

@@ -115,6 +115,40 @@ class SessionRegistry:
         """`review` without blocking the event loop."""
         return await asyncio.to_thread(self.review, session_id, source=source)
 
+    def delete(self, session_id: str) -> int:
+        """**Erase** the lineage holding ``session_id`` (`Store.delete_session`): interrupt
+        its attempt in flight, stop its actor (requests already queued run first), then
+        delete every session, message, record, lease and cooldown of it. Returns the
+        number of messages erased. Handles on it raise `SessionNotFoundError` for good,
+        even once ``session(session_id)`` starts a new conversation under the same id.
+
+        Raises: `SessionNotFoundError` for an unknown id.
+        """
+        validate_session_id(session_id)
+        self._check_open()
+        ids = {session_id}
+        try:  # outside the lock, like every store call of the registry
+            ids.add(self.store.resolve(session_id))
+        except TranscriptError:  # unknown (delete_session says so below) or forked
+            pass
+        with self._lock:
+            self._check_open()
+            slots = self._lineage_slots(ids)
+            for slot in slots:
+                self._mark_erased(slot)
+        for slot in slots:
+            attempt = slot.attempt
+            if attempt is not None and attempt.in_flight:
+                attempt.abort(CompressionStatus.CANCELLED, "interrupted", wait=True)
+        deadline = time.monotonic() + self.policy.ask_timeout_s
+        for future in [_stop(slot) for slot in slots if slot.actor_ref is not None]:
+            _wait(future, deadline)
+        return self.store.delete_session(session_id)
+
+    async def delete_async(self, session_id: str) -> int:
+        """`delete` without blocking the event loop."""
+        return await asyncio.to_thread(self.delete, session_id)
+
     def stats(self) -> dict[str, int]:
         """Counters for monitoring and tests."""
         with self._lock:
@@ -231,6 +265,8 @@ class SessionRegistry:
         """Enqueue ``request`` on the actor now serving ``slot``; returns that slot."""
         for _ in range(MAX_DISPATCH_RETRIES):
             slot = slot.current()
+            if slot.erased:
+                raise SessionNotFoundError(slot.session_id, f"session {slot.session_id!r} was erased")
             with slot.lock:
                 if not slot.closed and slot.actor_ref is not None:
                     slot.pending += 1
@@ -242,6 +278,7 @@ class SessionRegistry:
                         slot.pending -= 1
                         slot.closed = True
             if slot.successor is None:
+                self._check_same_conversation(slot)
                 slot = self._get_or_start(slot.session_id)
         raise TranscriptError(f"could not reach the actor of {slot.session_id!r}")
 
@@ -285,10 +322,12 @@ class SessionRegistry:
         same session: the interrupt goes to the slot serving that id now.
         """
         slot = slot.current()
+        if slot.erased:
+            raise SessionNotFoundError(slot.session_id, f"session {slot.session_id!r} was erased")
         if slot.closed:
             with self._lock:
                 serving = self._slots.get(slot.session_id)
-            if serving is not None:
+            if serving is not None and serving.current().born == slot.born:
                 slot = serving.current()
         cancelled = False
         while slot is not None:
@@ -298,6 +337,14 @@ class SessionRegistry:
                                           wait=True) or cancelled
             slot = slot.successor
         return cancelled
+
+    def _retire_erased(self, slot: Slot) -> None:
+        with self._lock:
+            if not slot.erased:
+                self._mark_erased(slot)
+                logger.info("the lineage of %s was erased: its actor retires", slot.session_id)
+                if slot.actor_ref is not None:
+                    self._stopping.append(_stop(slot))
 
     def _note_compress_request(self) -> None:
         with self._lock:
@@ -318,9 +365,38 @@ class SessionRegistry:
         if self._closed:
             raise RegistryClosedError()
 
+    def _lineage_slots(self, ids: set[str]) -> list[Slot]:
+        """The slots serving ``ids`` and those handed over to them (registry lock held)."""
+        found = {slot.current() for known in ids if (slot := self._slots.get(known)) is not None}
+        return [*found, *(s for s in self._handed_over if s.current() in found)]
+
+    def _mark_erased(self, slot: Slot) -> None:
+        """Close ``slot`` for good and forget its ids (registry lock held)."""
+        with slot.lock:
+            was_open = not slot.closed
+            slot.erased = slot.closed = True
+        for known in list(slot.ids):
+            if self._slots.get(known) is slot:
+                del self._slots[known]
+        self._resident.discard(slot)
+        if was_open:
+            self._counters["actors_stopped"] += 1
+
+    def _check_same_conversation(self, slot: Slot) -> None:
+        """Before restarting an evicted slot's actor: the session it was born on must
+        still be there (an erased id may carry a new conversation since)."""
+        if slot.born is not None:
+            born_id, born_at = slot.born
+            info = self.store.get_session(born_id)
+            if info is None or info.created_at != born_at:
+                slot.erased = True
+        if slot.erased:
+            raise SessionNotFoundError(slot.session_id, f"session {slot.session_id!r} was erased")
+
     def _spawn(self, live_id: str, info: SessionInfo) -> Slot:
         """A slot with a started actor for ``live_id``, not yet known to the registry."""
         slot = Slot(live_id)
+        slot.born = (info.id, info.created_at)
         slot.actor_ref = SessionActor.start(
             slot=slot, registry=self, store=self.store, compressor=self.compressor,
             policy=self.policy, holder=self.holder, info=info)

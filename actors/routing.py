@@ -66,6 +66,10 @@ class Router(Protocol):
         """Cancel the attempt in flight of the actor serving ``slot``."""
         ...
 
+    def _retire_erased(self, slot: Slot) -> None:
+        """The store no longer has ``slot``'s lineage: stop its actor for good."""
+        ...
+
     def _note_compress_request(self) -> None:
         ...
 

@@ -35,6 +35,10 @@ class Slot:
         self.last_used = time.monotonic()
         self.attempt: Attempt | None = None  # the actor's latest attempt (set on its thread)
         self.turns: TurnGate | None = None  # the actor's turn gate (set when it starts)
+        # (id, created_at) of the session the actor started on: a later session under the
+        # same id (after an erasure) is another conversation, never this slot's
+        self.born: tuple[str, float] | None = None
+        self.erased = False  # its lineage was erased: handles on it fail for good
 
     @property
     def busy(self) -> bool:
