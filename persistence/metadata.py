@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from protocol import InvalidArgumentError, InvalidMetadataError, SessionInfo, content_limit
+from protocol.checks import MAX_JSON_DEPTH, check_count
 
 __all__ = [
     "MAX_DEPTH",
@@ -33,7 +34,7 @@ __all__ = [
 ]
 
 #: JSON-able values nest at most this deep (DESIGN section 3).
-MAX_DEPTH = 64
+MAX_DEPTH = MAX_JSON_DEPTH
 #: The longest retention `prune_archive` accepts: 100 years, in seconds.
 MAX_RETENTION_S = 100 * 365.25 * 86400
 
@@ -133,12 +134,8 @@ def check_metadata_filter(metadata: object) -> str | None:
 
 
 def check_page_limit(limit: object) -> int | None:
-    """A listing page size: None (all) or an int >= 1."""
-    if limit is None:
-        return None
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidArgumentError(f"limit must be None or an int >= 1, got {limit!r}")
-    return limit
+    """A listing page size: None (all) or an int from 1 to `MAX_COUNT` (2**31 - 1)."""
+    return None if limit is None else check_count(limit, "limit", minimum=1)
 
 
 def check_after(after: object) -> SessionInfo | str | None:

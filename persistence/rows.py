@@ -28,17 +28,22 @@ from protocol import (
     content_limit,
     validate_session_id,
 )
-from protocol.messages import MAX_SESSION_ID_LENGTH, ROLES
+from protocol.checks import check_count, check_duration, check_json_value, check_text
+from protocol.messages import MAX_CONTENT_LIMIT, MAX_SESSION_ID_LENGTH, ROLES
 
 from .metadata import metadata_from_column
 
 __all__ = [
     "checked_session_id",
     "check_commit_args",
+    "check_cooldown_error",
+    "check_cooldown_seconds",
     "check_open_flags",
     "check_watermark",
     "check_lease",
     "check_messages",
+    "check_snapshot",
+    "check_store_options",
     "check_ttl",
     "compaction_from_row",
     "cooldown_from_row",
@@ -51,12 +56,17 @@ __all__ = [
 ]
 
 
+#: The largest integer both backends store (a 64-bit signed INTEGER / bigint).
+MAX_SQL_INT = 2**63 - 1
+
 # One prebuilt encoder: json.dumps with options builds a new encoder per call,
 # which is most of the cost of an append on the caller's side.
 _ENCODER = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
 
 
 def _dumps(value: Any, what: str, *, utf8_checked: bool = False) -> str:
+    if not utf8_checked:  # a container (mutable after the Message was built): bound its depth
+        check_json_value(value, what, error=InvalidMessageError)
     try:
         text = _ENCODER.encode(value)
         if not utf8_checked:
@@ -99,8 +109,8 @@ def message_params(message: Message, max_content_bytes: int | None) -> dict[str,
         raise InvalidMessageError(f"role must be one of {sorted(ROLES)}, got {message.role!r}")
     for attr in ("name", "tool_call_id"):
         value = getattr(message, attr)
-        if value is not None and not isinstance(value, str):
-            raise InvalidMessageError(f"{attr} must be a str or None")
+        if value is not None:
+            check_text(value, attr, allow_empty=True, error=InvalidMessageError)
     meta = message.meta
     if type(meta) is not dict and not isinstance(meta, Mapping):  # dict first: ABC checks are slow
         raise InvalidMessageError("meta must be a mapping")
@@ -148,20 +158,52 @@ def check_open_flags(**flags: object) -> None:
             raise InvalidArgumentError(f"{name} must be True or False, got {value!r}")
 
 
+def check_store_options(*, patience_s: object, max_content_bytes: object) -> None:
+    """Options every backend takes: ``patience_s`` a duration (0: never wait) and
+    ``max_content_bytes`` None or 1 byte to `MAX_CONTENT_LIMIT`."""
+    check_duration(patience_s, "patience_s", allow_zero=True)
+    if max_content_bytes is not None:
+        check_count(max_content_bytes, "max_content_bytes", minimum=1, maximum=MAX_CONTENT_LIMIT)
+
+
 def check_ttl(ttl_s: object) -> float:
-    """A lease TTL: a finite number > 0, else `InvalidArgumentError`."""
-    if isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)):
-        raise InvalidArgumentError(f"ttl_s must be a number, got {ttl_s!r}")
-    if not math.isfinite(ttl_s) or ttl_s <= 0:
-        raise InvalidArgumentError(f"ttl_s must be finite and > 0, got {ttl_s!r}")
-    return float(ttl_s)
+    """A lease TTL: finite, > 0 and at most 30 days, else `InvalidArgumentError`."""
+    return check_duration(ttl_s, "ttl_s")
 
 
 def check_lease(lease: object) -> Lease:
+    """A `Lease` whose fields can be sent to a database (a forged one may not)."""
     if not isinstance(lease, Lease):
         raise InvalidArgumentError(f"expected a Lease, got {type(lease).__name__}")
     validate_session_id(lease.session_id)
+    check_text(lease.holder, "lease holder")
+    check_count(lease.token, "lease token", maximum=MAX_SQL_INT)
     return lease
+
+
+def check_cooldown_seconds(seconds: object) -> float:
+    """A cooldown length: a duration, 0 allowed (no cooldown)."""
+    return check_duration(seconds, "seconds", allow_zero=True)
+
+
+def check_cooldown_error(error: object) -> str | None:
+    """A cooldown's error text: None, or a str without NUL (empty allowed)."""
+    return None if error is None else check_text(error, "error", allow_empty=True)
+
+
+def check_snapshot(session_id: str, snapshot: object) -> Cooldown | None:
+    """A cooldown snapshot to restore: None, or a `Cooldown` of this session."""
+    if snapshot is None:
+        return None
+    if not isinstance(snapshot, Cooldown):
+        raise InvalidArgumentError(f"snapshot must be a Cooldown or None, got {type(snapshot).__name__}")
+    if snapshot.session_id != session_id:
+        raise InvalidArgumentError(f"snapshot is for {snapshot.session_id!r}, not {session_id!r}")
+    until = snapshot.until
+    if isinstance(until, bool) or not isinstance(until, (int, float)) or not math.isfinite(until):
+        raise InvalidArgumentError(f"snapshot.until must be a finite number, got {until!r}")
+    check_cooldown_error(snapshot.error)
+    return snapshot
 
 
 def check_commit_args(
@@ -173,8 +215,7 @@ def check_commit_args(
     check_lease(lease)
     if mode not in MODES:
         raise InvalidArgumentError(f"mode must be one of {MODES}, got {mode!r}")
-    if isinstance(watermark, bool) or not isinstance(watermark, int) or watermark < 0:
-        raise InvalidArgumentError(f"watermark must be an int >= 0, got {watermark!r}")
+    check_count(watermark, "watermark", maximum=MAX_SQL_INT)
     if isinstance(compacted, (str, bytes, Mapping, Message)) or not isinstance(compacted, Sequence):
         raise InvalidArgumentError("compacted must be a sequence of Message")
     if not compacted:
@@ -183,8 +224,7 @@ def check_commit_args(
         validate_session_id(child_session_id)
         if mode != "rotate":
             raise InvalidArgumentError("child_session_id is only meaningful in rotate mode")
-    if not isinstance(compressor, str):
-        raise InvalidArgumentError(f"compressor must be a str, got {compressor!r}")
+    check_text(compressor, "compressor", allow_empty=True)
     return check_messages(list(compacted), max_content_bytes)
 
 

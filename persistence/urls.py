@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+import re
+from urllib.parse import unquote_plus
 
 from protocol import ConfigurationError
 
@@ -13,6 +14,9 @@ from .store import Store
 __all__ = ["display_url", "open_store", "parse_store_url"]
 
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+#: Query parameters whose values are masked when a URL is shown (libpq's
+#: ``password`` and ``sslpassword``, and anything else that looks like a secret).
+_SECRET_KEY = re.compile(r"pass|secret|token|api[-_]?key|credential", re.I)
 
 
 def parse_store_url(url_or_path: str | os.PathLike[str]) -> tuple[str, str]:
@@ -43,17 +47,34 @@ def parse_store_url(url_or_path: str | os.PathLike[str]) -> tuple[str, str]:
 
 
 def display_url(url_or_path: str | os.PathLike[str]) -> str:
-    """The URL with any password masked, safe to print or log."""
+    """The URL with every password masked (user info and query parameters alike),
+    safe to print or log. A plain path is returned as is."""
     text = os.fspath(url_or_path)
-    if not text.startswith(_POSTGRES_SCHEMES):
+    if "://" not in text:
         return text
-    parts = urlsplit(text)
-    if parts.password is None:
-        return text
-    netloc = f"{parts.username or ''}:***@{parts.hostname or ''}"
-    if parts.port:
-        netloc += f":{parts.port}"
-    return urlunsplit(parts._replace(netloc=netloc))
+    scheme, rest = text.split("://", 1)
+    cut = min((i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+    netloc, tail = rest[:cut], rest[cut:]
+    if "@" in netloc:
+        userinfo, hosts = netloc.rsplit("@", 1)
+        if ":" in userinfo:
+            netloc = f"{userinfo.split(':', 1)[0]}:***@{hosts}"
+    if "?" in tail:
+        path, query = tail.split("?", 1)
+        query, hash_mark, fragment = query.partition("#")
+        tail = f"{path}?{_masked_query(query)}{hash_mark}{fragment}"
+    return f"{scheme}://{netloc}{tail}"
+
+
+def _masked_query(query: str) -> str:
+    """``key=value`` pairs with the value of every secret-looking key replaced by ``***``."""
+    pairs = []
+    for pair in query.split("&"):
+        key, equals, _value = pair.partition("=")
+        if equals and _SECRET_KEY.search(unquote_plus(key)):
+            pair = f"{key}=***"
+        pairs.append(pair)
+    return "&".join(pairs)
 
 
 def open_store(

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import math
-import unicodedata
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from .errors import InvalidArgumentError, InvalidMessageError, InvalidSessionIdError
+from .checks import check_count, check_json_value, check_text
+from .errors import InvalidMessageError, InvalidSessionIdError
 
 __all__ = [
     "DEFAULT_MAX_CONTENT_BYTES",
+    "MAX_CONTENT_LIMIT",
     "MAX_SESSION_ID_LENGTH",
     "ROLES",
     "SUMMARY_PREFIX",
@@ -34,6 +36,8 @@ ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant", "
 MESSAGE_STATES: frozenset[str] = frozenset({"live", "compacted", "superseded", "retracted", "pruned"})
 
 DEFAULT_MAX_CONTENT_BYTES = 1024 * 1024
+#: The largest per-message content limit that can be configured (256 MiB).
+MAX_CONTENT_LIMIT = 256 * 1024 * 1024
 MAX_SESSION_ID_LENGTH = 128
 #: Content of a summary message written by a compressor starts with this marker.
 SUMMARY_PREFIX = "[CONTEXT COMPACTION]"
@@ -52,19 +56,30 @@ def set_content_limit(nbytes: int) -> int:
     The limit applies to messages constructed afterwards. Stores may enforce their
     own (``max_content_bytes=`` option) on top of it.
     """
-    if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes <= 0:
-        raise InvalidArgumentError(f"content limit must be a positive int, got {nbytes!r}")
+    check_count(nbytes, "content limit", minimum=1, maximum=MAX_CONTENT_LIMIT)
     previous, _limit["bytes"] = _limit["bytes"], nbytes
     return previous
 
 
+# Characters refused in session ids: controls (Cc), line and paragraph separators
+# (Zl, Zp), bidi controls, U+200B and U+FEFF spoof logs and terminals; lone
+# surrogates cannot be stored. The zero-width joiner (U+200D) stays allowed.
+_FORBIDDEN_IN_ID = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200b\u200e\u200f\u202a-\u202e"
+    "\u2066-\u2069\ufeff\ud800-\udfff]"
+)
+
+
 def validate_session_id(session_id: object) -> str:
-    """Return ``session_id`` if valid, else raise `InvalidSessionIdError`."""
+    """Return ``session_id`` if valid, else raise `InvalidSessionIdError`.
+
+    1-128 characters, no leading or trailing whitespace, and none of: control
+    characters, line or paragraph separators, bidi controls (U+061C, U+200E,
+    U+200F, U+202A-U+202E, U+2066-U+2069), U+200B, U+FEFF.
+    """
     if not isinstance(session_id, str) or not 1 <= len(session_id) <= MAX_SESSION_ID_LENGTH:
         raise InvalidSessionIdError(session_id)
-    if session_id != session_id.strip():
-        raise InvalidSessionIdError(session_id)
-    if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in session_id):
+    if session_id != session_id.strip() or _FORBIDDEN_IN_ID.search(session_id):
         raise InvalidSessionIdError(session_id)
     return session_id
 
@@ -75,8 +90,9 @@ _STRICT_JSON = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=
 
 
 def _check_json(value: Any, what: str) -> bytes:
-    """Serialize ``value`` strictly (no NaN, valid UTF-8) or raise InvalidMessageError;
-    returns the UTF-8 bytes a store would write."""
+    """Serialize ``value`` strictly (no NaN, valid UTF-8, at most 64 levels deep) or
+    raise InvalidMessageError; returns the UTF-8 bytes a store would write."""
+    check_json_value(value, what, error=InvalidMessageError)  # before the encoder recurses
     try:
         return _STRICT_JSON.encode(value).encode("utf-8")
     except (TypeError, ValueError) as exc:  # UnicodeEncodeError: a lone surrogate
@@ -119,9 +135,8 @@ class Message:
         self._validate_content()
         for attr in ("name", "tool_call_id"):
             value = getattr(self, attr)
-            if value is not None and not isinstance(value, str):
-                raise InvalidMessageError(f"{attr} must be a str or None, got {type(value).__name__}")
-            if value is not None:
+            if value is not None:  # stored as text columns: no NUL (PostgreSQL cannot store it)
+                check_text(value, attr, allow_empty=True, error=InvalidMessageError)
                 _utf8_size(value, attr)
         if self.tool_calls is not None:
             _check_json(self.tool_calls, "tool_calls")

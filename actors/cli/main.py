@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from protocol import TranscriptError
+from protocol.checks import MAX_COUNT
 
 from . import compact, database, inspect, lineage, simulate
 from .database import DEFAULT_DB, ENV_DB
@@ -74,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="only sessions that have not ended")
     state.add_argument("--ended", dest="live", action="store_const", const=False,
                        help="only ended sessions")
-    p.add_argument("--limit", type=int, default=100, help="at most N sessions (0: all; default 100)")
+    p.add_argument("--limit", type=count_option(0, MAX_COUNT - 1), default=100,
+                   help="at most N sessions (0: all; default 100)")
 
     p = _add_command(sub, common, "show", inspect.cmd_show,
                      "show a session's live transcript (and its archive)",
@@ -82,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("session_id", metavar="ID", help="the session to show (exactly this id)")
     p.add_argument("--archive", action="store_true",
                    help="also show compacted and superseded messages and compaction records")
-    p.add_argument("--tail", metavar="N", type=int, default=None,
+    p.add_argument("--tail", metavar="N", type=count_option(1, MAX_COUNT), default=None,
                    help="only the last N live messages (N >= 1; default: all)")
 
     p = _add_command(sub, common, "lineage", lineage.cmd_lineage,
@@ -120,6 +122,22 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_options(p)
     compact.add_compressor_options(p)
     return parser
+
+
+def count_option(minimum: int, maximum: int):
+    """An argparse type: an int in ``[minimum, maximum]``, else a usage error (exit 2)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(f"must be from {minimum} to {maximum}, got {text}")
+        return value
+
+    parse.__name__ = "count"  # argparse names the type in its messages
+    return parse
 
 
 def _fail(message: str) -> int:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from protocol import InvalidArgumentError, Message
+from protocol.checks import check_count, check_duration
 from protocol.records import MODES, CompactionMode
 
 from ..compressors.base import Compressor
@@ -36,20 +37,30 @@ def estimate_tokens(messages: Sequence[Message]) -> int:
     return total
 
 
+#: Fields that are durations in seconds: > 0 and at most 30 days (`MAX_DURATION_S`).
+DURATIONS = ("lease_ttl_s", "max_compaction_s", "idle_timeout_s", "ask_timeout_s", "max_turn_s")
+
+
 @dataclass(frozen=True, slots=True)
 class CompactionPolicy:
     """How a `SessionRegistry` compacts. Every field has a production default.
 
+    Ranges (outside them: `InvalidArgumentError` at construction): counts are ints
+    up to 2**31 - 1; durations are seconds, finite, > 0 and at most 30 days
+    (2,592,000 s); ``cooldown_s`` may also be 0 (no cooldown).
+
     - ``max_tokens``: auto-compaction threshold checked after appends (None: only
-      explicit ``compress()`` calls compact).
-    - ``target_tokens``: size the compressor aims for.
-    - ``keep_last``: messages kept verbatim at the end (used by `HeadTailCompressor`).
+      explicit ``compress()`` calls compact; else >= 1).
+    - ``target_tokens``: size the compressor aims for (>= 1).
+    - ``keep_last``: messages kept verbatim at the end (used by `HeadTailCompressor`; >= 0).
     - ``mode``: ``"in_place"`` (same session id) or ``"rotate"`` (a child session).
-    - ``lease_ttl_s``: compaction lease lifetime, renewed every third of it.
+    - ``lease_ttl_s``: compaction lease lifetime, renewed every third of it; the
+      registry also reaps expired leases once per this period.
     - ``max_compaction_s``: hard cap on one attempt (then CANCELLED ``"timeout"``).
     - ``cooldown_s``: pause after a failed attempt before the next non-forced one.
     - ``idle_timeout_s``: an actor with no traffic for this long is stopped.
-    - ``max_resident``: at most this many actors per registry (least recently used go first).
+    - ``max_resident``: at most this many actors per registry (least recently used go
+      first; >= 1).
     - ``ask_timeout_s``: the longest any call waits on an actor (``compress()`` waits
       ``max_compaction_s + ask_timeout_s``).
     - ``max_turn_s``: a turn (``handle.turn()``) open longer than this is closed by
@@ -76,18 +87,15 @@ class CompactionPolicy:
 
     def __post_init__(self) -> None:
         if self.max_tokens is not None:
-            _require_int("max_tokens", self.max_tokens, minimum=1)
-        _require_int("target_tokens", self.target_tokens, minimum=1)
-        _require_int("keep_last", self.keep_last, minimum=0)
-        _require_int("max_resident", self.max_resident, minimum=1)
+            check_count(self.max_tokens, "max_tokens", minimum=1)
+        check_count(self.target_tokens, "target_tokens", minimum=1)
+        check_count(self.keep_last, "keep_last")
+        check_count(self.max_resident, "max_resident", minimum=1)
         if self.mode not in MODES:
             raise InvalidArgumentError(f"mode must be one of {MODES}, got {self.mode!r}")
-        for name in ("lease_ttl_s", "max_compaction_s", "idle_timeout_s", "ask_timeout_s",
-                     "max_turn_s"):
-            _require_positive_seconds(name, getattr(self, name))
-        if not (isinstance(self.cooldown_s, (int, float)) and math.isfinite(self.cooldown_s)
-                and self.cooldown_s >= 0):
-            raise InvalidArgumentError(f"cooldown_s must be finite and >= 0, got {self.cooldown_s!r}")
+        for name in DURATIONS:
+            check_duration(getattr(self, name), name)
+        check_duration(self.cooldown_s, "cooldown_s", allow_zero=True)  # 0: no cooldown
         if not callable(self.token_counter):
             raise InvalidArgumentError("token_counter must be callable")
         if not isinstance(self.merge_user_messages, bool):
@@ -128,14 +136,3 @@ def bind_compressor(compressor: Compressor | None, policy: CompactionPolicy) -> 
     """Let a compressor adopt policy defaults through its optional ``for_policy`` hook."""
     hook = getattr(compressor, "for_policy", None)
     return hook(policy) if callable(hook) else compressor
-
-
-def _require_int(name: str, value: object, *, minimum: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise InvalidArgumentError(f"{name} must be an int >= {minimum}, got {value!r}")
-
-
-def _require_positive_seconds(name: str, value: object) -> None:
-    if (not isinstance(value, (int, float)) or isinstance(value, bool)
-            or not math.isfinite(value) or value <= 0):
-        raise InvalidArgumentError(f"{name} must be finite and > 0, got {value!r}")

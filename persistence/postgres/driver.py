@@ -22,7 +22,7 @@ from protocol import ConfigurationError, ReadOnlyStoreError, StoreBusyError, Tra
 
 from .. import killpoints
 
-__all__ = ["PgDatabase", "import_driver", "redact_url"]
+__all__ = ["DRIVER_LOGGER", "PgDatabase", "import_driver", "redact_url", "route_driver_logs"]
 
 log = logging.getLogger("session_actors.pg_driver")
 
@@ -41,7 +41,33 @@ def import_driver() -> tuple[Any, Any]:
         raise ConfigurationError(
             f"the PostgreSQL backend needs psycopg 3 and psycopg-pool: {EXTRA_HINT}"
         ) from exc
+    route_driver_logs()
     return psycopg, psycopg_pool
+
+
+#: Where the driver's own log records go (``session_actors.driver.psycopg.pool``, ...).
+DRIVER_LOGGER = "session_actors.driver"
+
+
+class _ToOurLogger(logging.Handler):
+    """Re-logs a driver record under `DRIVER_LOGGER`: silent by default (the package
+    logger has a NullHandler), visible wherever the application shows our logs."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        target = logging.getLogger(f"{DRIVER_LOGGER}.{record.name}")
+        if target.isEnabledFor(record.levelno):
+            ours = logging.makeLogRecord(record.__dict__)
+            ours.name = target.name
+            target.handle(ours)
+
+
+def route_driver_logs() -> None:
+    """Send psycopg's and psycopg_pool's log records to our logger instead of letting
+    them propagate (unconfigured, Python prints warnings straight to stderr). Idempotent."""
+    driver = logging.getLogger("psycopg")  # psycopg.pool is its child
+    if not any(isinstance(h, _ToOurLogger) for h in driver.handlers):
+        driver.addHandler(_ToOurLogger())
+        driver.propagate = False
 
 
 def redact_url(url: str) -> str:

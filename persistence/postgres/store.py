@@ -21,6 +21,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from protocol.checks import check_text
 from protocol import (
     CompactionRecord,
     Cooldown,
@@ -40,9 +41,12 @@ from ..metadata import check_listing, check_metadata, check_metadata_patch, chec
 from ..queries import load_queries
 from ..rows import (
     check_commit_args,
+    check_cooldown_error,
+    check_cooldown_seconds,
     check_open_flags,
     check_lease,
     check_messages,
+    check_snapshot,
     check_ttl,
     checked_session_id,
     compaction_from_row,
@@ -53,7 +57,7 @@ from ..rows import (
     stored_message_from_row,
 )
 from . import lifecycle
-from .args import check_cooldown_seconds, check_pool_options, check_snapshot, check_text
+from .args import check_pool_options
 from .compaction import commit_in_transaction
 from .driver import PgDatabase
 from .lineage import ended_error, require_session, resolve_tip
@@ -403,8 +407,7 @@ class PostgresStore:
     def arm_cooldown(self, session_id: str, seconds: float, error: str | None) -> Cooldown:
         sid = validate_session_id(session_id)
         seconds = check_cooldown_seconds(seconds)
-        if error is not None:
-            check_text(error, "error", allow_empty=True)
+        check_cooldown_error(error)
         params = {"session_id": sid, "seconds": seconds, "error": error}
 
         def work(cur: Any) -> Cooldown:

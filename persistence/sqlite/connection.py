@@ -32,6 +32,7 @@ __all__ = [
     "is_busy",
     "map_sqlite_error",
     "restrict_sidecars",
+    "warn_if_readable_by_others",
 ]
 
 logger = logging.getLogger("session_actors.sqlite_conn")
@@ -49,9 +50,12 @@ def ensure_private_file(path: str, *, create: bool) -> None:
     """Create the database file with mode 0600 before SQLite opens it.
 
     SQLite creates its -wal and -shm files with the database file's permissions,
-    so creating this one privately keeps all three private.
+    so creating this one privately keeps all three private. An existing file that
+    others may read is reported (once per file and process), not changed: it may
+    be shared on purpose.
     """
     if os.path.exists(path):
+        warn_if_readable_by_others(path)
         return
     if not create:
         raise ConfigurationError(f"database {path!r} does not exist")
@@ -65,6 +69,28 @@ def ensure_private_file(path: str, *, create: bool) -> None:
     except OSError as exc:
         raise ConfigurationError(f"cannot create database {path!r}: {exc}") from exc
     os.close(fd)
+
+
+_warned_paths: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def warn_if_readable_by_others(path: str) -> None:
+    """A warning on the logger, once per file and process, when the database file is
+    readable by its group or by everyone (transcripts are private data)."""
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return
+    if not mode & (stat.S_IRGRP | stat.S_IROTH):
+        return
+    key = os.path.realpath(path)
+    with _warned_lock:
+        if key in _warned_paths:
+            return
+        _warned_paths.add(key)
+    logger.warning("database %s is readable by others (mode %s): transcripts are private; "
+                   "chmod 600 it", path, oct(mode))
 
 
 def restrict_sidecars(path: str) -> None:

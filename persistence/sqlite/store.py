@@ -14,7 +14,6 @@ seq assignment, at most one child) is checked inside them.
 from __future__ import annotations
 
 import logging
-import math
 import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -24,22 +23,26 @@ from protocol import (
     CompactionRecord,
     ConfigurationError,
     Cooldown,
-    InvalidArgumentError,
     Lease,
     Message,
     SessionInfo,
     StoredMessage,
 )
+from protocol.checks import check_text
 from protocol.records import CompactionMode
 
 from ..metadata import check_listing, check_metadata, check_metadata_patch, check_older_than
 from ..queries import load_queries
 from ..rows import (
     check_commit_args,
+    check_cooldown_error,
+    check_cooldown_seconds,
     check_open_flags,
     checked_session_id,
     check_lease,
     check_messages,
+    check_snapshot,
+    check_store_options,
     check_ttl,
     compaction_from_row,
     cooldown_from_row,
@@ -157,12 +160,7 @@ class SqliteStore:
     def _check_options(synchronous: object, patience: object, max_bytes: object) -> None:
         if not isinstance(synchronous, str) or synchronous.upper() not in SYNCHRONOUS_MODES:
             raise ConfigurationError(f"synchronous must be one of {SYNCHRONOUS_MODES}, got {synchronous!r}")
-        if isinstance(patience, bool) or not isinstance(patience, (int, float)) or not (
-            math.isfinite(patience) and patience >= 0
-        ):
-            raise ConfigurationError(f"patience_s must be a finite number >= 0, got {patience!r}")
-        if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0):
-            raise ConfigurationError(f"max_content_bytes must be a positive int, got {max_bytes!r}")
+        check_store_options(patience_s=patience, max_content_bytes=max_bytes)
 
     # -- plumbing ---------------------------------------------------------------
 
@@ -227,8 +225,7 @@ class SqliteStore:
         checked_session_id(session_id)
         if parent_session_id is not None:
             checked_session_id(parent_session_id)
-        if not isinstance(source, str) or not source:
-            raise InvalidArgumentError(f"source must be a non-empty str, got {source!r}")
+        check_text(source, "source")
         text = check_metadata(metadata)
         row = self._write(
             lambda c: ops.create_session(c, self._q, session_id, source, parent_session_id, self.now(), text),
@@ -243,8 +240,7 @@ class SqliteStore:
 
     def end_session(self, session_id: str, reason: str) -> SessionInfo:
         checked_session_id(session_id)
-        if not isinstance(reason, str) or not reason:
-            raise InvalidArgumentError(f"reason must be a non-empty str, got {reason!r}")
+        check_text(reason, "reason")
         row = self._write(lambda c: ops.end_session(c, self._q, session_id, reason, self.now()), session_id)
         return session_from_row(row)
 
@@ -338,8 +334,7 @@ class SqliteStore:
 
     def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> Lease | None:
         checked_session_id(session_id)
-        if not isinstance(holder, str) or not holder:
-            raise InvalidArgumentError(f"holder must be a non-empty str, got {holder!r}")
+        check_text(holder, "holder")
         ttl = check_ttl(ttl_s)
 
         def body(c: sqlite3.Connection) -> sqlite3.Row | None:
@@ -442,11 +437,8 @@ class SqliteStore:
 
     def arm_cooldown(self, session_id: str, seconds: float, error: str | None) -> Cooldown:
         checked_session_id(session_id)
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not (
-            math.isfinite(seconds) and seconds >= 0
-        ):
-            raise InvalidArgumentError(f"seconds must be finite and >= 0, got {seconds!r}")
-        _check_error_text(error)
+        seconds = check_cooldown_seconds(seconds)
+        check_cooldown_error(error)
 
         def body(c: sqlite3.Connection) -> sqlite3.Row:
             ops.require_session(c, self._q, session_id)
@@ -460,12 +452,7 @@ class SqliteStore:
 
     def restore_cooldown(self, session_id: str, snapshot: Cooldown | None) -> None:
         checked_session_id(session_id)
-        if snapshot is not None:
-            if not isinstance(snapshot, Cooldown) or snapshot.session_id != session_id:
-                raise InvalidArgumentError(f"snapshot must be None or a Cooldown of {session_id!r}")
-            if not isinstance(snapshot.until, (int, float)) or not math.isfinite(snapshot.until):
-                raise InvalidArgumentError(f"cooldown until must be finite, got {snapshot.until!r}")
-            _check_error_text(snapshot.error)
+        snapshot = check_snapshot(session_id, snapshot)
 
         def body(c: sqlite3.Connection) -> None:
             ops.require_session(c, self._q, session_id)
@@ -478,8 +465,3 @@ class SqliteStore:
                 )
 
         self._write(body, session_id)
-
-
-def _check_error_text(error: Any) -> None:
-    if error is not None and not isinstance(error, str):
-        raise InvalidArgumentError(f"error must be None or a str, got {error!r}")

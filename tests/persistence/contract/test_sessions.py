@@ -67,7 +67,7 @@ def test_sessions_newest_first_with_filters(store):
     assert [s.id for s in store.sessions(live=True)] == ["s4", "s3", "s1"]
     assert [s.id for s in store.sessions(live=False)] == ["s2"]
     assert [s.id for s in store.sessions(limit=2)] == ["s4", "s3"]
-    for bad in (0, -1, True, 1.5):
+    for bad in (0, -1, 2**31, 2**63, True, 1.5, "2"):  # None = all, else 1 .. 2**31 - 1
         with pytest.raises(InvalidArgumentError):
             store.sessions(limit=bad)
 

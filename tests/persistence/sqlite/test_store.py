@@ -12,6 +12,7 @@ from persistence import open_store
 from persistence.sqlite import SqliteStore
 from protocol import (
     ConfigurationError,
+    InvalidArgumentError,
     Message,
     StoreBusyError,
     TranscriptError,
@@ -88,13 +89,15 @@ def test_not_a_database_is_a_configuration_error(tmp_path):
 
 @pytest.mark.parametrize(
     "options",
-    [{"synchronous": "SOMETIMES"}, {"patience_s": -1}, {"patience_s": float("nan")},
-     {"max_content_bytes": 0}, {"max_content_bytes": "big"}],
+    [{"patience_s": -1}, {"patience_s": float("nan")}, {"patience_s": 1e300},
+     {"max_content_bytes": 0}, {"max_content_bytes": "big"}, {"max_content_bytes": 2**40}],
     ids=repr,
 )
 def test_bad_options_rejected(sqlite_path, options):
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(InvalidArgumentError):  # a value out of its documented range
         SqliteStore(sqlite_path, **options)
+    with pytest.raises(ConfigurationError):
+        SqliteStore(sqlite_path, synchronous="SOMETIMES")
 
 
 def test_sqlite_url_and_wal_mode(tmp_path):
