@@ -63,7 +63,7 @@ def test_automatic_attempts_are_reported_and_a_slow_hook_delays_nothing(make_reg
     hook = Hook(store, block=release_hook)
     registry = make_registry(ScriptedCompressor(lambda ms: [ms[0].as_message(), ms[-1].as_message()]),
                              on_outcome=hook, max_tokens=100, keep_last=1,
-                             ask_timeout_s=3)  # an append stuck behind the hook fails
+                             ask_timeout_s=10)  # an append stuck behind the hook (20 s) fails
     session = registry.session("o2")
     session.append(conversation(2))
     session.append("user", "z" * 600)  # over budget: an automatic attempt, nobody waits on it
