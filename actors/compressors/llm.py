@@ -157,6 +157,11 @@ class LLMCompressor:
         max_retries: int = DEFAULT_MAX_RETRIES,
         environ: Mapping[str, str] | None = None,
     ) -> None:
+        for what, value in (("base_url", base_url), ("model", model), ("api_key", api_key)):
+            if value is not None and not isinstance(value, str):
+                raise InvalidArgumentError(f"{what} must be a str or None, got {type(value).__name__}")
+        if environ is not None and not isinstance(environ, Mapping):
+            raise InvalidArgumentError(f"environ must be a mapping, got {type(environ).__name__}")
         env = os.environ if environ is None else environ
         config = _resolve(base_url, model, api_key, env)
         if (isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float))

@@ -225,3 +225,13 @@ def test_credentials_in_any_compressor_error_are_masked(store_url: str) -> None:
     for text in (outcome.error, cooldown.error):
         for leaked in ("sk-live-123", "sk-x", "dXNlcjpwYXNz"):
             assert leaked not in text, (leaked, text)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"base_url": 8080}, {"model": ["m"]}, {"api_key": b"k"}, {"environ": [("A", "b")]},
+    {"max_retries": True}, {"max_retries": 21}, {"timeout_s": float("inf")},
+])
+def test_bad_arguments_are_typed_errors(kwargs) -> None:
+    base = {"base_url": "http://127.0.0.1:1/v1", "model": "m", "environ": {}}
+    with pytest.raises(InvalidArgumentError):
+        LLMCompressor(**{**base, **kwargs})
