@@ -72,7 +72,7 @@ class AgentsSession:
         self.session_settings = _coerce(settings, session_settings)
         self._settings = settings
         self._registry = registry
-        self._lock = threading.Lock()  # guards _handle; asyncio locks bind to one loop
+        self._lock = threading.Lock()  # guards _handle (an asyncio lock binds to one loop)
         self._handle: SessionHandle | None = None
         self._closed = False
 
@@ -149,14 +149,12 @@ class AgentsSession:
     async def _current_handle(self) -> SessionHandle:
         handle = self._handle
         if handle is None:
-            handle = await asyncio.to_thread(self._open_handle)
+            opened = await self._registry.session_async(self.session_id, source=SOURCE)
+            with self._lock:  # the first handle wins; handles are cheap, the actor is one
+                if self._handle is None:
+                    self._handle = opened
+                handle = self._handle
         return handle
-
-    def _open_handle(self) -> SessionHandle:
-        with self._lock:
-            if self._handle is None:
-                self._handle = self._registry.session(self.session_id, source=SOURCE)
-            return self._handle
 
     def _forget(self, handle: SessionHandle | None) -> None:
         with self._lock:
