@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.messages import ROLES
-
-__all__ = ["CALL_TYPES", "DEVELOPER_ITEMS", "HAS_DEVELOPER_ROLE", "ITEMS", "orphan_outputs", "tool_run_items"]
+__all__ = ["CALL_TYPES", "ITEMS", "orphan_outputs", "tool_run_items"]
 
 IMAGE = "data:image/png;base64,iVBORw0KGgo="
 
 ITEMS: list[dict[str, Any]] = [
     {"role": "user", "content": "Hello"},
     {"role": "system", "content": "You are terse."},
+    {"role": "developer", "content": "Answer in Norwegian."},
+    {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Be brief."}]},
     {"type": "message", "role": "user", "content": [
         {"type": "input_text", "text": "what is in this picture?"},
         {"type": "input_image", "image_url": IMAGE, "detail": "auto"},
@@ -75,13 +75,6 @@ ITEMS: list[dict[str, Any]] = [
     {"role": "user", "content": "こんにちは 😊 Robert'); DROP TABLE students;--"},
     {"role": "assistant", "content": "Hi there!"},
 ]
-
-#: The developer role: stored once the store knows it (the lifecycle change).
-DEVELOPER_ITEMS: list[dict[str, Any]] = [
-    {"role": "developer", "content": "Answer in Norwegian."},
-    {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Be brief."}]},
-]
-HAS_DEVELOPER_ROLE = "developer" in ROLES
 
 #: Call types that need their output in the same request (paired by call_id).
 CALL_TYPES = {"function_call", "custom_tool_call", "computer_call", "shell_call",

@@ -20,7 +20,7 @@ from protocol import (
 )
 
 from ..helpers import result_of, run_in_thread, wait_until
-from .items_catalog import DEVELOPER_ITEMS, HAS_DEVELOPER_ROLE, ITEMS, orphan_outputs, tool_run_items
+from .items_catalog import ITEMS, orphan_outputs, tool_run_items
 
 agents = pytest.importorskip("agents", reason="the openai-agents extra is not installed")
 
@@ -69,24 +69,16 @@ def test_is_a_session_of_the_sdk(registry):
 
 
 def test_every_item_type_round_trips_exactly(make_registry, registry, sqlite_session):
-    items = ITEMS + (DEVELOPER_ITEMS if HAS_DEVELOPER_ROLE else [])
     ours, reference = AgentsSession(registry, "all-types"), sqlite_session()
 
     async def scenario(session):
-        await session.add_items(items[:5])
-        await session.add_items(items[5:])
+        await session.add_items(ITEMS[:5])
+        await session.add_items(ITEMS[5:])
         return await session.get_items()
 
-    assert run(scenario(ours)) == run(scenario(reference)) == items
+    assert run(scenario(ours)) == run(scenario(reference)) == ITEMS
     # durable: a second registry on the database (another process) reads the same items
-    assert run(AgentsSession(make_registry(), "all-types").get_items()) == items
-
-
-@pytest.mark.skipif(not HAS_DEVELOPER_ROLE, reason="the developer role lands with issue 10 part A")
-def test_developer_messages_round_trip(registry):
-    session = AgentsSession(registry, "dev")
-    run(session.add_items(DEVELOPER_ITEMS))
-    assert run(session.get_items()) == DEVELOPER_ITEMS
+    assert run(AgentsSession(make_registry(), "all-types").get_items()) == ITEMS
 
 
 def test_a_bad_item_writes_nothing(registry):
@@ -238,6 +230,42 @@ def test_an_ask_merged_by_compaction_is_rendered_from_the_merged_message(make_re
     items = run(session.get_items())
     assert items == [{"role": "user", "content": live.content}]
     assert "latest ask" in live.content and SUMMARY_PREFIX in live.content
+
+
+# -- pop_item and clear_session ----------------------------------------------------------------
+
+def test_pop_item_behaves_like_sqlite_session(registry, sqlite_session):
+    items = ITEMS[5:11]  # a reasoning item, two calls, their outputs, an answer
+
+    async def scenario(session):
+        popped = [await session.pop_item()]  # empty: None
+        await session.add_items(items)
+        popped.append(await session.pop_item())
+        left = await session.get_items()
+        while (item := await session.pop_item()) is not None:
+            popped.append(item)
+        popped.append(await session.pop_item())
+        return popped, left, await session.get_items()
+
+    ours = run(scenario(AgentsSession(registry, "pop")))
+    assert ours == run(scenario(sqlite_session()))
+    popped, left, after = ours
+    assert popped == [None, *reversed(items), None]
+    assert left == items[:-1]
+    assert after == []
+
+
+def test_pop_item_retracts_into_the_archive_and_only_from_its_session(registry, store):
+    session, other = AgentsSession(registry, "retracting"), AgentsSession(registry, "untouched")
+    run(session.add_items(messages(2)))
+    run(other.add_items(messages(2)))
+    assert run(session.pop_item()) == messages(2)[1]
+    (archived,) = store.archive("retracting")
+    assert (archived.state, archived.content) == ("retracted", "Message 1")
+    run(session.add_items(messages(1, start=7)))
+    assert [m.seq for m in store.transcript("retracting")] == [1, 3]  # seqs never reused
+    assert run(session.get_items()) == [messages(2)[0], *messages(1, start=7)]
+    assert run(other.get_items()) == messages(2)
 
 
 # -- Runner.run end to end --------------------------------------------------------------------
