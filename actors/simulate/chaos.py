@@ -72,6 +72,7 @@ class ChaosStats:
     freezes: int = 0
     restarts: int = 0
     kills_by_moment: Counter = field(default_factory=Counter)  # mid_summary, mid_commit, random
+    commit_points: Counter = field(default_factory=Counter)  # where the mid-commit kills hit
     expired_leases_released: int = 0
     live_leases_left: int = 0
 
@@ -79,6 +80,7 @@ class ChaosStats:
         return {
             "kills": self.kills, "freezes": self.freezes, "restarts": self.restarts,
             "kills_by_moment": dict(sorted(self.kills_by_moment.items())),
+            "commit_points": dict(sorted(self.commit_points.items())),
             "expired_leases_released": self.expired_leases_released,
         }
 
@@ -187,6 +189,7 @@ class _Supervisor:
             if code == -signal.SIGKILL and not worker.killed and worker.armed:
                 self.stats.kills += 1
                 self.stats.kills_by_moment["mid_commit"] += 1
+                self.stats.commit_points[worker.armed.rsplit(":", 1)[-1]] += 1
                 log.info("worker %s died at its kill point %s", index, worker.armed)
             elif code == 0 and self.stop.value:
                 self.done.append(worker)
@@ -197,7 +200,8 @@ class _Supervisor:
                     f"worker process {index} generation {worker.generation} exited with {code}")
             if not self.stop.value and self.starts[index] < _MAX_STARTS_PER_WORKER:
                 self.stats.restarts += 1
-                self._start(index, arm=self._arming())
+                # an armed worker killed before its kill point hands the arming on
+                self._start(index, arm=worker.armed if worker.killed and worker.armed else self._arming())
 
     def _arming(self) -> str | None:
         arm, self.arm_next = self.arm_next, not self.arm_next
@@ -261,7 +265,9 @@ class _Supervisor:
             os.kill(worker.proc.pid, signal.SIGCONT)
 
     def _any_worker(self) -> _Worker | None:
-        candidates = [w for w in self.workers.values() if w.proc.is_alive() and not w.killed]
+        """A random live worker, one not armed if there is such (it is bound to die anyway)."""
+        alive = [w for w in self.workers.values() if w.proc.is_alive() and not w.killed]
+        candidates = [w for w in alive if not w.armed] or alive
         return self.rng.choice(candidates) if candidates else None
 
     def _lease_holder(self) -> _Worker | None:

@@ -46,6 +46,7 @@ def test_chaos_run_kills_and_freezes_and_loses_nothing(capsys, store_url: str) -
     assert chaos["kills"] >= 1 and chaos["freezes"] >= 1
     assert chaos["kills"] + chaos["freezes"] >= 4
     assert chaos["restarts"] >= 1
+    assert chaos["kills_by_moment"].get("mid_commit", 0) >= 1  # a restarted worker died at a commit point
     assert doc["turns"] >= 4 * 6  # every turn ran (killed ones again), maybe more
     store = open_store(store_url)
     try:
@@ -65,6 +66,7 @@ def test_a_tiny_workload_keeps_going_until_every_fault_happened(capsys, tmp_path
     assert_clean(doc)
     assert doc["chaos"]["kills"] >= 1 and doc["chaos"]["freezes"] >= 1
     assert doc["chaos"]["kills"] + doc["chaos"]["freezes"] >= 3
+    assert doc["chaos"]["kills_by_moment"].get("mid_commit", 0) >= 1
     assert doc["turns"] > 1  # kept going
 
 
