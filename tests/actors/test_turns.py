@@ -88,9 +88,10 @@ def test_review_hammering_never_lands_inside_a_turn(make_registry, store):
     assert {r.id for r in rows if r.meta.get("review")} == set(notes)  # every ack is durable
 
 
-def test_a_held_append_lands_after_the_turn_even_when_sent_first(make_registry, store):
+def test_held_appends_land_after_the_turn_in_arrival_order_even_when_sent_first(
+        make_registry, store):
     registry = make_registry()
-    main, review = registry.session("t2"), registry.review("t2")
+    main, review, other = registry.session("t2"), registry.review("t2"), registry.session("t2")
 
     async def scenario():
         async with main.turn() as handle:
@@ -98,13 +99,16 @@ def test_a_held_append_lands_after_the_turn_even_when_sent_first(make_registry, 
             await main.append_async("user", "ask")
             note = asyncio.create_task(review.append_async("assistant", "review note"))
             await asyncio.sleep(0)  # the note's request is in the mailbox now
+            event = asyncio.create_task(other.append_async("user", "other handle's event"))
+            await asyncio.sleep(0)
             await main.append_async("assistant", "answer")
-            assert not note.done()
-        return await note
+            assert not note.done() and not event.done()
+        return await note, await event
 
-    note = asyncio.run(scenario())
-    assert contents(store.transcript("t2")) == ["ask", "answer", "review note"]
-    assert note.content == "review note"
+    note, event = asyncio.run(scenario())
+    assert contents(store.transcript("t2")) == ["ask", "answer", "review note",
+                                                "other handle's event"]
+    assert (note.content, event.content) == ("review note", "other handle's event")
 
 
 # -- re-entrancy, other handles, exceptions -------------------------------------------------
@@ -238,6 +242,18 @@ def test_an_actor_with_an_open_turn_is_never_evicted(make_registry, store):
     registry.session("t9-third")  # now one of them may go
     assert registry.stats()["actors_stopped"] >= 1
     assert contents(store.transcript("t9")) == ["ask", "answer"]
+
+
+def test_an_idle_actor_with_an_open_turn_is_not_stopped(make_registry, store):
+    registry = make_registry(idle_timeout_s=0.05)
+    main = registry.session("t14")
+    with main.turn():
+        main.append("user", "ask")
+        time.sleep(0.5)  # elapsed time: ten idle timeouts with no traffic
+        assert registry.stats()["actors_stopped"] == 0
+        main.append("assistant", "answer")  # the same actor: the turn is still open
+    wait_until(lambda: registry.stats()["actors_stopped"] == 1, what="the idle eviction")
+    assert contents(store.transcript("t14")) == ["ask", "answer"]
 
 
 def test_close_applies_held_calls_before_stopping(make_registry, store):
