@@ -22,7 +22,7 @@ from typing import Any
 
 import pykka
 
-from persistence import Store
+from persistence import Store, telemetry
 from protocol import (
     CompressionOutcome,
     CompressionStatus,
@@ -96,6 +96,7 @@ class SessionRegistry:
         self._janitor = threading.Thread(target=self._janitor_loop, name="registry-janitor",
                                          daemon=True)
         self._janitor.start()
+        telemetry.track_resident(self)  # the resident-actors gauge reads stats()["resident"]
 
     # -- public API ---------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, Protocol
 
-from persistence import Store
+from persistence import Store, telemetry
 from protocol import (
     END_REASON_COMPRESSION,
     CompactionRecord,
@@ -103,6 +103,8 @@ class Attempt:
         self._snapshot: list[StoredMessage] = []
         self._watermark = 0
         self._proven_at = time.monotonic()
+        self._trace = telemetry.compaction(self._base_id, mode=self.mode, forced=command.force,
+                                           automatic=command.automatic)
 
     # -- inspection -------------------------------------------------------------
 
@@ -188,9 +190,11 @@ class Attempt:
         try:
             lease = self._store.acquire_lease(self._base_id, self._holder, self._policy.lease_ttl_s)
         except Exception:
+            telemetry.lease_acquisition("error")
             logger.warning("acquiring the lease on %s failed", self._base_id, exc_info=True)
             self._release_orphaned_lease()
             return self._outcome(S.SKIPPED, "lease_error")
+        telemetry.lease_acquisition("held" if lease is None else "acquired")
         if lease is None:
             return self._outcome(S.SKIPPED, "lease_held")
         if not self.fence.publish_lease(lease):
@@ -255,11 +259,12 @@ class Attempt:
         result: list[Message] | None = None
         error: BaseException | None = None
         try:
-            output = self._compressor.compress(  # type: ignore[union-attr]
-                self._snapshot, target_tokens=self._policy.target_tokens, cancel=self.cancel)
-            if inspect.isawaitable(output):  # an ``async def compress``
-                output = self._run_on_loop(output)
-            result = _as_messages(output)
+            with self._trace.phase("compress"):
+                output = self._compressor.compress(  # type: ignore[union-attr]
+                    self._snapshot, target_tokens=self._policy.target_tokens, cancel=self.cancel)
+                if inspect.isawaitable(output):  # an ``async def compress``
+                    output = self._run_on_loop(output)
+                result = _as_messages(output)
         except BaseException as exc:  # delivered as FAILED, never escapes the thread
             error = exc
         try:
@@ -310,9 +315,10 @@ class Attempt:
             logger.warning("compaction of %s refused: %s", self._base_id, problem)
             return self._outcome(S.FAILED, "invalid_result", error=problem)
         try:
-            record = self._store.commit_compaction(
-                self._keeper.lease, watermark=self._watermark, compacted=compacted,
-                mode=self.mode, compressor=getattr(self._compressor, "name", "") or "")
+            with self._trace.phase("commit"):
+                record = self._store.commit_compaction(
+                    self._keeper.lease, watermark=self._watermark, compacted=compacted,
+                    mode=self.mode, compressor=getattr(self._compressor, "name", "") or "")
         except LeaseLostError:
             return self._outcome(S.LEASE_LOST, None)
         except SnapshotRetractedError:  # a retract popped the snapshot's last message
@@ -404,6 +410,7 @@ class Attempt:
 
     def _complete(self, outcome: CompressionOutcome) -> None:
         self.finished_at = time.monotonic()
+        self._trace.finish(outcome)  # first: a caller woken by the outcome finds the span ended
         try:
             self.outcome.set_result(outcome)  # runs the joined callers' callbacks: woken now
         except InvalidStateError:
@@ -420,6 +427,7 @@ class Attempt:
             wrapped = RuntimeError(f"compaction aborted by {exc!r}")
             wrapped.__cause__ = exc
             exc = wrapped
+        self._trace.fail(exc)
         try:
             self.outcome.set_exception(exc)
         except InvalidStateError:

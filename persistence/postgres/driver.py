@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from protocol import ConfigurationError, ReadOnlyStoreError, StoreBusyError, TranscriptError
 
-from .. import killpoints
+from .. import killpoints, telemetry
 
 __all__ = ["DRIVER_LOGGER", "PgDatabase", "import_driver", "redact_url", "route_driver_logs"]
 
@@ -221,6 +221,7 @@ class PgDatabase:
                     f"({attempt} attempts): {cause}"
                 ) from cause
             log.debug("%s: retrying after %s (attempt %d)", what, type(cause).__name__, attempt)
+            telemetry.busy_retry()
             time.sleep(min(remaining, backoff * random.uniform(0.5, 1.5)))
             backoff = min(backoff * 2, _BACKOFF_MAX_S)
 

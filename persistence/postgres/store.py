@@ -37,6 +37,7 @@ from protocol import (
 )
 from protocol.records import CompactionMode
 
+from .. import telemetry
 from ..metadata import check_listing, check_metadata, check_metadata_patch, check_older_than
 from ..queries import load_queries
 from ..rows import (
@@ -240,6 +241,7 @@ class PostgresStore:
 
     # -- messages --------------------------------------------------------------
 
+    @telemetry.timed_append
     def append(self, session_id: str, messages: Message | Sequence[Message]) -> list[StoredMessage]:
         sid = checked_session_id(session_id)
         if isinstance(messages, Message):

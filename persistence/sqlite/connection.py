@@ -23,6 +23,8 @@ from protocol import (
     TranscriptError,
 )
 
+from .. import telemetry
+
 __all__ = [
     "SYNCHRONOUS_MODES",
     "BusyRetry",
@@ -192,6 +194,7 @@ class BusyRetry:
                     raise StoreBusyError(
                         f"database stayed locked for {self.patience_s:.1f}s: {exc}"
                     ) from exc
+                telemetry.busy_retry()
                 # full jitter keeps competing processes from retrying in lockstep
                 time.sleep(min(remaining, random.uniform(0, delay)))
                 delay = min(delay * 2, 0.05)

@@ -31,6 +31,7 @@ from protocol import (
 from protocol.checks import check_text
 from protocol.records import CompactionMode
 
+from .. import telemetry
 from ..metadata import check_listing, check_metadata, check_metadata_patch, check_older_than
 from ..queries import load_queries
 from ..rows import (
@@ -299,6 +300,7 @@ class SqliteStore:
 
     # -- messages ---------------------------------------------------------------
 
+    @telemetry.timed_append
     def append(self, session_id: str, messages: Message | Sequence[Message]) -> list[StoredMessage]:
         checked_session_id(session_id)
         originals = [messages] if isinstance(messages, Message) else messages

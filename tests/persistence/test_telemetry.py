@@ -1,0 +1,126 @@
+"""OpenTelemetry from the stores: appends and busy retries, counted by both backends; and
+nothing at all imported when the ``otel`` extra is missing."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import threading
+import uuid
+from contextlib import closing
+
+import pytest
+
+from persistence import open_store
+from protocol import Message
+from tests.actors.helpers import wait_until
+from tests.otel import Otel, otel  # noqa: F401 - the fixture
+from tests.pg import pg_rows, with_application_name
+
+pytestmark = pytest.mark.timeout(60)
+
+BUSY = "session_actors.store.busy_retries"
+
+
+def test_appends_are_counted_in_messages_and_timed_per_call(otel: Otel, store) -> None:
+    store.create_session("m")
+    messages, calls = otel.counter("session_actors.appends"), otel.histogram_count(
+        "session_actors.append.duration")
+    store.append("m", [Message("user", "a"), Message("assistant", "b"), Message("user", "c")])
+    store.append("m", Message("assistant", "d"))
+    assert otel.counter("session_actors.appends") == messages + 4
+    assert otel.histogram_count("session_actors.append.duration") == calls + 2
+
+
+def test_a_refused_append_counts_nothing(otel: Otel, store) -> None:
+    store.create_session("ended")
+    store.end_session("ended", "user")
+    messages = otel.counter("session_actors.appends")
+    with pytest.raises(Exception):
+        store.append("ended", Message("user", "late"))
+    assert otel.counter("session_actors.appends") == messages
+
+
+def test_sqlite_busy_retries_are_counted(otel: Otel, sqlite_path: str) -> None:
+    store = open_store(sqlite_path)
+    try:
+        store.create_session("s")
+        retries = otel.counter(BUSY)
+        result: dict[str, object] = {}
+        with closing(sqlite3.connect(sqlite_path, isolation_level=None)) as blocker:
+            blocker.execute("BEGIN IMMEDIATE")  # another process holding the write lock
+            writer = threading.Thread(
+                target=lambda: result.setdefault("stored", store.append("s", Message("user", "x"))))
+            writer.start()
+            wait_until(lambda: otel.counter(BUSY) > retries, what="a busy retry")
+            blocker.execute("ROLLBACK")
+            writer.join(30)
+        assert [m.content for m in result["stored"]] == ["x"]  # retried until it went through
+    finally:
+        store.close()
+
+
+@pytest.mark.postgres
+def test_postgres_retries_after_a_lost_connection_are_counted(otel: Otel, pg_url: str) -> None:
+    app = f"otel-{uuid.uuid4().hex[:8]}"
+    store = open_store(with_application_name(pg_url, app), min_size=1, max_size=1)
+    try:
+        store.create_session("s")
+        retries = otel.counter(BUSY)
+        killed = pg_rows(pg_url, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                                 " WHERE application_name = %s", (app,))
+        assert killed[0][0] >= 1
+        assert store.append("s", Message("user", "after"))[0].seq == 1
+        assert otel.counter(BUSY) > retries
+    finally:
+        store.close()
+
+
+NO_EXTRA = """
+import sys
+sys.modules["opentelemetry"] = None  # as if the otel extra were not installed
+from actors import HeadTailCompressor, SessionRegistry, CompactionPolicy
+from persistence import open_store, telemetry
+store = open_store(sys.argv[1])
+with SessionRegistry(store, compressor=HeadTailCompressor(keep_last=2),
+                     policy=CompactionPolicy(max_tokens=50)) as registry:
+    handle = registry.session("s")
+    for n in range(12):
+        handle.append("user" if n % 2 == 0 else "assistant", f"message {n}")
+    outcome = handle.compress(force=True)
+    stats = registry.stats()
+store.close()
+loaded = sorted(name for name, module in sys.modules.items()
+                if name.startswith("opentelemetry") and module is not None)
+print(telemetry.enabled(), outcome.status.value in ("compacted", "unchanged"), stats["resident"], loaded)
+"""
+
+
+def test_without_the_extra_nothing_is_imported_and_everything_works(tmp_path) -> None:
+    db = str(tmp_path / "state.db")
+    result = subprocess.run([sys.executable, "-c", NO_EXTRA, db], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "True", "1", "[]"]
+
+
+API_ONLY = """
+import sys
+from persistence import open_store, telemetry
+from protocol import Message
+store = open_store(sys.argv[1])
+store.create_session("s")
+store.append("s", Message("user", "hi"))
+store.close()
+from opentelemetry import trace
+print(telemetry.enabled(), type(trace.get_tracer_provider()).__name__)
+"""
+
+
+def test_with_the_api_but_no_sdk_it_is_a_silent_no_op(tmp_path) -> None:
+    db = str(tmp_path / "state.db")
+    result = subprocess.run([sys.executable, "-c", API_ONLY, db], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "ProxyTracerProvider"] and result.stderr == ""
