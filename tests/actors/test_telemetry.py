@@ -4,7 +4,10 @@ exporters as an application's exporter would get them."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
+from opentelemetry import trace
 
 from actors import HeadTailCompressor
 from persistence import open_store
@@ -134,3 +137,33 @@ def test_resident_actors_gauge_follows_the_registry(otel: Otel, make_registry) -
     assert otel.gauge("session_actors.actors.resident") == registry.stats()["resident"] == 3
     registry.close()
     assert otel.gauge("session_actors.actors.resident") == 0
+
+
+class Traced:
+    """Makes a span of its own inside compress, as a traced HTTP client would."""
+
+    name = "traced"
+
+    def compress(self, messages, *, target_tokens, cancel):
+        with trace.get_tracer("test").start_as_current_span("model call"):
+            return HeadTailCompressor(keep_last=2).compress(messages, target_tokens=target_tokens,
+                                                            cancel=cancel)
+
+
+class AsyncTraced(Traced):
+    name = "async-traced"
+
+    async def compress(self, messages, *, target_tokens, cancel):
+        await asyncio.sleep(0)
+        return super().compress(messages, target_tokens=target_tokens, cancel=cancel)
+
+
+@pytest.mark.parametrize("compressor", [Traced(), AsyncTraced()], ids=["sync", "async"])
+def test_the_compressors_own_spans_nest_under_compress(otel: Otel, make_registry, compressor) -> None:
+    registry = make_registry(compressor)
+    handle = registry.session(f"otel:nested-{compressor.name}")
+    handle.append(conversation(8))
+    assert handle.compress().status is CompressionStatus.COMPACTED
+    [span] = otel.spans("session_actors.compaction", f"otel:nested-{compressor.name}")
+    [compress] = [child for child in otel.children(span) if child.name == "session_actors.compress"]
+    assert [child.name for child in otel.children(compress)] == ["model call"]
