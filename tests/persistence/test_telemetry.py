@@ -71,7 +71,8 @@ def test_postgres_retries_after_a_lost_connection_are_counted(otel: Otel, pg_url
         killed = pg_rows(pg_url, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
                                  " WHERE application_name = %s", (app,))
         assert killed[0][0] >= 1
-        assert store.append("s", Message("user", "after"))[0].seq == 1
+        # the pooled connection is dead: the read is retried on a new one
+        assert store.get_session("s").id == "s"
         assert otel.counter(BUSY) > retries
     finally:
         store.close()
