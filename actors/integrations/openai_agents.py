@@ -11,7 +11,6 @@ imported when a session is constructed, never when this module is imported.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 from collections.abc import Awaitable, Callable
@@ -119,7 +118,7 @@ class AgentsSession:
         """Erase the whole lineage (`SessionRegistry.delete`); the next call starts afresh."""
         self._check_open()
         try:
-            await asyncio.to_thread(self._registry.delete, self.session_id)
+            await self._registry.delete_async(self.session_id)
         except SessionNotFoundError:
             pass  # nothing stored yet: already clear
         self._forget(self._handle)

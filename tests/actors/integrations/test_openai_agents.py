@@ -268,6 +268,55 @@ def test_pop_item_retracts_into_the_archive_and_only_from_its_session(registry, 
     assert run(other.get_items()) == messages(2)
 
 
+def test_clear_session_behaves_like_sqlite_session(registry, sqlite_session):
+    async def scenario(session):
+        await session.clear_session()  # nothing stored yet: a no-op
+        await session.add_items(messages(3))
+        await session.clear_session()
+        cleared = await session.get_items()
+        await session.add_items(messages(2, start=5))  # clear then add
+        return cleared, await session.get_items()
+
+    ours = run(scenario(AgentsSession(registry, "clear")))
+    assert ours == run(scenario(sqlite_session())) == ([], messages(2, start=5))
+
+
+def test_clear_session_erases_the_whole_lineage(make_registry, store):
+    registry = make_registry(HeadTailCompressor(keep_last=2), mode="rotate")
+    session = AgentsSession(registry, "erase")
+    run(session.add_items(messages(8)))
+    outcome = registry.session("erase").compress()
+    assert outcome.status is CompressionStatus.ROTATED
+    run(session.clear_session())
+    assert store.get_session("erase") is None
+    assert store.get_session(outcome.session_id) is None
+    assert run(session.get_items()) == []
+    run(session.add_items(messages(1, start=9)))  # a fresh conversation under the same id
+    assert [m.content for m in store.transcript("erase")] == ["Message 9"]
+
+
+def test_clear_session_during_a_compaction_leaves_nothing_behind(make_registry, store):
+    gated = GatedCompressor()
+    registry = make_registry(gated)
+    session = AgentsSession(registry, "racing")
+    run(session.add_items(messages(6)))
+    thread, box = run_in_thread(registry.session("racing").compress)
+    assert gated.wait_started(10)
+    run(session.clear_session())  # interrupts the attempt, then erases
+    assert result_of(thread, box).status is CompressionStatus.CANCELLED
+    gated.release()
+    assert store.get_session("racing") is None  # nothing resurrected by the attempt's cleanup
+    assert run(session.get_items()) == []
+    assert store.compactions("racing") == []
+
+def test_a_lineage_erased_by_another_process_starts_afresh(make_registry):
+    first = AgentsSession(make_registry(), "elsewhere")
+    run(first.add_items(messages(2)))
+    run(AgentsSession(make_registry(), "elsewhere").clear_session())  # another process
+    run(first.add_items(messages(1, start=7)))
+    assert run(first.get_items()) == messages(1, start=7)
+
+
 # -- Runner.run end to end --------------------------------------------------------------------
 
 @pytest.mark.parametrize("keep_last", [2, 3])
