@@ -19,7 +19,7 @@ import dataclasses
 import itertools
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from types import TracebackType
@@ -171,7 +171,13 @@ class _Handle:
         self._slot = self._registry._dispatch(self._slot, request)
         return request
 
-    def _ask(self, command: Any, timeout: float | None = None) -> Any:
+    def _ask(self, command: Any, timeout: float | None = None,
+             abandoned: Callable[[Any], None] | None = None) -> Any:
+        """Send ``command`` and wait for its answer (see the module docstring).
+
+        ``abandoned(answer)`` runs when the caller gives up on a request the actor
+        had already claimed: it still gets applied, and nobody is waiting for it.
+        """
         policy = self._registry.policy
         timeout = policy.ask_timeout_s if timeout is None else timeout
         sent = time.monotonic()
@@ -195,9 +201,11 @@ class _Handle:
         except FutureTimeout:
             if reply.done():
                 raise
+        _when_answered(reply, abandoned)
         raise self._timed_out(command, time.monotonic() - sent)
 
-    async def _ask_async(self, command: Any, timeout: float | None = None) -> Any:
+    async def _ask_async(self, command: Any, timeout: float | None = None,
+                         abandoned: Callable[[Any], None] | None = None) -> Any:
         policy = self._registry.policy
         timeout = policy.ask_timeout_s if timeout is None else timeout
         sent = time.monotonic()
@@ -218,8 +226,11 @@ class _Handle:
             if await _answered(answer, policy.ask_timeout_s):
                 return answer.result()
         except asyncio.CancelledError:
-            reply.cancel()  # the awaiting task was cancelled: withdraw if not applied yet
+            # the awaiting task was cancelled: withdraw if not applied yet
+            if not reply.cancel():
+                _when_answered(reply, abandoned)
             raise
+        _when_answered(reply, abandoned)
         raise self._timed_out(command, time.monotonic() - sent)
 
     def _timed_out(self, command: Any, waited: float) -> AskTimeoutError:
@@ -242,7 +253,7 @@ class Turn:
 
     def __enter__(self) -> Any:
         self._check_not_open()
-        self._number = self._handle._ask(OpenTurn())
+        self._number = self._handle._ask(OpenTurn(), abandoned=self._close_abandoned)
         return self._handle
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -259,7 +270,7 @@ class Turn:
 
     async def __aenter__(self) -> Any:
         self._check_not_open()
-        self._number = await self._handle._ask_async(OpenTurn())
+        self._number = await self._handle._ask_async(OpenTurn(), abandoned=self._close_abandoned)
         return self._handle
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -273,6 +284,12 @@ class Turn:
             if exc_type is None:
                 raise
             logger.warning("closing turn %d of %r failed", number, self._handle, exc_info=True)
+
+    def _close_abandoned(self, number: int) -> None:
+        """The caller gave up (cancelled, timed out) after the actor opened the turn:
+        nobody will leave it, so close it now rather than hold the others for
+        ``max_turn_s``."""
+        self._handle._send(CloseTurn(number))
 
     def _check_not_open(self) -> None:
         if self._number is not None:
@@ -304,6 +321,24 @@ class ReviewHandle(_Handle):
     """A background review sharing the session: appends and reads, never compacts."""
 
     _origin: Origin = "review"
+
+
+def _when_answered(reply: Any, abandoned: Callable[[Any], None] | None) -> None:
+    """Run ``abandoned(answer)`` once a request nobody waits for any more is answered."""
+    if abandoned is None:
+        return
+
+    def settled(done: Any) -> None:
+        try:
+            answer = done.result(timeout=0)
+        except BaseException:  # withdrawn, refused or failed: nothing was applied
+            return
+        try:
+            abandoned(answer)
+        except Exception:
+            logger.warning("cleaning up an abandoned request failed", exc_info=True)
+
+    reply.add_done_callback(settled)
 
 
 async def _answered(answer: asyncio.Future[Any], timeout: float) -> bool:

@@ -15,18 +15,25 @@ applied and answered, never applied behind a caller's back after it gave up.
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import CancelledError, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 __all__ = ["Reply"]
 
+logger = logging.getLogger("session_actors.reply")
+
+#: Guards the (rare) done-callbacks of every reply.
+_callbacks_lock = threading.Lock()
+
 
 class Reply:
     """Set once (`set_result` or `set_exception`), read by one waiter."""
 
-    __slots__ = ("_latch", "_claim", "_value", "_error", "_running", "_done")
+    __slots__ = ("_latch", "_claim", "_value", "_error", "_running", "_done", "_callbacks")
 
     def __init__(self) -> None:
         self._latch = threading.Lock()
@@ -36,6 +43,7 @@ class Reply:
         self._error: BaseException | None = None
         self._running = False
         self._done = False
+        self._callbacks: list[Callable[[Reply], None]] | None = None
 
     def set_result(self, value: Any) -> None:
         self._settle(value, None)
@@ -65,6 +73,15 @@ class Reply:
         self._latch.release()
         return True
 
+    def add_done_callback(self, fn: Callable[[Reply], None]) -> None:
+        """Call ``fn(reply)`` once it is answered (now if it already is), on the
+        answering thread. Rare (a caller that gave up), so settling stays lock-free
+        unless one was added."""
+        with _callbacks_lock:
+            self._callbacks = [*(self._callbacks or ()), fn]
+        if self._done:
+            self._run_callbacks()
+
     def done(self) -> bool:
         return self._done
 
@@ -84,3 +101,14 @@ class Reply:
         self._value, self._error = value, error
         self._done = True
         self._latch.release()
+        if self._callbacks is not None:
+            self._run_callbacks()
+
+    def _run_callbacks(self) -> None:
+        with _callbacks_lock:  # each callback runs once, whoever sees it first
+            callbacks, self._callbacks = self._callbacks or [], None
+        for fn in callbacks:
+            try:
+                fn(self)
+            except Exception:
+                logger.exception("reply callback failed")

@@ -336,3 +336,29 @@ def test_a_turn_survives_two_rotations_while_open(make_registry, store):
     live = store.transcript(main.session_id)
     assert contents(live[-4:]) == contents(turn)
     assert_turns_contiguous(live, 1)
+
+
+# -- a caller that gives up (review 9) -------------------------------------------------------
+
+def test_a_turn_whose_opener_was_cancelled_after_the_actor_opened_it_is_closed(make_registry, store):
+    """`async with handle.turn()` under a gateway's request timeout: the task is cancelled
+    after the actor opened the turn but before `__aenter__` returned. Nobody will exit
+    that turn; it must not hold the review path for ``max_turn_s``."""
+    registry = make_registry(max_turn_s=60)
+    main, review = registry.session("t13"), registry.review("t13")
+
+    async def scenario():
+        opening = asyncio.create_task(main.turn().__aenter__())
+        await asyncio.sleep(0)  # OpenTurn is in the mailbox
+        main.transcript()  # blocks the loop until the actor served OpenTurn (mailbox order)
+        opening.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await opening
+        started = time.monotonic()
+        note = await review.append_async("assistant", "review note")
+        return note, time.monotonic() - started
+
+    note, waited = asyncio.run(scenario())
+    assert note.content == "review note"
+    assert waited < 20, f"the review append waited {waited:.1f}s for an abandoned turn"
+
