@@ -89,6 +89,7 @@ class SessionActor(pykka.ThreadingActor):
         self._tokens: int | None = None  # live-transcript estimate; None = recount
         self._turns = TurnGate(policy.max_turn_s)
         slot.turns = self._turns
+        self._stopping = False  # on_stop began: no new attempt (nobody would abort it)
 
     # -- AttemptHost ------------------------------------------------------------------
 
@@ -146,6 +147,7 @@ class SessionActor(pykka.ThreadingActor):
             logger.exception("session actor %s failed handling %r", self.live_id, message)
 
     def on_stop(self) -> None:
+        self._stopping = True
         attempt = self._attempt
         if attempt is not None and attempt.in_flight:
             attempt.abort(CompressionStatus.CANCELLED, "interrupted", wait=True)
@@ -308,7 +310,7 @@ class SessionActor(pykka.ThreadingActor):
 
     def _maybe_auto_compact(self) -> None:
         """After appends: start an automatic attempt past ``max_tokens`` (no hot loop)."""
-        if self._policy.max_tokens is None or self._compressor is None:
+        if self._policy.max_tokens is None or self._compressor is None or self._stopping:
             return
         try:
             self._auto_compact_if_over_budget()

@@ -362,3 +362,24 @@ def test_a_turn_whose_opener_was_cancelled_after_the_actor_opened_it_is_closed(m
     assert note.content == "review note"
     assert waited < 20, f"the review append waited {waited:.1f}s for an abandoned turn"
 
+
+def test_close_applying_held_calls_starts_no_compaction(make_registry, store):
+    """`registry.close()` applies held calls in the actor's stop; one that pushes the
+    session over ``max_tokens`` must not start an attempt nobody will abort (its
+    lease and compressor thread would outlive the registry)."""
+    compressor = GatedCompressor(gate_timeout_s=20)
+    registry = make_registry(compressor, max_tokens=200)
+    main, review = registry.session("t14"), registry.review("t14")
+
+    async def scenario():
+        await main.turn().__aenter__()  # a turn nobody closes
+        await main.append_async("user", "ask")
+        note = asyncio.create_task(review.append_async("assistant", "held " * 400))
+        await asyncio.sleep(0)
+        await asyncio.to_thread(registry.close)
+        return await note
+
+    note = asyncio.run(scenario())
+    assert note.content.startswith("held")
+    assert store.current_lease("t14") is None
+    assert not compressor.started.is_set()
