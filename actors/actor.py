@@ -153,7 +153,9 @@ class SessionActor(pykka.ThreadingActor):
             attempt.abort(CompressionStatus.CANCELLED, "interrupted", wait=True)
         try:  # held calls were acknowledged to nobody yet: apply them before stopping
             self._turns.close_for_stop()
-            self._release_held()
+            while self._turns.busy:  # a held turn opens and holds the rest: close it too
+                self._release_held()
+                self._turns.close_for_stop()
         except BaseException:
             logger.exception("session actor %s failed applying held calls", self.live_id)
 

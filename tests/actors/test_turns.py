@@ -383,3 +383,28 @@ def test_close_applying_held_calls_starts_no_compaction(make_registry, store):
     assert note.content.startswith("held")
     assert store.current_lease("t14") is None
     assert not compressor.started.is_set()
+
+
+def test_close_applies_a_held_append_queued_behind_another_handles_held_turn(make_registry, store):
+    """`registry.close()` applies held calls: a held `turn()` of another handle opens a
+    turn during the stop, and the append held behind it must still be applied then,
+    not left to its caller's timeout."""
+    registry = make_registry(max_turn_s=60)
+    main, other, review = registry.session("t15"), registry.session("t15"), registry.review("t15")
+
+    async def scenario():
+        await main.turn().__aenter__()  # a turn nobody closes
+        await main.append_async("user", "ask")
+        opening = asyncio.create_task(other.turn().__aenter__())
+        await asyncio.sleep(0)  # the other handle's OpenTurn is held
+        note = asyncio.create_task(review.append_async("assistant", "held at close"))
+        await asyncio.sleep(0)  # held behind both
+        started = time.monotonic()
+        await asyncio.to_thread(registry.close)
+        await opening
+        return await note, time.monotonic() - started
+
+    note, waited = asyncio.run(scenario())
+    assert note.content == "held at close"
+    assert waited < 20, f"the held append was answered after {waited:.1f}s"
+    assert contents(store.transcript("t15")) == ["ask", "held at close"]
