@@ -450,10 +450,11 @@ def _as_messages(output: Sequence[Message] | None) -> list[Message]:
     return [m if isinstance(m, Message) else Message.from_dict(m) for m in output]
 
 
-#: Credentials an exception text may carry (a client echoing its request): masked.
+#: Credentials an exception text may carry (a client echoing its request): masked,
+#: also under a prefixed name (``openai_api_key=``, ``x-goog-api-key:``).
 _CREDENTIAL = re.compile(
     r"(?i)\b(bearer|basic)\s+[^\s'\",;]+"
-    r"|\b((?:proxy-)?authorization|x-api-key|api[-_]?key)(['\"]?\s*[:=]\s*['\"]?)"
+    r"|\b((?:[\w-]*[-_])?(?:authorization|api[-_]?key))(['\"]?\s*[:=]\s*['\"]?)"
     r"(?:(?:bearer|basic)\s+)?[^\s'\",;]+")
 #: Longest error text kept in an outcome or a cooldown.
 _MAX_ERROR_CHARS = 500

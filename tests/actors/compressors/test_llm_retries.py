@@ -227,6 +227,20 @@ def test_credentials_in_any_compressor_error_are_masked(store_url: str) -> None:
             assert leaked not in text, (leaked, text)
 
 
+def test_credentials_under_prefixed_names_are_masked(store_url: str) -> None:
+    """SDK clients name the key with a prefix (``openai_api_key=...`` in a settings
+    repr, ``OPENAI_API_KEY=`` from an environment dump, ``x-goog-api-key:``)."""
+    from actors.testing import ScriptedCompressor
+
+    echo = RuntimeError("client settings openai_api_key=sk-live-123 OPENAI_API_KEY=sk-env-456 "
+                        "headers {'x-goog-api-key': 'AIza-789'}")
+    outcome, cooldown = compact_once(store_url, ScriptedCompressor(echo))
+    assert outcome.status is CompressionStatus.FAILED and "client settings" in outcome.error
+    for text in (outcome.error, cooldown.error):
+        for leaked in ("sk-live-123", "sk-env-456", "AIza-789"):
+            assert leaked not in text, (leaked, text)
+
+
 @pytest.mark.parametrize("kwargs", [
     {"base_url": 8080}, {"model": ["m"]}, {"api_key": b"k"}, {"environ": [("A", "b")]},
     {"max_retries": True}, {"max_retries": 21}, {"timeout_s": float("inf")},
