@@ -171,7 +171,7 @@ class SessionActor(pykka.ThreadingActor):
                 return
             command = request.command
             if isinstance(command, Append):
-                if not _claim(reply):
+                if not _claim(reply) or not request.take_gate():
                     return  # the caller gave up: withdrawn, never applied
                 _set_result(reply, self._append(command, request.sender))
                 self._maybe_auto_compact()
@@ -198,6 +198,9 @@ class SessionActor(pykka.ThreadingActor):
                 raise InvalidArgumentError(f"unknown command {command!r}")
         except _Forwarded:
             try:
+                if not request.forwarding():  # nothing was written; its caller left
+                    raise TranscriptError("append withdrawn: its caller gave up while the "
+                                          "session moved to another actor")
                 self._registry._forward(self._slot, request)
             except BaseException as exc:  # e.g. the registry closed meanwhile
                 _set_exception(reply, exc)

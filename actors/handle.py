@@ -194,7 +194,7 @@ class _Handle:
             except FutureTimeout:
                 if reply.done():
                     raise
-        if reply.cancel():  # withdrawn: never applied later
+        if reply.cancel() or request.withdraw_forwarded():  # withdrawn: never applied later
             raise self._timed_out(command, time.monotonic() - sent)
         try:  # the actor claimed it just now: its answer is coming
             return reply.result(timeout=policy.ask_timeout_s)
@@ -221,13 +221,13 @@ class _Handle:
                 return answer.result()
             if request.held and await _answered(answer, sent + policy.held_wait_s - time.monotonic()):
                 return answer.result()
-            if reply.cancel():  # withdrawn: never applied later
+            if reply.cancel() or request.withdraw_forwarded():  # withdrawn: never applied later
                 raise self._timed_out(command, time.monotonic() - sent)
             if await _answered(answer, policy.ask_timeout_s):
                 return answer.result()
         except asyncio.CancelledError:
             # the awaiting task was cancelled: withdraw if not applied yet
-            if not reply.cancel():
+            if not (reply.cancel() or request.withdraw_forwarded()):
                 _when_answered(reply, abandoned)
             raise
         _when_answered(reply, abandoned)

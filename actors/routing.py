@@ -8,6 +8,7 @@ private: they are the runtime's own collaboration, not user API.
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -31,12 +32,37 @@ class Request:
     ``held`` is set by the actor when it holds the request behind another handle's
     open turn; the caller then waits up to ``policy.held_wait_s`` instead of
     ``ask_timeout_s`` before it withdraws the request.
+
+    A claimed append that must go on to another actor (its session moved to a live id
+    that actor serves) was not applied yet, but its reply can no longer be withdrawn:
+    ``gate`` (set before it is forwarded) is the claim that the next actor takes
+    before applying it, and ``gave_up`` tells the forwarding actor the caller left.
     """
 
     command: Any
     reply: Future[Any]
     sender: int = 0
     held: bool = False
+    gate: threading.Lock | None = None
+    gave_up: bool = False
+
+    def withdraw_forwarded(self) -> bool:
+        """Caller side, after ``reply.cancel()`` failed: True when the request was
+        forwarded and no actor has started applying it (it never will)."""
+        self.gave_up = True
+        gate = self.gate
+        return gate is not None and gate.acquire(False)
+
+    def forwarding(self) -> bool:
+        """Actor side, before forwarding a claimed request: False if its caller
+        already gave up (then nobody may apply it)."""
+        self.gate = threading.Lock()
+        return not self.gave_up
+
+    def take_gate(self) -> bool:
+        """Actor side, before applying: False when the caller withdrew it while forwarded."""
+        gate = self.gate
+        return gate is None or gate.acquire(False)
 
 
 class Router(Protocol):

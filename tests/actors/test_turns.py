@@ -408,3 +408,33 @@ def test_close_applies_a_held_append_queued_behind_another_handles_held_turn(mak
     assert note.content == "held at close"
     assert waited < 20, f"the held append was answered after {waited:.1f}s"
     assert contents(store.transcript("t15")) == ["ask", "held at close"]
+
+
+def test_a_redirected_append_whose_caller_gave_up_is_never_applied(make_registry, store):
+    """A handle's session was rotated by another process and the successor id already has
+    its own actor here: the append is claimed, redirected and forwarded to that actor,
+    which holds it behind an open turn. Its caller gives up (task cancelled): it must
+    never be applied after the turn closes (a retry would duplicate it)."""
+    compressor = GatedCompressor()
+    compressor.release()
+    here, elsewhere = make_registry(compressor), make_registry(compressor)
+    old = here.session("t16")
+    old.append([Message("user", "hello"), Message("assistant", "hi")])
+    child = elsewhere.session("t16").compress(mode="rotate").session_id
+    successor = here.session(child)  # a second actor here, for the live id
+
+    async def scenario():
+        turn = successor.turn()
+        await turn.__aenter__()
+        await successor.append_async("user", "in the turn")
+        late = asyncio.create_task(old.append_async("assistant", "gave up"))
+        await asyncio.to_thread(wait_until, lambda: old.session_id == child, 10, "the redirect")
+        late.cancel()  # claimed by the old actor already: it can only be withdrawn now
+        with pytest.raises(asyncio.CancelledError):
+            await late
+        await turn.__aexit__(None, None, None)
+        await successor.append_async("assistant", "after the turn")
+
+    asyncio.run(scenario())
+    here.close()
+    assert contents(store.transcript(child))[-2:] == ["in the turn", "after the turn"]
