@@ -64,7 +64,8 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(f"--limit must be >= 0, got {args.limit}")
     with open_existing(args, readonly=True) as store:
         # one row past the page says whether another page exists
-        infos = store.sessions(live=args.live, limit=args.limit + 1 if args.limit else None)
+        infos = store.sessions(live=args.live, source=args.source, metadata=dict(args.meta) if args.meta else None,
+                               after=args.after, limit=args.limit + 1 if args.limit else None)
         more = bool(args.limit) and len(infos) > args.limit
         infos = infos[:args.limit] if args.limit else infos
         counts = {info.id: len(store.transcript(info.id)) for info in infos}

@@ -18,7 +18,7 @@ from typing import NoReturn
 from protocol import TranscriptError
 from protocol.checks import MAX_COUNT
 
-from . import compact, database, inspect, lineage, simulate
+from . import compact, database, inspect, lifecycle, lineage, simulate
 from .database import DEFAULT_DB, ENV_DB
 from .output import add_format_options, line_buffered
 
@@ -77,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="only ended sessions")
     p.add_argument("--limit", type=count_option(0, MAX_COUNT - 1), default=100,
                    help="at most N sessions (0: all; default 100)")
+    lifecycle.add_sessions_filters(p)
 
     p = _add_command(sub, common, "show", inspect.cmd_show,
                      "show a session's live transcript (and its archive)",
@@ -104,6 +105,25 @@ def build_parser() -> argparse.ArgumentParser:
                  "(exit 1 when any); warnings such as expired leases and stranded live rows are "
                  "listed, not counted",
                  f"{PROG} fsck --db postgresql://localhost/agents")
+
+    p = _add_command(sub, common, "export", lifecycle.cmd_export,
+                     "write a conversation as JSON Lines on stdout, one OpenAI chat message per line "
+                     "(the live transcript of ID's live tip; --archive/--lineage add rows and tag each "
+                     "line with session_id, seq and state)",
+                     f"{PROG} export discord:123 --lineage > discord-123.jsonl")
+    lifecycle.add_export_options(p)
+
+    p = _add_command(sub, common, "delete", lifecycle.cmd_delete,
+                     "ERASE a conversation: every session of its lineage with all messages, compaction "
+                     "records, leases, cooldowns and metadata (without --yes: say what, exit 2)",
+                     f"{PROG} delete discord:123 --yes")
+    lifecycle.add_delete_options(p)
+
+    p = _add_command(sub, common, "prune", lifecycle.cmd_prune,
+                     "archive retention: blank archived messages (compacted, superseded, retracted) "
+                     "that left the live transcript longer ago than DURATION; seqs and records stay",
+                     f"{PROG} prune --older-than 30d")
+    lifecycle.add_prune_options(p)
 
     _add_command(sub, common, "migrate", database.cmd_migrate,
                  "apply pending schema migrations (other commands never change the schema)",

@@ -21,7 +21,8 @@ from actors.cli import main
 from persistence import open_store
 from protocol import Message
 
-COMMANDS = ("sessions", "show", "lineage", "locks", "fsck", "migrate", "compact", "simulate")
+COMMANDS = ("sessions", "show", "lineage", "locks", "fsck", "migrate", "compact", "export", "delete",
+            "prune", "simulate")
 
 
 @dataclass(frozen=True)
