@@ -18,11 +18,11 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from protocol import ConfigurationError, ReadOnlyStoreError, StoreBusyError, TranscriptError
+from protocol import ConfigurationError, ReadOnlyStoreError, StorageFullError, StoreBusyError, TranscriptError
 
 from .. import killpoints, telemetry
 
-__all__ = ["DRIVER_LOGGER", "PgDatabase", "import_driver", "redact_url", "route_driver_logs"]
+__all__ = ["DRIVER_LOGGER", "PgDatabase", "busy_reason", "import_driver", "set_timeouts_sql", "redact_url", "route_driver_logs"]
 
 log = logging.getLogger("session_actors.pg_driver")
 
@@ -30,6 +30,16 @@ T = TypeVar("T")
 EXTRA_HINT = "pip install 'session-actors[postgres]'"
 _BACKOFF_FIRST_S = 0.01
 _BACKOFF_MAX_S = 0.25
+#: A transaction starting this much into its call's patience gets its own lock_timeout.
+_LATE_S = 0.05
+_SET_LOCAL_TIMEOUTS = "SELECT set_config('lock_timeout', %s, true), set_config('statement_timeout', %s, true)"
+
+
+def set_timeouts_sql(seconds: float) -> str:
+    """``lock_timeout`` and ``statement_timeout`` of a connection: a statement waiting
+    on a chain of locks (each wait is timed alone) still ends within ``seconds``."""
+    ms = max(1, int(seconds * 1000))
+    return f"SET lock_timeout = {ms}; SET statement_timeout = {ms}"
 
 
 def import_driver() -> tuple[Any, Any]:
@@ -135,7 +145,16 @@ class PgDatabase:
         read-only store's transactions all start ``BEGIN READ ONLY`` (a client-side
         setting: nothing is SET on the server session)."""
         conn.read_only = self._read_only
-        conn.execute(f"SET lock_timeout = {max(1, int(self._patience_s * 1000))}")
+        conn.execute(set_timeouts_sql(self._patience_s))
+
+    def _bound_lock_waits(self, cur: Any, deadline: float) -> None:
+        """A transaction that starts late (a retry, a wait for a connection) may wait
+        for a lock only until the call's deadline: ``lock_timeout`` for this
+        transaction alone (``SET LOCAL``), so the whole call stays within patience."""
+        remaining = deadline - time.monotonic()
+        if remaining < self._patience_s - _LATE_S:
+            ms = f"{max(1, int(remaining * 1000))}ms"
+            cur.execute(_SET_LOCAL_TIMEOUTS, (ms, ms))
 
     def check_writable(self, what: str) -> None:
         """`ReadOnlyStoreError` for the write ``what`` on a read-only store."""
@@ -185,6 +204,7 @@ class PgDatabase:
             errors.SerializationFailure,
             errors.DeadlockDetected,
             errors.LockNotAvailable,
+            errors.QueryCanceled,  # statement_timeout: the call's deadline, usually a lock chain
         )
         deadline = time.monotonic() + self._patience_s
         backoff = _BACKOFF_FIRST_S
@@ -195,6 +215,9 @@ class PgDatabase:
                 return self._once(work, deadline, None if readonly else what)
             except TranscriptError:
                 raise
+            except errors.DiskFull as exc:  # an OperationalError, but nothing to retry
+                raise StorageFullError(f"{what}: the disk of {self._where} is full; nothing was "
+                                       f"written: {exc}") from exc
             except rolled_back as exc:
                 cause: Exception = exc
             except _CommitUnknown as unknown:
@@ -218,7 +241,7 @@ class PgDatabase:
             if remaining <= 0:
                 raise StoreBusyError(
                     f"{what}: {self._where} stayed busy for {self._patience_s:g}s "
-                    f"({attempt} attempts): {cause}"
+                    f"(patience_s, {attempt} attempts): {busy_reason(self._psycopg, cause)}"
                 ) from cause
             log.debug("%s: retrying after %s (attempt %d)", what, type(cause).__name__, attempt)
             telemetry.busy_retry()
@@ -235,6 +258,7 @@ class PgDatabase:
                     killpoints.reached("before_begin", write)
                 with conn.transaction():
                     with conn.cursor() as cur:
+                        self._bound_lock_waits(cur, deadline)
                         result = work(cur)
                     if killpoints.ARMED and write:
                         killpoints.reached("before_commit", write)
@@ -246,6 +270,20 @@ class PgDatabase:
             if killpoints.ARMED and write:
                 killpoints.reached("after_commit", write)
             return result
+
+
+def busy_reason(psycopg: Any, exc: BaseException) -> str:
+    """What kept a call waiting, for `StoreBusyError`: which lock, or the pool."""
+    errors = psycopg.errors
+    if isinstance(exc, (errors.LockNotAvailable, errors.QueryCanceled)):
+        where = getattr(getattr(exc, "diag", None), "context", None) or ""
+        return ("a lock held by another transaction (lock_timeout/statement_timeout)"
+                + (f", {where.strip().splitlines()[0]}" if where else "") + f": {exc}")
+    if isinstance(exc, (errors.SerializationFailure, errors.DeadlockDetected)):
+        return f"conflicts with concurrent transactions: {exc}"
+    if type(exc).__name__ == "PoolTimeout":
+        return f"no free connection in the pool: {exc}"
+    return str(exc)
 
 
 def _check_conninfo(psycopg: Any, url: str, where: str) -> None:

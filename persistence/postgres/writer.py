@@ -37,11 +37,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from protocol import SessionExistsError, SessionNotFoundError, StoreBusyError, TranscriptError
+from protocol import SessionExistsError, SessionNotFoundError, StorageFullError, StoreBusyError, TranscriptError
 
 from .. import killpoints
 from ..batching import drain, fill_batch
 from ..store import WriteStats
+from .driver import busy_reason, set_timeouts_sql
 from .lineage import ended_error
 
 __all__ = ["AppendJob", "CreateJob", "PgWriter"]
@@ -52,6 +53,7 @@ log = logging.getLogger("session_actors.postgres.writer")
 MAX_BATCH = 512
 _BACKOFF_FIRST_S = 0.01
 _BACKOFF_MAX_S = 0.25
+_LATE_S = 0.05  # a statement sent this late into its batch's patience gets a shorter lock_timeout
 _STOP = object()
 
 
@@ -105,6 +107,7 @@ class PgWriter:
         self._patience_s = patience_s
         self._max_batch = max_batch
         self._conn: Any = None
+        self._lock_timeout: dict[int, float] = {}  # the connection's current lock_timeout
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._lock = threading.Lock()  # closing vs submitting
         self._closed = False
@@ -188,6 +191,7 @@ class PgWriter:
             sent = False
             try:
                 cur = self._connection().cursor()
+                self._bound_lock_waits(cur, deadline)
                 sent = True
                 if killpoints.ARMED:
                     self._write_in_transaction(cur, run, execute)
@@ -195,6 +199,9 @@ class PgWriter:
                     execute(cur, run)
                 self._transactions += 1
                 self._requests += len(run)
+                return
+            except psycopg.errors.DiskFull as exc:  # the statement wrote nothing
+                _fail_all(run, StorageFullError(f"the database's disk is full; nothing was written: {exc}"), exc)
                 return
             except psycopg.OperationalError as exc:
                 terminated = isinstance(exc, psycopg.errors.AdminShutdown)
@@ -223,8 +230,8 @@ class PgWriter:
             if remaining <= 0:
                 log.warning("write batch of %d gave up after %d attempts: %s", len(run), attempt, cause)
                 _fail_all(run, StoreBusyError(
-                    f"the database stayed busy for {self._patience_s:g}s ({attempt} attempts): "
-                    f"{cause}"), cause)
+                    f"the database stayed busy for {self._patience_s:g}s (patience_s, {attempt} "
+                    f"attempts): {busy_reason(psycopg, cause)}"), cause)
                 return
             log.debug("write batch: retrying after %s (attempt %d)", type(cause).__name__, attempt)
             time.sleep(min(remaining, backoff * random.uniform(0.5, 1.5)))
@@ -307,6 +314,16 @@ class PgWriter:
             return error
 
     # -- connection ----------------------------------------------------------------
+
+    def _bound_lock_waits(self, cur: Any, deadline: float) -> None:
+        """A statement sent late in its batch's patience (a retry, or queued behind one)
+        may wait for a lock only until the deadline: the connection's lock_timeout
+        follows what is left, and goes back to ``patience_s`` for a fresh batch."""
+        remaining = deadline - time.monotonic()
+        wanted = self._patience_s if remaining >= self._patience_s - _LATE_S else max(0.001, remaining)
+        if self._lock_timeout.get(id(cur.connection)) != wanted:
+            cur.execute(set_timeouts_sql(wanted))
+            self._lock_timeout = {id(cur.connection): wanted}
 
     def _connection(self) -> Any:
         """The writer's connection, replaced when it is closed or looks dead: an idle

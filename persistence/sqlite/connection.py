@@ -19,6 +19,7 @@ from protocol import (
     InvalidMessageError,
     SessionExistsError,
     SessionNotFoundError,
+    StorageFullError,
     StoreBusyError,
     TranscriptError,
 )
@@ -29,9 +30,11 @@ __all__ = [
     "SYNCHRONOUS_MODES",
     "BusyRetry",
     "ReaderPool",
+    "checkpoint_after_full",
     "connect",
     "ensure_private_file",
     "is_busy",
+    "is_full",
     "map_sqlite_error",
     "restrict_sidecars",
     "warn_if_readable_by_others",
@@ -41,7 +44,7 @@ logger = logging.getLogger("session_actors.sqlite_conn")
 
 T = TypeVar("T")
 SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
-_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
+_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_FULL = 5, 6, 13
 _PRIVATE = stat.S_IRUSR | stat.S_IWUSR
 # Prepared statements kept per connection: every named query plus the bulk
 # INSERT shapes of group commit, so the writer never re-parses its SQL.
@@ -161,10 +164,20 @@ _INTEGRITY_MAP: tuple[tuple[str, Callable[[str], TranscriptError]], ...] = (
 )
 
 
+def is_full(exc: BaseException) -> bool:
+    """True for SQLITE_FULL: the disk (or the file size limit) has no room."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF == _SQLITE_FULL
+    return isinstance(exc, sqlite3.OperationalError) and "database or disk is full" in str(exc)
+
+
 def map_sqlite_error(exc: sqlite3.Error, session_id: str = "?") -> TranscriptError:
     """Our error for a driver error (the caller raises it ``from exc``)."""
     if is_busy(exc):
-        return StoreBusyError(f"SQLite stayed busy: {exc}")
+        return StoreBusyError(f"the SQLite database stayed locked by another connection: {exc}")
+    if is_full(exc):
+        return StorageFullError(f"the disk holding the SQLite database is full; nothing was written ({exc})")
     if isinstance(exc, sqlite3.IntegrityError):
         text = str(exc)
         for needle, make in _INTEGRITY_MAP:
@@ -172,6 +185,22 @@ def map_sqlite_error(exc: sqlite3.Error, session_id: str = "?") -> TranscriptErr
                 return make(session_id)
         return TranscriptError(f"integrity violation: {exc}")
     return TranscriptError(f"SQLite error: {exc}")
+
+
+def checkpoint_after_full(conn: sqlite3.Connection, path: str) -> bool:
+    """After a write failed for space: copy the WAL into the database and truncate it,
+    so the space the WAL held is given back and the store works again as soon as
+    there is room, without reopening. False when it could not (still no room, or a
+    reader in the way): the writer tries again before its next write."""
+    try:
+        busy, wal_frames, moved = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    except sqlite3.Error as exc:
+        logger.info("checkpoint of %s after a full disk failed (retried before the next write): %s",
+                    path, exc)
+        return False
+    logger.warning("disk full under %s: WAL checkpointed (%s of %s frames%s)", path, moved, wal_frames,
+                   ", a reader kept it from truncating" if busy else ", truncated")
+    return not busy
 
 
 class BusyRetry:
@@ -192,7 +221,8 @@ class BusyRetry:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise StoreBusyError(
-                        f"database stayed locked for {self.patience_s:.1f}s: {exc}"
+                        f"the SQLite database stayed locked by another connection for "
+                        f"{self.patience_s:.1f}s (patience_s={self.patience_s:g}): {exc}"
                     ) from exc
                 telemetry.busy_retry()
                 # full jitter keeps competing processes from retrying in lockstep

@@ -58,6 +58,7 @@ from .connection import (
     SYNCHRONOUS_MODES,
     BusyRetry,
     ReaderPool,
+    checkpoint_after_full,
     connect,
     ensure_private_file,
     map_sqlite_error,
@@ -136,6 +137,8 @@ class SqliteStore:
             name=f"sqlite-writer:{self.path}",
             bulk=lambda conn, jobs: bulk_append(conn, self._q, jobs, self.now),
             group_commit=group_commit,
+            path=self.path,
+            on_full=lambda: checkpoint_after_full(writer_conn, self.path),
         )
         self._writer_conn: sqlite3.Connection | None = writer_conn
 

@@ -27,17 +27,19 @@ from __future__ import annotations
 
 import logging
 import queue
+import random
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
-from protocol import ReadOnlyStoreError, StoreBusyError, TranscriptError
+from protocol import ReadOnlyStoreError, StorageFullError, StoreBusyError, TranscriptError
 
 from .. import killpoints
 from ..batching import drain, fill_batch
 from ..store import WriteStats
-from .connection import BusyRetry, is_busy, map_sqlite_error
+from .connection import is_busy, map_sqlite_error
 
 __all__ = ["GroupCommitWriter", "ReadOnlyWriter", "WriteFn"]
 
@@ -48,7 +50,7 @@ WriteFn = Callable[[sqlite3.Connection], Any]
 #: (then every request of the batch runs alone, with its own savepoint).
 BulkFn = Callable[[sqlite3.Connection, list[Any]], "list[Any] | None"]
 _STOP = object()
-_COMMITTED, _ROLLED_BACK, _REPLAY = object(), object(), object()
+_COMMITTED, _ROLLED_BACK, _REPLAY, _GAVE_UP = object(), object(), object(), object()
 
 
 class _Request:
@@ -63,10 +65,13 @@ class _Request:
     release one-shot, so the writer can sweep a stalled chain safely.
     """
 
-    __slots__ = ("fn", "session_id", "job", "what", "done", "claim", "next", "result", "error")
+    __slots__ = ("fn", "session_id", "job", "what", "submitted", "deadline", "done", "claim", "next",
+                 "result", "error")
 
-    def __init__(self, fn: WriteFn, session_id: str, job: Any, what: str) -> None:
+    def __init__(self, fn: WriteFn, session_id: str, job: Any, what: str, patience_s: float) -> None:
         self.fn = fn
+        self.submitted = time.monotonic()
+        self.deadline = self.submitted + patience_s  # for the whole call, queueing included
         self.session_id = session_id
         self.job = job
         self.what = what  # the store method, for test-only kill points
@@ -95,11 +100,15 @@ class GroupCommitWriter:
 
     def __init__(
         self, conn: sqlite3.Connection, *, patience_s: float, max_batch: int, name: str,
-        bulk: BulkFn | None = None, group_commit: bool = True,
+        bulk: BulkFn | None = None, group_commit: bool = True, path: str = "?",
+        on_full: Callable[[], bool] | None = None,
     ) -> None:
         self._conn = conn
         self._bulk = bulk
-        self._retry = BusyRetry(patience_s)
+        self._patience_s = patience_s
+        self._path = path
+        self._on_full = on_full  # after a write failed for space (the store checkpoints)
+        self._checkpoint_pending = False  # until a checkpoint after a full disk succeeds
         self._max_batch = max_batch
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._lock = threading.Lock()  # closing vs submitting
@@ -123,13 +132,19 @@ class GroupCommitWriter:
         would have returned for each.
         Raises what ``fn`` raised (driver errors mapped to ours), or `StoreBusyError`.
         """
-        request = _Request(fn, session_id, job, what)
+        request = _Request(fn, session_id, job, what, self._patience_s)
         if self._direct is not None:
-            with self._direct:  # held by close() too: no write outlives the store
+            # held by close() too: no write outlives the store; waiting for it counts
+            # against the patience budget like queueing does
+            if not self._direct.acquire(timeout=max(0.0, request.deadline - time.monotonic())):
+                raise self._busy(request, "another caller's transaction of this store")
+            try:
                 if self._closed:
                     raise TranscriptError("the store is closed")
                 self._run_batch([request])  # our own transaction, in this thread
                 request.release()
+            finally:
+                self._direct.release()
         else:
             with self._lock:
                 if self._closed:
@@ -175,7 +190,7 @@ class GroupCommitWriter:
                     batch = [r for r in batch if r is not _STOP] + drain(self._queue, _STOP)
                 if batch:
                     try:
-                        self._run_batch(batch)
+                        batch = self._run_batch(batch)
                     finally:
                         # the previous chain has had a whole batch to finish: release
                         # whoever is still waiting in it (a caller interrupted while waiting)
@@ -184,7 +199,7 @@ class GroupCommitWriter:
                         released = batch
                         for request, successor in zip(batch, batch[1:]):
                             request.next = successor
-                        self._held = batch[0]  # see the module docstring
+                        self._held = batch[0] if batch else None  # see the module docstring
         finally:
             self._release_held()
             _sweep(released)
@@ -194,30 +209,75 @@ class GroupCommitWriter:
         if held is not None:
             held.release()
 
-    def _run_batch(self, batch: list[_Request]) -> None:
-        self._in_flight = len(batch)
+    def _run_batch(self, batch: list[_Request]) -> list[_Request]:
+        """Run ``batch`` to an outcome for each request; returns the requests that were
+        still in it at the end (one past its deadline was failed and released at once)."""
+        live = self._expired_dropped(batch, None)  # waited out its patience in the queue
+        if not live:
+            return live
+        if self._checkpoint_pending and self._on_full is not None:  # room again, maybe
+            self._checkpoint_pending = not self._on_full()
+        self._in_flight = len(live)
         try:
-            outcome = self._retry.run(lambda: self._attempt(batch, isolate=False))
+            outcome, live = self._retrying(live, isolate=False)
             if outcome is _REPLAY:  # a request failed: run each alone, in a new transaction
-                outcome = self._retry.run(lambda: self._attempt(batch, isolate=True))
+                outcome, live = self._retrying(live, isolate=True)
             if outcome is _COMMITTED:
                 self._transactions += 1
-                self._requests += len(batch)
-        except StoreBusyError as exc:
-            logger.warning("write batch of %d gave up: %s", len(batch), exc)
-            for request in batch:
-                request.error = StoreBusyError(str(exc))
-                request.error.__cause__ = exc.__cause__
+                self._requests += len(live)
         except sqlite3.Error as exc:
-            logger.error("write batch of %d failed: %s", len(batch), exc)
-            for request in batch:
+            logger.error("write batch of %d failed: %s", len(live), exc)
+            for request in live:
                 request.error = _mapped(exc, request.session_id)
         except BaseException as exc:  # never let the writer die with callers waiting
             logger.exception("write batch crashed")
-            for request in batch:
+            for request in live:
                 request.error = TranscriptError(f"write failed: {exc!r}")
         finally:
             self._in_flight = 0
+        if self._on_full is not None and any(isinstance(r.error, StorageFullError) for r in live):
+            self._checkpoint_pending = not self._on_full()
+        return live
+
+    def _retrying(self, live: list[_Request], *, isolate: bool) -> tuple[object, list[_Request]]:
+        """`_attempt` until it is not busy, dropping each request whose deadline has
+        passed (`StoreBusyError`, nothing written); ``(_GAVE_UP, [])`` when none is left."""
+        delay = 0.001
+        while True:
+            try:
+                return self._attempt(live, isolate=isolate), live
+            except sqlite3.OperationalError as exc:
+                if not is_busy(exc):
+                    raise
+                live = self._expired_dropped(live, exc)
+                if not live:
+                    return _GAVE_UP, live
+            remaining = min(r.deadline for r in live) - time.monotonic()
+            # full jitter keeps competing processes from retrying in lockstep
+            time.sleep(max(0.0, min(remaining, random.uniform(0, delay))))
+            delay = min(delay * 2, 0.05)
+
+    def _expired_dropped(self, requests: list[_Request], cause: BaseException | None) -> list[_Request]:
+        """Fail and release the requests past their deadline; the others, in order."""
+        now = time.monotonic()
+        live = []
+        for request in requests:
+            if now < request.deadline:
+                live.append(request)
+                continue
+            request.result, request.error = None, self._busy(request, "another connection")
+            request.error.__cause__ = cause
+            request.release()
+        if len(live) < len(requests):
+            logger.warning("%d write(s) gave up: %s", len(requests) - len(live),
+                           self._busy(requests[0], "another connection"))
+        return live
+
+    def _busy(self, request: _Request, holder: str) -> StoreBusyError:
+        waited = time.monotonic() - request.submitted
+        return StoreBusyError(
+            f"{request.what}: the SQLite write lock on {self._path!r} was held by {holder}; "
+            f"waited {waited:.1f}s (patience_s={self._patience_s:g}); nothing was written")
 
     def _attempt(self, batch: list[_Request], *, isolate: bool) -> object:
         """One try at the batch: `_COMMITTED`, `_ROLLED_BACK` (a lone request failed)
@@ -228,6 +288,8 @@ class GroupCommitWriter:
         batch first runs straight through; only a replay gives each request its own.
         """
         conn = self._conn
+        if conn.in_transaction:  # a failed ROLLBACK (disk full) left one open: end it first
+            conn.execute("ROLLBACK")
         try:
             if killpoints.ARMED:
                 killpoints.reached("before_begin", [r.what for r in batch])
@@ -250,7 +312,10 @@ class GroupCommitWriter:
         except BaseException:
             self._release_held()  # they never wait on our retries
             if conn.in_transaction:
-                conn.execute("ROLLBACK")
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error as rollback_error:  # retried before the next BEGIN
+                    logger.warning("ROLLBACK failed: %s", rollback_error)
             for request in batch:  # a retry starts from a clean slate
                 request.result, request.error = None, None
             raise
