@@ -36,7 +36,7 @@ from typing import Any
 
 from protocol import ReadOnlyStoreError, StorageFullError, StoreBusyError, TranscriptError
 
-from .. import killpoints
+from .. import killpoints, telemetry
 from ..batching import drain, fill_batch
 from ..store import WriteStats
 from .connection import is_busy, map_sqlite_error
@@ -249,6 +249,7 @@ class GroupCommitWriter:
             except sqlite3.OperationalError as exc:
                 if not is_busy(exc):
                     raise
+                telemetry.busy_retry()
                 live = self._expired_dropped(live, exc)
                 if not live:
                     return _GAVE_UP, live
