@@ -422,3 +422,32 @@ def test_runner_remembers_across_runs_streamed_too_and_honours_run_config_limits
     assert inputs[3][1]["content"][0]["text"] == "Reply 2"
     assert inputs[3][2] == {"role": "user", "content": "Message 3"}
     assert len(run(session.get_items())) == 8
+
+
+def test_the_readme_example_runs(tmp_path, monkeypatch):
+    import re
+    from pathlib import Path
+
+    from agents import set_tracing_disabled
+    from agents.testing import ScriptedModel, assistant_message
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    section = readme.index("## Use with the OpenAI Agents SDK")
+    example = re.compile(r"```python\n(.*?)```", re.S).search(readme, section).group(1)
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, Any] = {}
+    exec(compile(example, "README.md", "exec"), namespace)
+    model = ScriptedModel([[assistant_message("hi there", item_id="m1")],
+                           [assistant_message("you said hello", item_id="m2")]])
+    # the example's agent would call OpenAI: the same agent on a scripted model
+    namespace["agent"] = namespace["agent"].clone(model=model)
+    set_tracing_disabled(True)  # no trace export thread (the example runs without RunConfig)
+    try:
+        assert run(namespace["on_message"]("123", "hello")) == "hi there"
+        assert run(namespace["on_message"]("123", "what did I say?")) == "you said hello"
+        assert [item.get("content") for item in model.last_call.input[::2]] == ["hello", "what did I say?"]
+        assert [m.role for m in namespace["store"].transcript("discord:123")] == ["user", "assistant"] * 2
+    finally:
+        set_tracing_disabled(False)
+        namespace["registry"].close()
+        namespace["store"].close()
