@@ -22,7 +22,7 @@ from pathlib import Path
 from actors import CompactionPolicy, HeadTailCompressor, SessionRegistry
 from actors.simulate.check import Ack, IntegrityReport, check_run
 from actors.simulate.ledger import read_ledgers
-from persistence import Store
+from persistence import Store, open_store
 from persistence.killpoints import ENV_KILL_AT
 from protocol import CompressionStatus, Message
 
@@ -123,6 +123,26 @@ def integrity_problems(store: Store, root: str, acks: list[Ack]) -> list[str]:
     if live:
         bad["live_leases_left"] = len(live)
     return [f"{bad} {report.examples[:3]}"] if bad else []
+
+
+def failed_calls(ledger: Path) -> list[tuple[str, str]]:
+    """``(error kind, message text)`` of every append the worker saw fail."""
+    return [(line[1], text) for line in read_ledgers([ledger]) if line[0] == "failed" for text in line[2]]
+
+
+def check_after_failures(db: str, root: str, ledger: Path, failed: list[tuple[str, str]]) -> list[str]:
+    """A failed call wrote nothing; then recover and check against the ledger."""
+    acks = ledger_acks([ledger])
+    store = open_store(db)
+    try:
+        texts = {r.text for r in lineage_rows(store, root)}
+        written = [(kind, text) for kind, text in failed if text in texts]
+        problems = [f"calls that failed wrote {written[:3]}"] if written else []
+        problems += recover(store, root, acks)
+        problems += integrity_problems(store, root, acks)
+    finally:
+        store.close()
+    return problems
 
 
 def live_leases(store: Store, root: str) -> list:

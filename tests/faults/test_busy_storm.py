@@ -18,19 +18,9 @@ from contextlib import closing
 
 import pytest
 
-from actors.simulate.ledger import read_ledgers
 from persistence import open_store
 
-from .harness import (
-    Tally,
-    finish,
-    integrity_problems,
-    ledger_acks,
-    lineage_rows,
-    recover,
-    spawn_worker,
-    trials,
-)
+from .harness import Tally, check_after_failures, failed_calls, finish, spawn_worker, trials
 
 
 @pytest.mark.timeout(300)
@@ -65,21 +55,8 @@ def _one_trial(db: str, workdir, trial: int) -> tuple[list[str], int, int]:
     code, err = finish(proc)
     if code != 0:
         return [f"worker exited {code} in the storm: {err}"], holds, 0
-    problems = []
-    lines = list(read_ledgers([ledger]))
-    failed = [(line[1], text) for line in lines if line[0] == "failed" for text in line[2]]
+    failed = failed_calls(ledger)
     busy = sum(1 for kind, _ in failed if kind == "StoreBusyError")
-    if any(kind != "StoreBusyError" for kind, _ in failed):
-        problems.append(f"failures other than StoreBusyError: {failed[:3]}")
-    acks = ledger_acks([ledger])
-    store = open_store(db)
-    try:
-        texts = {r.text for r in lineage_rows(store, root)}
-        written = [text for _, text in failed if text in texts]
-        if written:
-            problems.append(f"calls that raised StoreBusyError wrote {written[:3]}")
-        problems += recover(store, root, acks)
-        problems += integrity_problems(store, root, acks)
-    finally:
-        store.close()
+    problems = [f"failures other than StoreBusyError: {failed[:3]}"] if busy != len(failed) else []
+    problems += check_after_failures(db, root, ledger, failed)
     return problems, holds, busy

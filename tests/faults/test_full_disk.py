@@ -22,17 +22,7 @@ import pytest
 from actors.simulate.ledger import read_ledgers
 from persistence import open_store
 
-from .harness import (
-    Tally,
-    finish,
-    integrity_problems,
-    ledger_acks,
-    lineage_rows,
-    recover,
-    spawn_worker,
-    trials,
-    wait_until,
-)
+from .harness import Tally, check_after_failures, failed_calls, finish, spawn_worker, trials, wait_until
 
 #: Bigger than SQLite's WAL at its auto-checkpoint (1000 pages, 4 MiB), so freeing the
 #: filler is enough for the store to go on.
@@ -83,22 +73,10 @@ def _one_trial(directory: Path, ledger: Path) -> list[str]:
     if code != 0:
         return [f"worker exited {code} on a full disk: {err}"]
     lines = list(read_ledgers([ledger]))
-    failed = [(line[1], text) for line in lines if line[0] == "failed" for text in line[2]]
-    problems = []
-    if not failed:
-        problems.append("the disk never filled up")
+    failed = failed_calls(ledger)
+    problems = [] if failed else ["the disk never filled up"]
     first_failure = next((i for i, line in enumerate(lines) if line[0] == "failed"), len(lines))
     if not any(line[0] == "ack" for line in lines[first_failure:]):
         problems.append("the store never worked again after space was freed")
-    acks = ledger_acks([ledger])
-    store = open_store(db)
-    try:
-        texts = {r.text for r in lineage_rows(store, root)}
-        written = [text for _, text in failed if text in texts]
-        if written:
-            problems.append(f"calls that failed for space wrote {written[:3]}")
-        problems += recover(store, root, acks)
-        problems += integrity_problems(store, root, acks)
-    finally:
-        store.close()
+    problems += check_after_failures(db, root, ledger, failed)
     return problems
