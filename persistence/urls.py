@@ -11,7 +11,7 @@ from protocol import ConfigurationError
 
 from .store import Store
 
-__all__ = ["display_url", "open_store", "parse_store_url"]
+__all__ = ["STORE_URL_OPTIONS", "display_url", "open_store", "parse_store_url", "split_store_options"]
 
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 #: Query parameters whose values are masked when a URL is shown (libpq's
@@ -77,6 +77,43 @@ def _masked_query(query: str) -> str:
     return "&".join(pairs)
 
 
+#: Query options the store itself takes from a URL, per backend (removed before the
+#: driver sees the URL). PostgreSQL passes every other option to libpq, which
+#: refuses one it does not know; a SQLite URL takes only these.
+STORE_URL_OPTIONS: dict[str, tuple[str, ...]] = {"postgresql": ("pgbouncer",), "sqlite": ()}
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
+def split_store_options(url_or_path: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
+    """``(url, options)``: the URL without the store's own query options, and those
+    options as values (``pgbouncer=true`` -> ``{"pgbouncer": True}``).
+
+    Raises: `ConfigurationError` for a bad value, or an option a SQLite URL does not take.
+    """
+    text = os.fspath(url_or_path)
+    if "://" not in text or "?" not in text:
+        return text, {}
+    backend = "postgresql" if text.startswith(_POSTGRES_SCHEMES) else "sqlite"
+    base, query = text.split("?", 1)
+    known, kept, options = STORE_URL_OPTIONS.get(backend, ()), [], {}
+    for pair in query.split("&"):
+        key, _, value = pair.partition("=")
+        name = unquote_plus(key)
+        if name not in known:
+            kept.append(pair)
+            continue
+        value = unquote_plus(value).strip().lower()
+        if value not in _TRUE + _FALSE:
+            raise ConfigurationError(f"URL option {name} must be true or false, got {value!r}")
+        options[name] = value in _TRUE
+    if backend == "sqlite" and any(kept):
+        names = sorted({unquote_plus(p.partition("=")[0]) for p in kept if p})
+        raise ConfigurationError(f"unknown SQLite URL option(s) {', '.join(names)}: a SQLite URL "
+                                 f"takes only the store's own options ({', '.join(known) or 'none'})")
+    rest = "&".join(p for p in kept if p)
+    return (f"{base}?{rest}" if rest else base), options
+
+
 def open_store(
     url_or_path: str | os.PathLike[str], *, readonly: bool = False, migrate: bool = True,
     **options: Any,
@@ -92,7 +129,11 @@ def open_store(
     `SchemaVersionError` when the database is newer than this code, or older and
     ``readonly`` or ``migrate=False`` forbids upgrading it (``session-actors migrate``).
     """
-    backend, target = parse_store_url(url_or_path)
+    url, url_options = split_store_options(url_or_path)
+    for name, value in url_options.items():
+        if options.setdefault(name, value) != value:
+            raise ConfigurationError(f"{name}={options[name]!r} contradicts the URL's {name}={value!r}")
+    backend, target = parse_store_url(url)
     if backend == "postgresql":
         from .postgres import PostgresStore  # lazy: psycopg is an optional extra
 

@@ -13,7 +13,7 @@ import pytest
 
 from persistence import Store, open_store
 from tests.llm_server import FakeLLM, running_llm_server
-from tests.pg import isolated_postgres_url
+from tests.pg import isolated_postgres_url, pgbouncer_database, pgbouncer_store_url
 
 # Subprocesses the tests start (the CLI, spawned workers) import this checkout, not
 # whichever copy of the project happens to be installed.
@@ -56,13 +56,23 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def store_url(backend: str, tmp_path) -> Iterator[str]:
-    """A URL for an empty, isolated database of the parametrized backend."""
+def store_url(backend: str, tmp_path, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A URL for an empty, isolated database of the parametrized backend (``pgbouncer``:
+    PostgreSQL through a PgBouncer in transaction mode, ``?pgbouncer=true``)."""
     if backend == "sqlite":
         yield str(tmp_path / "state.db")
+    elif backend == "pgbouncer":
+        yield pgbouncer_store_url(request.getfixturevalue("pgbouncer_db"))
     else:
         with isolated_postgres_url() as url:
             yield url
+
+
+@pytest.fixture(scope="session")
+def pgbouncer_db() -> Iterator[str]:
+    """One throwaway database behind PgBouncer for the whole run (emptied per test)."""
+    with pgbouncer_database() as name:
+        yield name
 
 
 @pytest.fixture

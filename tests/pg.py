@@ -16,6 +16,9 @@ from urllib.parse import quote
 import pytest
 
 PG_URL = os.environ.get("SESSION_ACTORS_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+#: A PgBouncer in transaction mode in front of the same server (any database name;
+#: `.ci/run` starts one), without a database name.
+PGBOUNCER_URL = os.environ.get("SESSION_ACTORS_PGBOUNCER_URL", "postgresql://postgres@127.0.0.1:6432")
 REQUIRE_PG = os.environ.get("SESSION_ACTORS_REQUIRE_PG") == "1"
 
 
@@ -69,3 +72,34 @@ def table_snapshot(url: str) -> dict[str, list[tuple]]:
     """Every row of every store table, sorted: equal snapshots mean nothing was written."""
     tables = ("sessions", "messages", "leases", "cooldowns", "compactions", "schema_version")
     return {t: sorted(pg_rows(url, f"SELECT * FROM {t}"), key=repr) for t in tables}
+
+
+@contextmanager
+def pgbouncer_database() -> Iterator[str]:
+    """A throwaway database (created on the server directly) reachable through PgBouncer;
+    yields its name, drops it afterwards (closing PgBouncer's server connections to it)."""
+    import psycopg
+
+    name = f"sa_bouncer_{uuid.uuid4().hex[:12]}"
+    with _admin_connect() as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
+    try:
+        try:
+            psycopg.connect(f"{PGBOUNCER_URL}/{name}", connect_timeout=5, prepare_threshold=None).close()
+        except Exception as exc:  # any failure means "no PgBouncer here"
+            _unavailable(f"no PgBouncer at {PGBOUNCER_URL} (SESSION_ACTORS_PGBOUNCER_URL): {exc}")
+        yield name
+    finally:
+        with _admin_connect() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def pgbouncer_store_url(database: str) -> str:
+    """A store URL through PgBouncer to ``database``, emptied first (its public schema)."""
+    import psycopg
+
+    direct = PG_URL.rsplit("/", 1)[0] + f"/{database}"
+    with psycopg.connect(direct, autocommit=True, connect_timeout=5) as conn:
+        conn.execute("DROP SCHEMA public CASCADE")
+        conn.execute("CREATE SCHEMA public")
+    return f"{PGBOUNCER_URL}/{database}?pgbouncer=true"

@@ -19,7 +19,7 @@ from contextlib import closing, contextmanager
 from persistence import Store, open_store
 from persistence.migrations import latest_version
 from persistence.queries import load_queries
-from persistence.urls import parse_store_url
+from persistence.urls import parse_store_url, split_store_options
 from protocol import ConfigurationError, SchemaVersionError
 
 from .output import Output
@@ -73,8 +73,9 @@ def _require_postgres(url: str, *, schema: bool) -> None:
         raise ConfigurationError(
             "PostgreSQL needs the postgres extra: pip install 'session-actors[postgres]'"
         ) from exc
+    url = split_store_options(url)[0]  # the store's own options are not libpq's
     try:
-        with psycopg.connect(url, connect_timeout=10, autocommit=True) as conn:
+        with psycopg.connect(url, connect_timeout=10, autocommit=True, prepare_threshold=None) as conn:
             row = conn.execute(load_queries("postgres")[_SCHEMA_QUERY]).fetchone()
     except psycopg.Error as exc:
         raise ConfigurationError(f"cannot connect to PostgreSQL: {exc}") from exc

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -22,7 +23,7 @@ from protocol import ConfigurationError, ReadOnlyStoreError, StorageFullError, S
 
 from .. import killpoints, telemetry
 
-__all__ = ["DRIVER_LOGGER", "PgDatabase", "busy_reason", "import_driver", "set_timeouts_sql", "redact_url", "route_driver_logs"]
+__all__ = ["DRIVER_LOGGER", "PgDatabase", "busy_reason", "import_driver", "set_local_timeouts", "set_timeouts_sql", "redact_url", "route_driver_logs"]
 
 log = logging.getLogger("session_actors.pg_driver")
 
@@ -33,6 +34,12 @@ _BACKOFF_MAX_S = 0.25
 #: A transaction starting this much into its call's patience gets its own lock_timeout.
 _LATE_S = 0.05
 _SET_LOCAL_TIMEOUTS = "SELECT set_config('lock_timeout', %s, true), set_config('statement_timeout', %s, true)"
+
+
+def set_local_timeouts(cur: Any, seconds: float) -> None:
+    """``lock_timeout`` and ``statement_timeout`` for the current transaction only."""
+    ms = f"{max(1, int(seconds * 1000))}ms"
+    cur.execute(_SET_LOCAL_TIMEOUTS, (ms, ms))
 
 
 def set_timeouts_sql(seconds: float) -> str:
@@ -104,10 +111,12 @@ class PgDatabase:
         patience_s: float,
         connect_timeout_s: float,
         read_only: bool = False,
+        pgbouncer: bool = False,
     ) -> None:
         self._psycopg, pool_mod = import_driver()
         self._patience_s = patience_s
         self._read_only = read_only
+        self.pgbouncer = pgbouncer
         self._url = url
         self._connect_timeout_s = connect_timeout_s
         self._where = redact_url(url)
@@ -128,16 +137,18 @@ class PgDatabase:
             self._pool.close(timeout=1.0)
             raise ConfigurationError(f"cannot connect to {self._where}: {exc}") from exc
 
-    @staticmethod
-    def _connection_options(connect_timeout_s: float) -> dict[str, Any]:
+    def _connection_options(self, connect_timeout_s: float) -> dict[str, Any]:
         from psycopg.rows import dict_row
 
         # autocommit: every transaction is an explicit conn.transaction() block.
-        return {
+        options: dict[str, Any] = {
             "autocommit": True,
             "row_factory": dict_row,
             "connect_timeout": max(1, int(connect_timeout_s)),
         }
+        if self.pgbouncer:  # a prepared statement lives on one server connection only
+            options["prepare_threshold"] = None
+        return options
 
     def _configure(self, conn: Any) -> None:
         """Per new connection: a lock wait longer than the patience budget becomes
@@ -145,16 +156,16 @@ class PgDatabase:
         read-only store's transactions all start ``BEGIN READ ONLY`` (a client-side
         setting: nothing is SET on the server session)."""
         conn.read_only = self._read_only
-        conn.execute(set_timeouts_sql(self._patience_s))
+        if not self.pgbouncer:  # behind PgBouncer a session SET would leak to other clients
+            conn.execute(set_timeouts_sql(self._patience_s))
 
     def _bound_lock_waits(self, cur: Any, deadline: float) -> None:
         """A transaction that starts late (a retry, a wait for a connection) may wait
         for a lock only until the call's deadline: ``lock_timeout`` for this
         transaction alone (``SET LOCAL``), so the whole call stays within patience."""
         remaining = deadline - time.monotonic()
-        if remaining < self._patience_s - _LATE_S:
-            ms = f"{max(1, int(remaining * 1000))}ms"
-            cur.execute(_SET_LOCAL_TIMEOUTS, (ms, ms))
+        if self.pgbouncer or remaining < self._patience_s - _LATE_S:
+            set_local_timeouts(cur, remaining)
 
     def check_writable(self, what: str) -> None:
         """`ReadOnlyStoreError` for the write ``what`` on a read-only store."""
@@ -291,6 +302,11 @@ def _check_conninfo(psycopg: Any, url: str, where: str) -> None:
     try:
         psycopg.conninfo.conninfo_to_dict(url)
     except psycopg.ProgrammingError as exc:
+        unknown = re.search(r'invalid URI query parameter: "([^"]*)"', str(exc))
+        if unknown:  # neither ours (removed before) nor libpq's
+            raise ConfigurationError(
+                f"unknown URL option {unknown.group(1)!r} in {where}: neither session-actors "
+                "(pgbouncer) nor libpq knows it") from exc
         raise ConfigurationError(f"invalid PostgreSQL URL {where}: {exc}") from exc
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from protocol.checks import check_text
 from protocol import (
+    ConfigurationError,
     CompactionRecord,
     Cooldown,
     END_REASON_COMPRESSION,
@@ -81,7 +82,10 @@ class PostgresStore:
     ``lock_timeout``), ``connect_timeout_s``, ``max_content_bytes`` (per message,
     default: the process-wide limit), ``readonly`` (every transaction is
     ``READ ONLY``; every write method raises `ReadOnlyStoreError`), ``migrate``
-    (False: never changes the schema; an older one raises `SchemaVersionError`).
+    (False: never changes the schema; an older one raises `SchemaVersionError`),
+    ``pgbouncer`` (behind PgBouncer in transaction mode: no automatic prepared
+    statements, no session-level ``SET`` — timeouts are set per transaction — and
+    no LISTEN hint; also ``?pgbouncer=true`` in the URL).
     """
 
     def __init__(
@@ -95,9 +99,10 @@ class PostgresStore:
         max_content_bytes: int | None = None,
         readonly: bool = False,
         migrate: bool = True,
+        pgbouncer: bool = False,
     ) -> None:
         check_pool_options(min_size, max_size, patience_s, connect_timeout_s, max_content_bytes)
-        check_open_flags(readonly=readonly, migrate=migrate)
+        check_open_flags(readonly=readonly, migrate=migrate, pgbouncer=pgbouncer)
         self._max_content_bytes = max_content_bytes
         self._url = url
         self._connect_timeout_s = float(connect_timeout_s)
@@ -109,6 +114,7 @@ class PostgresStore:
             patience_s=float(patience_s),
             connect_timeout_s=float(connect_timeout_s),
             read_only=readonly,
+            pgbouncer=pgbouncer,
         )
         try:
             self.schema_version = ensure_schema(self._db, self._q, migrate=migrate and not readonly)
@@ -118,7 +124,8 @@ class PostgresStore:
         self._unique_violation = self._db.psycopg.errors.UniqueViolation
         self._fk_violation = self._db.psycopg.errors.ForeignKeyViolation
         self._writer = PgWriter(self._db.connect, self._q, psycopg=self._db.psycopg,
-                                patience_s=float(patience_s), name=f"pg-writer-{id(self):x}")
+                                patience_s=float(patience_s), name=f"pg-writer-{id(self):x}",
+                                pgbouncer=pgbouncer)
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._db.where})"
@@ -448,7 +455,14 @@ class PostgresStore:
 
     def listen_compactions(self) -> CompactionListener:
         """A `CompactionListener` on a dedicated connection: hints of compactions
-        committed from now on (by any process on this schema). Close it when done."""
+        committed from now on (by any process on this schema). Close it when done.
+
+        Raises: `ConfigurationError` behind PgBouncer (``pgbouncer=True``): LISTEN needs
+        a session of its own, which transaction pooling does not give.
+        """
+        if self._db.pgbouncer:
+            raise ConfigurationError("the LISTEN/NOTIFY hint is off behind PgBouncer (pgbouncer=true); "
+                                     "the store is correct without it")
         return CompactionListener(self._url, self._q, connect_timeout_s=self._connect_timeout_s)
 
     # -- lifecycle -------------------------------------------------------------

@@ -42,7 +42,7 @@ from protocol import SessionExistsError, SessionNotFoundError, StorageFullError,
 from .. import killpoints
 from ..batching import drain, fill_batch
 from ..store import WriteStats
-from .driver import busy_reason, set_timeouts_sql
+from .driver import busy_reason, set_local_timeouts, set_timeouts_sql
 from .lineage import ended_error
 
 __all__ = ["AppendJob", "CreateJob", "PgWriter"]
@@ -99,8 +99,9 @@ class PgWriter:
 
     def __init__(
         self, connect: Callable[[], Any], queries: Mapping[str, str], *, psycopg: Any,
-        patience_s: float, name: str, max_batch: int = MAX_BATCH,
+        patience_s: float, name: str, max_batch: int = MAX_BATCH, pgbouncer: bool = False,
     ) -> None:
+        self._pgbouncer = pgbouncer
         self._connect = connect
         self._q = queries
         self._psycopg = psycopg
@@ -193,8 +194,8 @@ class PgWriter:
                 cur = self._connection().cursor()
                 self._bound_lock_waits(cur, deadline)
                 sent = True
-                if killpoints.ARMED:
-                    self._write_in_transaction(cur, run, execute)
+                if killpoints.ARMED or self._pgbouncer:
+                    self._write_in_transaction(cur, run, execute, deadline)
                 else:
                     execute(cur, run)
                 self._transactions += 1
@@ -238,15 +239,20 @@ class PgWriter:
             backoff = min(backoff * 2, _BACKOFF_MAX_S)
 
     def _write_in_transaction(self, cur: Any, run: list[_Pending],
-                              execute: Callable[[Any, list[_Pending]], None]) -> None:
-        """Test-only (kill points armed): the same statement inside BEGIN ... COMMIT,
-        so that each named point of a write transaction exists."""
+                              execute: Callable[[Any, list[_Pending]], None], deadline: float) -> None:
+        """The same statement inside BEGIN ... COMMIT: behind PgBouncer, where the
+        timeouts can only be set for the transaction (``SET LOCAL``), and in tests
+        with kill points armed, so that each named point of a write transaction exists."""
         operation = "create_session" if isinstance(run[0].job, CreateJob) else "append"
-        killpoints.reached("before_begin", operation)
+        if killpoints.ARMED:
+            killpoints.reached("before_begin", operation)
         cur.execute("BEGIN")
         try:
+            if self._pgbouncer:
+                set_local_timeouts(cur, deadline - time.monotonic())
             execute(cur, run)
-            killpoints.reached("before_commit", operation)
+            if killpoints.ARMED:
+                killpoints.reached("before_commit", operation)
             cur.execute("COMMIT")
         except BaseException:
             if not cur.connection.closed:
@@ -255,7 +261,8 @@ class PgWriter:
                 except self._psycopg.Error:
                     self._disconnect()
             raise
-        killpoints.reached("after_commit", operation)
+        if killpoints.ARMED:
+            killpoints.reached("after_commit", operation)
 
     def _create_run(self, cur: Any, creates: list[_Pending]) -> None:
         first: dict[str, _Pending] = {}
@@ -319,6 +326,8 @@ class PgWriter:
         """A statement sent late in its batch's patience (a retry, or queued behind one)
         may wait for a lock only until the deadline: the connection's lock_timeout
         follows what is left, and goes back to ``patience_s`` for a fresh batch."""
+        if self._pgbouncer:  # no session SETs there: `_write_in_transaction` sets them locally
+            return
         remaining = deadline - time.monotonic()
         wanted = self._patience_s if remaining >= self._patience_s - _LATE_S else max(0.001, remaining)
         if self._lock_timeout.get(id(cur.connection)) != wanted:

@@ -23,9 +23,7 @@ def execute(backend: str, url: str, sql: str) -> list[tuple[Any, ...]]:
             return [tuple(r) for r in cur.fetchall()] if cur.description else []
         finally:
             conn.close()
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
+    with pg_connect(url) as conn:
         cur = conn.execute(sql)
         return [tuple(r) for r in cur.fetchall()] if cur.description else []
 
@@ -69,10 +67,18 @@ def plant_schema(backend: str, url: str, version: int) -> None:
         finally:
             conn.close()
         return
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
+    with pg_connect(url) as conn:
         for migration in migrations:
             conn.execute(migration.sql)
             conn.execute(q["create_schema_version"])
             conn.execute(q["record_version"], {"version": migration.version})
+
+
+def pg_connect(url: str) -> Any:
+    """An autocommit connection for a store URL (its own options removed; no prepared
+    statements, so it works through PgBouncer too)."""
+    import psycopg
+
+    from persistence.urls import split_store_options
+
+    return psycopg.connect(split_store_options(url)[0], autocommit=True, prepare_threshold=None)

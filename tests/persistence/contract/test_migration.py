@@ -14,7 +14,7 @@ import pytest
 from persistence import open_store
 from persistence.migrations import latest_version, load_migrations
 from protocol import Message
-from tests.persistence.contract.db import execute
+from tests.persistence.contract.db import execute, pg_connect
 
 # (id, source, parent, created_at, ended_at, end_reason, epoch, next_seq)
 WAVE1_SESSIONS = """
@@ -64,9 +64,7 @@ def _build_wave1(backend: str, url: str) -> None:
         finally:
             conn.close()
         return
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
+    with pg_connect(url) as conn:
         conn.execute(initial.sql)
         conn.execute("CREATE TABLE schema_version (version integer PRIMARY KEY,"
                      " applied_at double precision NOT NULL)")
