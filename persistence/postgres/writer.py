@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 
 from protocol import SessionExistsError, SessionNotFoundError, StorageFullError, StoreBusyError, TranscriptError
 
-from .. import killpoints
+from .. import killpoints, telemetry
 from ..batching import drain, fill_batch
 from ..store import WriteStats
 from .driver import busy_reason, set_local_timeouts, set_timeouts_sql
@@ -235,6 +235,7 @@ class PgWriter:
                     f"attempts): {busy_reason(psycopg, cause)}"), cause)
                 return
             log.debug("write batch: retrying after %s (attempt %d)", type(cause).__name__, attempt)
+            telemetry.busy_retry()
             time.sleep(min(remaining, backoff * random.uniform(0.5, 1.5)))
             backoff = min(backoff * 2, _BACKOFF_MAX_S)
 

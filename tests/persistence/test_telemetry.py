@@ -61,18 +61,48 @@ def test_sqlite_busy_retries_are_counted(otel: Otel, sqlite_path: str) -> None:
         store.close()
 
 
+KILL = "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s"
+WAITING = ("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+           " AND wait_event_type = 'Lock'")
+
+
 @pytest.mark.postgres
-def test_postgres_retries_after_a_lost_connection_are_counted(otel: Otel, pg_url: str) -> None:
+def test_postgres_read_retried_after_a_lost_connection_is_counted(otel: Otel, pg_url: str) -> None:
     app = f"otel-{uuid.uuid4().hex[:8]}"
     store = open_store(with_application_name(pg_url, app), min_size=1, max_size=1)
     try:
         store.create_session("s")
         retries = otel.counter(BUSY)
-        killed = pg_rows(pg_url, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-                                 " WHERE application_name = %s", (app,))
-        assert killed[0][0] >= 1
+        assert pg_rows(pg_url, KILL, (app,))[0][0] >= 1
         # the pooled connection is dead: the read is retried on a new one
         assert store.get_session("s").id == "s"
+        assert otel.counter(BUSY) > retries
+    finally:
+        store.close()
+
+
+@pytest.mark.postgres
+def test_postgres_append_retried_after_its_backend_was_terminated_is_counted(
+        otel: Otel, pg_url: str) -> None:
+    import psycopg
+
+    app = f"otel-{uuid.uuid4().hex[:8]}"
+    store = open_store(with_application_name(pg_url, app))
+    try:
+        store.create_session("s")
+        store.append("s", Message("user", "before"))
+        retries = otel.counter(BUSY)
+        result: dict[str, object] = {}
+        with psycopg.connect(with_application_name(pg_url, f"blocker-{app}")) as blocker:
+            blocker.execute("SELECT 1 FROM sessions WHERE id = 's' FOR UPDATE")  # holds the row
+            writer = threading.Thread(
+                target=lambda: result.setdefault("stored", store.append("s", Message("user", "x"))))
+            writer.start()
+            wait_until(lambda: pg_rows(pg_url, WAITING, (app,))[0][0] == 1, what="the blocked append")
+            assert pg_rows(pg_url, KILL, (app,))[0][0] >= 1  # killed mid-statement: rolled back
+            blocker.rollback()
+            writer.join(30)
+        assert [m.seq for m in result["stored"]] == [2]  # sent again on a new connection
         assert otel.counter(BUSY) > retries
     finally:
         store.close()
