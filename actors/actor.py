@@ -66,6 +66,11 @@ class CheckTurn:
     """Internal message from the registry's janitor: close the turn if it is overdue."""
 
 
+class _CheckBudget:
+    """Internal: an append ran on its caller's thread; check the automatic compaction
+    threshold here (an attempt starts on the actor thread)."""
+
+
 class _Forwarded(Exception):
     """Internal: the request was handed to the actor that now serves the live id."""
 
@@ -90,6 +95,10 @@ class SessionActor(pykka.ThreadingActor):
         self._turns = TurnGate(policy.max_turn_s)
         slot.turns = self._turns
         self._stopping = False  # on_stop began: no new attempt (nobody would abort it)
+        # Held while a message is handled, or while a caller runs an append here
+        # (`append_here`): the actor's state has one user at a time, whichever thread.
+        self._exclusive = slot.exclusive
+        slot.runner = self
 
     # -- AttemptHost ------------------------------------------------------------------
 
@@ -132,6 +141,10 @@ class SessionActor(pykka.ThreadingActor):
     # -- mailbox ----------------------------------------------------------------------
 
     def on_receive(self, message: Any) -> None:
+        with self._exclusive:
+            self._receive(message)
+
+    def _receive(self, message: Any) -> None:
         try:
             if isinstance(message, Request):
                 try:
@@ -142,12 +155,18 @@ class SessionActor(pykka.ThreadingActor):
                 message.attempt.on_result(message.result, message.error)
             elif isinstance(message, CheckTurn):
                 self._close_overdue_turn()
+            elif isinstance(message, _CheckBudget):
+                self._maybe_auto_compact()
             self._stop_if_handed_over()
         except BaseException:  # never let pykka see it: it would stop every actor
             logger.exception("session actor %s failed handling %r", self.live_id, message)
 
     def on_stop(self) -> None:
         self._stopping = True
+        with self._exclusive:  # an append running on its caller's thread finishes first
+            self._wind_down()
+
+    def _wind_down(self) -> None:
         attempt = self._attempt
         if attempt is not None and attempt.in_flight:
             attempt.abort(CompressionStatus.CANCELLED, "interrupted", wait=True)
@@ -230,6 +249,51 @@ class SessionActor(pykka.ThreadingActor):
             self._serve(request)
 
     # -- appends ----------------------------------------------------------------------
+
+    def append_here(self, command: Append, sender: int) -> list[StoredMessage] | None:
+        """The caller-runs path: run this append's step on the caller's thread, or
+        None (nothing done) when it must go through the mailbox.
+
+        It runs only when nothing could be overtaken or entered: the exclusive lock
+        is free (no message is being handled, no other caller runs one), nothing is
+        queued for this actor (no request counted pending: an enqueue counts it
+        before it puts it in the mailbox; no internal message in the mailbox), no
+        other handle's turn is open and nothing is held behind one. All of it is
+        checked while holding the exclusive lock (the turn gate only changes under
+        it); a message enqueued after the check waits for that lock, so it is
+        ordered after this append, as it arrived after it. A held exclusive lock
+        makes the slot busy, so the actor is not evicted under the append (a slot
+        found open here and closed just after stops its actor only once this
+        append is done: stopping takes the lock too).
+        """
+        if not self._exclusive.acquire(blocking=False):
+            return None
+        try:
+            slot = self._slot
+            if (slot.closed or slot.successor is not None or slot.pending
+                    or self.actor_inbox.queue or not self._turns.admits(sender)):
+                return None
+            slot.last_used = time.monotonic()
+            try:
+                stored = self._append(command, sender)
+            except _Forwarded:
+                return None  # the live id is served by another actor: the mailbox forwards
+            except SessionNotFoundError:
+                self._registry._retire_erased(slot)  # erased elsewhere, as in `_serve`
+                raise
+            self._check_budget_later()
+            return stored
+        finally:
+            self._exclusive.release()
+
+    def _check_budget_later(self) -> None:
+        """After an append on a caller's thread: when the session may be over budget,
+        ask the actor to look (the caller is not kept waiting for an attempt)."""
+        max_tokens = self._policy.max_tokens
+        if max_tokens is None or self._compressor is None:
+            return
+        if self._tokens is None or self._tokens > max_tokens:
+            self.actor_ref.tell(_CheckBudget())
 
     def _append(self, command: Append, sender: int) -> list[Any]:
         messages = list(command.messages)

@@ -98,7 +98,10 @@ class _Handle:
     def append(self, first: Any, content: Any = _MISSING, /, **fields: Any) -> Any:
         """Append durably: ``(role, content, **fields)``, a `Message`, or a list of them."""
         messages, single = _messages(first, content, fields)
-        stored = self._ask(Append(messages, origin=self._origin))
+        command = Append(messages, origin=self._origin)
+        stored = self._append_here(command)
+        if stored is None:
+            stored = self._ask(command)
         return stored[0] if single else stored
 
     def retract(self) -> StoredMessage | None:
@@ -106,6 +109,12 @@ class _Handle:
         archive as ``"retracted"``), ordered with this session's appends; returns it
         as it was, or None when the transcript is empty."""
         return self._ask(Retract(origin=self._origin))
+
+    def _append_here(self, command: Append) -> list[StoredMessage] | None:
+        """The caller-runs path (`SessionActor.append_here`): None when the append
+        must go through the mailbox."""
+        runner = self._slot.current().runner
+        return None if runner is None else runner.append_here(command, self._key)
 
     def transcript(self) -> list[StoredMessage]:
         """The live transcript (durable, in seq order)."""

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pykka
 
+    from .actor import SessionActor
     from .compaction.attempt import Attempt
     from .turns import TurnGate
 
@@ -26,6 +27,9 @@ class Slot:
 
     def __init__(self, session_id: str) -> None:
         self.lock = threading.Lock()
+        # The actor's exclusive lock: held while it handles a message, or while a
+        # caller runs an append on its own thread (`SessionActor.append_here`).
+        self.exclusive = threading.Lock()
         self.session_id = session_id  # the live id the actor serves (follows moves)
         self.ids: set[str] = {session_id}  # every id routed here (aliases, old parents)
         self.actor_ref: pykka.ActorRef[Any] | None = None
@@ -39,13 +43,16 @@ class Slot:
         # same id (after an erasure) is another conversation, never this slot's
         self.born: tuple[str, float] | None = None
         self.erased = False  # its lineage was erased: handles on it fail for good
+        self.runner: SessionActor | None = None  # the actor, for the caller-runs append path
 
     @property
     def busy(self) -> bool:
-        """An attempt is in flight, requests are queued, a turn is open or calls are
-        held behind one: never evict."""
+        """An attempt is in flight, requests are queued or being handled (an append
+        on its caller's thread too), a turn is open or calls are held behind one:
+        never evict."""
         attempt, turns = self.attempt, self.turns
-        return (self.pending > 0 or (attempt is not None and attempt.in_flight)
+        return (self.pending > 0 or self.exclusive.locked()
+                or (attempt is not None and attempt.in_flight)
                 or (turns is not None and turns.busy))
 
     def current(self) -> Slot:

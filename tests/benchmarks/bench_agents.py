@@ -1,0 +1,148 @@
+"""Durable appends/s: the registry vs the OpenAI Agents SDK's ``SQLiteSession``.
+
+64 sessions, one caller each, the same ~230-byte user message per append, every
+mode on a fresh SQLite file on the same disk (the SDK's default pragmas: WAL; ours
+``synchronous=FULL``):
+
+- ``registry``: `SessionRegistry` handles, 64 caller threads (``handle.append``);
+- ``registry async``: the same handles, 64 asyncio tasks on ONE event loop
+  (``await handle.append_async``), no thread per call;
+- ``store``: ``store.append`` called directly from 64 threads (group commit), the
+  ceiling the registry is measured against;
+- ``sdk SQLiteSession``: the SDK's session, 64 tasks on one event loop
+  (``await session.add_items([item])``), as the SDK is meant to be used.
+
+Each run is time-boxed (``--seconds``); an unrecorded warm-up of each mode comes
+first, then ``--rounds`` rounds rotate which mode goes first and the medians are
+compared, with per-round ratios. The machine may be shared with other work:
+read the ratios, measured side by side, rather than the absolute figures.
+Needs the ``bench`` extra (``pip install 'session-actors[bench]'``). Not
+collected by pytest.
+
+    python -m tests.benchmarks.bench_agents
+    python -m tests.benchmarks.bench_agents --seconds 2 --rounds 7
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+
+from actors import CompactionPolicy, SessionRegistry
+from persistence import open_store
+from tests.benchmarks.timeboxed import DISTINCT_MESSAGES, Run, client_messages, time_boxed
+
+SESSIONS = 64
+MODES = ("registry", "registry async", "store", "sdk SQLiteSession")
+
+
+async def time_boxed_async(appenders: list[Callable[[object], Awaitable[object]]],
+                           messages: list[list[object]], seconds: float) -> tuple[int, float, float]:
+    """Task k awaits ``appenders[k]`` until the time is up; (acknowledged, wall s, cpu s)."""
+    stop = asyncio.Event()
+    counts = [0] * len(appenders)
+
+    async def client(k: int) -> None:
+        done = 0
+        while not stop.is_set():
+            await appenders[k](messages[k][done % DISTINCT_MESSAGES])
+            done += 1
+        counts[k] = done
+
+    began, cpu_began = time.perf_counter(), time.process_time()
+    tasks = [asyncio.ensure_future(client(k)) for k in range(len(appenders))]
+    await asyncio.sleep(seconds)  # the time box itself
+    stop.set()
+    await asyncio.gather(*tasks)
+    return sum(counts), time.perf_counter() - began, time.process_time() - cpu_began
+
+
+def run_mode(directory: str, mode: str, seconds: float, tag: str) -> Run:
+    path = os.path.join(directory, f"{tag}-{mode.replace(' ', '-')}.db")
+    ids = [f"{tag}-{k}" for k in range(SESSIONS)]
+    if mode == "sdk SQLiteSession":
+        return sdk_run(path, ids, seconds)
+    store = open_store(path)
+    try:
+        if mode == "store":
+            for sid in ids:
+                store.create_session(sid)
+            acked, elapsed, cpu = time_boxed([lambda m, s=sid: store.append(s, m) for sid in ids], seconds)
+        else:
+            with SessionRegistry(store, policy=CompactionPolicy(max_resident=2 * SESSIONS)) as registry:
+                handles = [registry.session(sid) for sid in ids]
+                if mode == "registry":
+                    acked, elapsed, cpu = time_boxed([h.append for h in handles], seconds)
+                else:
+                    messages = [client_messages(k) for k in range(SESSIONS)]
+                    acked, elapsed, cpu = asyncio.run(time_boxed_async(
+                        [h.append_async for h in handles], messages, seconds))
+        stored = sum(len(store.transcript(sid)) for sid in ids)
+    finally:
+        store.close()
+    assert stored == acked, f"{mode}: {acked} acknowledged, {stored} stored"
+    return Run(mode, acked, elapsed, cpu, 0)
+
+
+def sdk_run(path: str, ids: list[str], seconds: float) -> Run:
+    from agents import SQLiteSession
+
+    async def main() -> tuple[int, float, float, int]:
+        sessions = [SQLiteSession(sid, path) for sid in ids]
+        try:
+            items = [[{"role": m.role, "content": m.content} for m in client_messages(k)]
+                     for k in range(SESSIONS)]
+            acked, elapsed, cpu = await time_boxed_async(
+                [lambda item, s=s: s.add_items([item]) for s in sessions], items, seconds)
+            stored = sum([len(await s.get_items()) for s in sessions])
+        finally:
+            for s in sessions:
+                s.close()
+        return acked, elapsed, cpu, stored
+
+    acked, elapsed, cpu, stored = asyncio.run(main())
+    assert stored == acked, f"sdk: {acked} acknowledged, {stored} stored"
+    return Run("sdk SQLiteSession", acked, elapsed, cpu, 0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=1.5, help="length of each run")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds; medians are compared")
+    parser.add_argument("--dir", default=None, help="directory for the database files")
+    args = parser.parse_args()
+    runs: dict[str, list[Run]] = {mode: [] for mode in MODES}
+    with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-agents-") as directory:
+        for mode in MODES:  # warm-up, not recorded
+            run_mode(directory, mode, min(args.seconds, 0.3), "warm")
+        print(f"durable appends/s, {SESSIONS} sessions x one caller, {args.seconds:g} s per run, "
+              f"{args.rounds} rounds, order rotating:")
+        for number in range(args.rounds):
+            shift = number % len(MODES)
+            for mode in MODES[shift:] + MODES[:shift]:
+                run = run_mode(directory, mode, args.seconds, f"r{number}")
+                runs[mode].append(run)
+                print(f"  round {number + 1}: {run.mode:<18} {run.appends:>6} appends in "
+                      f"{run.seconds:5.2f}s = {run.rate:7,.0f}/s  cpu {run.cpu_us:4.0f} us/append")
+    rate = {mode: statistics.median(r.rate for r in rs) for mode, rs in runs.items()}
+    for mode in MODES:
+        cpu = statistics.median(r.cpu_us for r in runs[mode])
+        print(f"  median {mode:<18} {rate[mode]:7,.0f}/s  cpu {cpu:4.0f} us/append")
+    sdk = runs["sdk SQLiteSession"]
+    for mode in ("registry", "registry async", "store"):
+        per_round = [a.rate / b.rate for a, b in zip(runs[mode], sdk)]
+        print(f"  {mode} / sdk SQLiteSession: {rate[mode] / rate['sdk SQLiteSession']:.1f}x "
+              f"(per round: {', '.join(f'{r:.1f}' for r in per_round)})")
+    for mode in ("registry", "registry async"):
+        per_round = [a.rate / b.rate for a, b in zip(runs[mode], runs["store"])]
+        print(f"  {mode} / store: {rate[mode] / rate['store']:.2f} "
+              f"(per round: {', '.join(f'{r:.2f}' for r in per_round)})")
+
+
+if __name__ == "__main__":
+    main()
