@@ -89,6 +89,10 @@ class SessionActor(pykka.ThreadingActor):
         self._policy = policy
         self._holder = holder
         self._baseline = (info.id, info.epoch)
+        # The conversation this actor serves, whatever ids its lineage moves through:
+        # every write names it, so a lineage erased and started again under the same
+        # id by another process is refused (SessionNotFoundError: the actor retires).
+        self._incarnation = info.incarnation
         self._attempt: Attempt | None = None
         self._last_auto: Attempt | None = None
         self._tokens: int | None = None  # live-transcript estimate; None = recount
@@ -300,7 +304,7 @@ class SessionActor(pykka.ThreadingActor):
         for _ in range(MAX_REDIRECTS):
             session_id = self.live_id
             try:
-                stored = self._store.append(session_id, messages)
+                stored = self._store.append(session_id, messages, incarnation=self._incarnation)
             except SessionEndedError as exc:
                 successor = exc.successor_id
                 if not successor or successor == session_id:
@@ -316,7 +320,7 @@ class SessionActor(pykka.ThreadingActor):
 
     def _retract(self) -> Any:
         """`store.retract` in mailbox order: after every append queued before it."""
-        popped = self._store.retract(self.live_id)
+        popped = self._store.retract(self.live_id, incarnation=self._incarnation)
         if popped is not None:
             self._tokens = None  # recount before the next automatic check
             self._turns.note_retracted(popped)

@@ -7,6 +7,8 @@ same way, before it writes anything.
 
 from __future__ import annotations
 
+import secrets
+
 import functools
 import hashlib
 import json
@@ -27,6 +29,7 @@ from protocol import (
     StoredMessage,
     content_limit,
     validate_session_id,
+    SessionNotFoundError,
 )
 from protocol.checks import check_count, check_duration, check_json_value, check_text
 from protocol.messages import MAX_CONTENT_LIMIT, MAX_SESSION_ID_LENGTH, ROLES
@@ -37,6 +40,9 @@ __all__ = [
     "checked_session_id",
     "check_commit_args",
     "check_cooldown_error",
+    "check_incarnation",
+    "new_incarnation",
+    "other_incarnation",
     "check_cooldown_seconds",
     "check_open_flags",
     "check_watermark",
@@ -257,6 +263,26 @@ def stored_message_from_row(row: Mapping[str, Any]) -> StoredMessage:
     )
 
 
+def check_incarnation(incarnation: object) -> None:
+    """An incarnation argument: None (any) or a `SessionInfo.incarnation` string."""
+    if incarnation is not None and (not isinstance(incarnation, str) or len(incarnation) > 64):
+        raise InvalidArgumentError(f"incarnation must be None or a session's incarnation string, "
+                                   f"got {incarnation!r:.80}")
+
+
+def other_incarnation(session_id: str) -> SessionNotFoundError:
+    """The error for a write meant for a conversation that was erased, when the id
+    now names a new one."""
+    return SessionNotFoundError(session_id, f"session {session_id!r} was erased (the id now "
+                                            "names a new conversation)")
+
+
+def new_incarnation() -> str:
+    """A fresh lineage's incarnation: random, so a lineage started again under an
+    erased id never matches the one it replaced."""
+    return secrets.token_hex(8)
+
+
 def session_from_row(row: Mapping[str, Any]) -> SessionInfo:
     return SessionInfo(
         id=row["id"],
@@ -269,6 +295,7 @@ def session_from_row(row: Mapping[str, Any]) -> SessionInfo:
         cooldown_until=row["cooldown_until"],
         cooldown_error=row["cooldown_error"],
         metadata=metadata_from_column(row["metadata"]),
+        incarnation=row["incarnation"],
     )
 
 

@@ -110,13 +110,16 @@ class Store(Protocol):
         """
         ...
 
-    def retract(self, session_id: str) -> StoredMessage | None:
+    def retract(self, session_id: str, *, incarnation: str | None = None) -> StoredMessage | None:
         """Take the last live message of the live tip (``session_id`` is resolved) out
         of the live transcript: state ``"retracted"``, kept in the archive, its seq
         never reused. Returns it as it was, or None when the transcript is empty.
+        ``incarnation`` (a `SessionInfo.incarnation`): retract only from that
+        conversation, checked inside the write (None: whichever the id names now).
 
         Raises: `SessionEndedError` when the tip ended for another reason than
-        compression; `LineageForkedError`.
+        compression; `LineageForkedError`; `SessionNotFoundError` when the tip is
+        another incarnation (the lineage meant was erased and the id reused).
         """
         ...
 
@@ -148,15 +151,20 @@ class Store(Protocol):
     # -- messages ---------------------------------------------------------------
 
     def append(
-        self, session_id: str, messages: Message | Sequence[Message]
+        self, session_id: str, messages: Message | Sequence[Message], *, incarnation: str | None = None
     ) -> list[StoredMessage]:
         """Append one or many messages in one transaction; durable when it returns.
 
         Seqs are assigned under a per-session lock, in commit order, so a compaction
         watermark never skips a message that commits later. Never blocked by a lease.
+        ``incarnation`` (a `SessionInfo.incarnation`): append only to that
+        conversation, checked inside the write (None: whichever the id names now).
+        Actors pass theirs, so a lineage erased and started again by another process
+        never receives a write meant for the old one.
 
         Raises: `SessionEndedError` (``successor_id`` = the live continuation, or None
         when there is none or the lineage forked) for an ended session;
+        `SessionNotFoundError` for an unknown id or another incarnation;
         `InvalidMessageError` for a message over the store's content limit.
         """
         ...

@@ -270,9 +270,9 @@ def timed_append(append: Callable[..., Sequence[Any]]) -> Callable[..., Sequence
     """Decorate a store's ``append``: count the messages it committed and time the call."""
 
     @functools.wraps(append)
-    def timed(self: Any, session_id: str, messages: Any) -> Sequence[Any]:
+    def timed(self: Any, session_id: str, messages: Any, **options: Any) -> Sequence[Any]:
         started = time.perf_counter()
-        stored = append(self, session_id, messages)
+        stored = append(self, session_id, messages, **options)
         _current().appended(len(stored), time.perf_counter() - started)
         return stored
 

@@ -37,6 +37,11 @@ class SessionInfo:
     cooldown_until: float | None = None
     cooldown_error: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: Names the conversation, not the row: a random token set when the session is
+    #: created and inherited by its continuations, so a lineage erased and then
+    #: started again under the same id is told apart from the one it replaced
+    #: ("" for sessions created before schema version 3).
+    incarnation: str = ""
 
     @property
     def live(self) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 from protocol import END_REASON_COMPRESSION, SessionEndedError, SessionInfo, SessionNotFoundError
 
 from ..metadata import Listing, merge_metadata, metadata_from_column
+from ..rows import other_incarnation
 from .lineage import require_session, resolve_tip
 
 __all__ = ["erase_lineage", "lineage_ids", "list_sessions", "prune", "retract_last", "update_metadata"]
@@ -88,14 +89,18 @@ def erase_lineage(cur: Any, q: Queries, session_id: str) -> int:
     return erased
 
 
-def retract_last(cur: Any, q: Queries, session_id: str) -> Mapping[str, Any] | None:
-    """Retract the last live message of the live tip; the row as it was, or None."""
+def retract_last(cur: Any, q: Queries, session_id: str,
+                 incarnation: str | None = None) -> Mapping[str, Any] | None:
+    """Retract the last live message of the live tip; the row as it was, or None.
+    ``incarnation``: the conversation meant (None: any)."""
     for _ in range(_MAX_LOCK_ROUNDS):
         tip = resolve_tip(cur, q, session_id)["id"]
         cur.execute(q["lock_session"], {"id": tip})
         row = cur.fetchone()
         if row is None:
             raise SessionNotFoundError(tip)
+        if incarnation is not None and row["incarnation"] != incarnation:
+            raise other_incarnation(tip)
         if row["ended_at"] is not None and row["end_reason"] != END_REASON_COMPRESSION:
             raise SessionEndedError(tip, None, row["end_reason"])
         if row["ended_at"] is not None and resolve_tip(cur, q, tip)["id"] != tip:

@@ -18,7 +18,9 @@ from protocol import (
     TranscriptError,
 )
 
-__all__ = ["ended_error", "require_session", "resolve_tip"]
+from ..rows import other_incarnation
+
+__all__ = ["ended_error", "require_incarnation", "require_session", "resolve_tip"]
 
 # A lineage deeper than this is a cycle (the API cannot create one); stop rather than spin.
 _MAX_LINEAGE_DEPTH = 100_000
@@ -52,6 +54,16 @@ def resolve_tip(cur: Any, queries: Mapping[str, str], session_id: str) -> Mappin
             raise InvalidLineageError(children[0], row["id"], f"lineage cycle through {row['id']!r}")
         seen.add(children[0])
         row = require_session(cur, queries, children[0])
+    return row
+
+
+def require_incarnation(cur: Any, queries: Mapping[str, str], session_id: str,
+                        incarnation: str | None) -> Mapping[str, Any]:
+    """The session's row, if it is the conversation the writer means (``incarnation``
+    None: any): one erased and started again under the same id is not."""
+    row = require_session(cur, queries, session_id)
+    if incarnation is not None and row["incarnation"] != incarnation:
+        raise other_incarnation(session_id)
     return row
 
 

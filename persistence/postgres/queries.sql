@@ -9,14 +9,16 @@ SELECT extract(epoch FROM clock_timestamp())::double precision AS now;
 -- ---------------------------------------------------------------- sessions
 
 -- name: insert_session
-INSERT INTO sessions (id, source, parent_session_id, created_at, metadata)
+-- A continuation (parent_session_id set) shares its parent's incarnation.
+INSERT INTO sessions (id, source, parent_session_id, created_at, metadata, incarnation)
 VALUES (%(id)s, %(source)s, %(parent_session_id)s,
-        extract(epoch FROM clock_timestamp())::double precision, %(metadata)s::jsonb)
+        extract(epoch FROM clock_timestamp())::double precision, %(metadata)s::jsonb,
+        coalesce((SELECT incarnation FROM sessions WHERE id = %(parent_session_id)s), %(incarnation)s))
 RETURNING id;
 
 -- name: get_session
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
-       s.epoch, s.metadata, c.until AS cooldown_until, c.error AS cooldown_error
+       s.epoch, s.metadata, s.incarnation, c.until AS cooldown_until, c.error AS cooldown_error
 FROM sessions s LEFT JOIN cooldowns c ON c.session_id = s.id
 WHERE s.id = %(id)s;
 
@@ -26,7 +28,7 @@ WHERE s.id = %(id)s;
 -- is a jsonb object every key of which must match as a JSON value (a null matches
 -- a missing key too). live: NULL for all, true for open sessions, false for ended.
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
-       s.epoch, s.metadata, c.until AS cooldown_until, c.error AS cooldown_error
+       s.epoch, s.metadata, s.incarnation, c.until AS cooldown_until, c.error AS cooldown_error
 FROM sessions s LEFT JOIN cooldowns c ON c.session_id = s.id
 WHERE (%(live)s::boolean IS NULL OR (s.ended_at IS NULL) = %(live)s::boolean)
   AND (%(source)s::text IS NULL OR s.source = %(source)s::text)
@@ -88,7 +90,7 @@ DELETE FROM sessions WHERE id = ANY(%(ids)s);
 
 -- name: lock_session
 -- Orders a retraction with appends and compaction commits (they take this row lock too).
-SELECT id, ended_at, end_reason FROM sessions WHERE id = %(id)s FOR UPDATE;
+SELECT id, ended_at, end_reason, incarnation FROM sessions WHERE id = %(id)s FOR UPDATE;
 
 -- name: retract_last
 UPDATE messages
@@ -110,7 +112,7 @@ WHERE state IN ('compacted', 'superseded', 'retracted')
 
 -- name: list_children
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
-       s.epoch, s.metadata, c.until AS cooldown_until, c.error AS cooldown_error
+       s.epoch, s.metadata, s.incarnation, c.until AS cooldown_until, c.error AS cooldown_error
 FROM sessions s LEFT JOIN cooldowns c ON c.session_id = s.id
 WHERE s.parent_session_id = %(id)s
 ORDER BY s.created_at, s.id;
@@ -135,7 +137,8 @@ RETURNING id;
 -- FOR NO KEY UPDATE like the UPDATE they stand for (foreign-key checks are not
 -- blocked). Seqs are numbered from next_seq under those locks, so they follow
 -- commit order; rows of one session keep the batch's order (ord). A missing or
--- ended session gets no rows back: its requests fail alone.
+-- ended session, or another incarnation than the one meant (wanted: {id:
+-- incarnation or null for any}), gets no rows back: its requests fail alone.
 WITH input AS (
     SELECT *
     FROM unnest(%(session_ids)s::text[], %(roles)s::text[], %(contents)s::text[],
@@ -147,6 +150,7 @@ WITH input AS (
 locked AS (
     SELECT id FROM sessions
     WHERE id = ANY(%(ids)s::text[]) AND ended_at IS NULL
+      AND coalesce(%(wanted)s::jsonb ->> id = incarnation, true)
     ORDER BY id
     FOR NO KEY UPDATE
 ),
@@ -174,14 +178,14 @@ RETURNING id, session_id, seq, created_at;
 -- Group commit of plain creates, in id order (the same order in every writer).
 -- An id that exists (or is being created by another open transaction, which
 -- this waits for) returns no row: SessionExistsError for its caller only.
-INSERT INTO sessions (id, source, parent_session_id, created_at, metadata)
+INSERT INTO sessions (id, source, parent_session_id, created_at, metadata, incarnation)
 SELECT u.id, u.source, NULL, extract(epoch FROM clock_timestamp())::double precision,
-       u.metadata::jsonb
-FROM unnest(%(ids)s::text[], %(sources)s::text[], %(metadatas)s::text[])
-         WITH ORDINALITY AS u(id, source, metadata, ord)
+       u.metadata::jsonb, u.incarnation
+FROM unnest(%(ids)s::text[], %(sources)s::text[], %(metadatas)s::text[], %(incarnations)s::text[])
+         WITH ORDINALITY AS u(id, source, metadata, incarnation, ord)
 ORDER BY u.ord
 ON CONFLICT (id) DO NOTHING
-RETURNING id, source, parent_session_id, created_at, ended_at, end_reason, epoch, metadata,
+RETURNING id, source, parent_session_id, created_at, ended_at, end_reason, epoch, metadata, incarnation,
           NULL::double precision AS cooldown_until, NULL::text AS cooldown_error;
 
 -- name: insert_messages
@@ -307,10 +311,10 @@ ORDER BY seq;
 UPDATE sessions SET next_seq = %(next_seq)s WHERE id = %(id)s;
 
 -- name: insert_child
--- A continuation starts with its parent's metadata.
-INSERT INTO sessions (id, source, parent_session_id, created_at, next_seq, metadata)
+-- A continuation starts with its parent's metadata and incarnation.
+INSERT INTO sessions (id, source, parent_session_id, created_at, next_seq, metadata, incarnation)
 SELECT %(id)s, %(source)s, %(parent_session_id)s,
-       extract(epoch FROM clock_timestamp())::double precision, %(next_seq)s, p.metadata
+       extract(epoch FROM clock_timestamp())::double precision, %(next_seq)s, p.metadata, p.incarnation
 FROM sessions p WHERE p.id = %(parent_session_id)s;
 
 -- name: end_for_compression

@@ -47,6 +47,7 @@ from ..rows import (
     check_cooldown_seconds,
     check_open_flags,
     check_lease,
+    check_incarnation,
     check_messages,
     check_snapshot,
     check_ttl,
@@ -54,6 +55,7 @@ from ..rows import (
     compaction_from_row,
     cooldown_from_row,
     lease_from_row,
+    new_incarnation,
     session_from_row,
     stored_from_params,
     stored_message_from_row,
@@ -62,7 +64,7 @@ from . import lifecycle
 from .args import check_pool_options
 from .compaction import commit_in_transaction
 from .driver import PgDatabase
-from .lineage import ended_error, require_session, resolve_tip
+from .lineage import ended_error, require_incarnation, require_session, resolve_tip
 from .notify import CompactionListener
 from .schema import DIALECT, ensure_schema
 from ..store import WriteStats
@@ -156,7 +158,7 @@ class PostgresStore:
         parent = None if parent_session_id is None else validate_session_id(parent_session_id)
         if parent is None:  # a plain create shares a group commit
             self._db.check_writable("create_session")
-            return session_from_row(self._writer.submit(CreateJob(sid, source, text)))
+            return session_from_row(self._writer.submit(CreateJob(sid, source, text, new_incarnation())))
         q = self._q
 
         def work(cur: Any) -> SessionInfo:
@@ -166,7 +168,8 @@ class PostgresStore:
                     raise InvalidLineageError(sid, parent)
             try:
                 cur.execute(q["insert_session"],
-                            {"id": sid, "source": source, "parent_session_id": parent, "metadata": text})
+                            {"id": sid, "source": source, "parent_session_id": parent, "metadata": text,
+                             "incarnation": new_incarnation()})
             except self._unique_violation as exc:
                 raise SessionExistsError(sid) from exc
             return session_from_row(require_session(cur, q, sid))
@@ -221,9 +224,10 @@ class PostgresStore:
         log.info("erased the lineage of %s: %d messages", sid, erased)
         return erased
 
-    def retract(self, session_id: str) -> StoredMessage | None:
+    def retract(self, session_id: str, *, incarnation: str | None = None) -> StoredMessage | None:
         sid = validate_session_id(session_id)
-        row = self._write("retract", lambda cur: lifecycle.retract_last(cur, self._q, sid))
+        check_incarnation(incarnation)
+        row = self._write("retract", lambda cur: lifecycle.retract_last(cur, self._q, sid, incarnation))
         return None if row is None else stored_message_from_row(row)
 
     def prune_archive(self, *, older_than_s: float, session_id: str | None = None) -> int:
@@ -249,26 +253,28 @@ class PostgresStore:
     # -- messages --------------------------------------------------------------
 
     @telemetry.timed_append
-    def append(self, session_id: str, messages: Message | Sequence[Message]) -> list[StoredMessage]:
+    def append(self, session_id: str, messages: Message | Sequence[Message], *,
+               incarnation: str | None = None) -> list[StoredMessage]:
         sid = checked_session_id(session_id)
+        check_incarnation(incarnation)
         if isinstance(messages, Message):
             messages = [messages]
         params = check_messages(messages, self._max_content_bytes)
         self._db.check_writable("append")
         if not params:
-            return self._append_nothing(sid)
-        first_seq, ids, created_at = self._writer.submit(AppendJob(sid, params))
+            return self._append_nothing(sid, incarnation)
+        first_seq, ids, created_at = self._writer.submit(AppendJob(sid, params, incarnation))
         return [
             stored_from_params(m, p, session_id=sid, seq=first_seq + i, id=ids[i], created_at=created_at)
             for i, (m, p) in enumerate(zip(messages, params))
         ]
 
-    def _append_nothing(self, sid: str) -> list[StoredMessage]:
+    def _append_nothing(self, sid: str, incarnation: str | None) -> list[StoredMessage]:
         """An empty append writes nothing but answers like one: unknown or ended raise."""
         q = self._q
 
         def work(cur: Any) -> list[StoredMessage]:
-            row = require_session(cur, q, sid)
+            row = require_incarnation(cur, q, sid, incarnation)
             if row["ended_at"] is not None:
                 raise ended_error(cur, q, sid)
             return []

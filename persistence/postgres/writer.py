@@ -28,6 +28,7 @@ that could write twice.
 
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import random
@@ -43,7 +44,7 @@ from .. import killpoints, telemetry
 from ..batching import drain, fill_batch
 from ..store import WriteStats
 from .driver import busy_reason, set_local_timeouts, set_timeouts_sql
-from .lineage import ended_error
+from .lineage import ended_error, require_incarnation
 
 __all__ = ["AppendJob", "CreateJob", "PgWriter"]
 
@@ -63,6 +64,7 @@ class AppendJob(NamedTuple):
 
     session_id: str
     params: Sequence[Mapping[str, Any]]
+    incarnation: str | None = None  # the conversation meant (None: any)
 
 
 class CreateJob(NamedTuple):
@@ -71,6 +73,7 @@ class CreateJob(NamedTuple):
     session_id: str
     source: str
     metadata: str = "{}"  # JSON object text, checked
+    incarnation: str = ""  # a fresh lineage's (`rows.new_incarnation`)
 
 
 class _Pending:
@@ -274,7 +277,8 @@ class PgWriter:
                 first[pending.job.session_id] = pending
         cur.execute(self._q["create_sessions"], {
             "ids": list(first), "sources": [p.job.source for p in first.values()],
-            "metadatas": [p.job.metadata for p in first.values()]})
+            "metadatas": [p.job.metadata for p in first.values()],
+            "incarnations": [p.job.incarnation for p in first.values()]})
         created = {row["id"]: row for row in cur.fetchall()}
         for sid, pending in first.items():
             row = created.get(sid)
@@ -287,6 +291,10 @@ class PgWriter:
         """One statement writes every row; then each request takes its rows back:
         a session's rows come numbered in batch order, so its requests' chunks
         follow one another."""
+        appends, later = _one_incarnation_each(appends)
+        if later:  # requests meaning another incarnation of an id: their own statement
+            self._append_run(cur, later)
+        wanted = {p.job.session_id: p.job.incarnation for p in appends}
         columns: dict[str, list[Any]] = {"session_ids": [], **{c: [] for c in _PLURAL}}
         for pending in appends:
             for params in pending.job.params:
@@ -294,7 +302,7 @@ class PgWriter:
                 for column, plural in zip(_COLUMNS, _PLURAL):
                     columns[plural].append(params[column])
         ids = sorted(set(columns["session_ids"]))
-        cur.execute(self._q["append_batch"], {"ids": ids, **columns})
+        cur.execute(self._q["append_batch"], {"ids": ids, "wanted": _json(wanted), **columns})
         written: dict[str, list[Any]] = {}
         for row in cur.fetchall():
             written.setdefault(row["session_id"], []).append(row)
@@ -303,16 +311,17 @@ class PgWriter:
         for pending in appends:
             rows = written.get(pending.job.session_id)
             if not rows:
-                pending.error = self._refusal(cur, pending.job.session_id)
+                pending.error = self._refusal(cur, pending.job.session_id, pending.job.incarnation)
                 continue
             mine = rows[:len(pending.job.params)]
             del rows[:len(pending.job.params)]
             pending.result = (mine[0]["seq"], [row["id"] for row in mine], mine[0]["created_at"])
 
-    def _refusal(self, cur: Any, session_id: str) -> TranscriptError:
-        """Why an append to ``session_id`` got no rows: missing or ended (read after
-        the statement, which committed the rest of the batch)."""
+    def _refusal(self, cur: Any, session_id: str, incarnation: str | None) -> TranscriptError:
+        """Why an append to ``session_id`` got no rows: missing, another incarnation,
+        or ended (read after the statement, which committed the rest of the batch)."""
         try:
+            require_incarnation(cur, self._q, session_id, incarnation)
             return ended_error(cur, self._q, session_id)
         except SessionNotFoundError as exc:
             return exc
@@ -382,3 +391,19 @@ def _fail_all(batch: list[_Pending], error: TranscriptError, cause: BaseExceptio
         mine = type(error)(str(error))
         mine.__cause__ = cause
         pending.result, pending.error = None, mine
+
+
+def _one_incarnation_each(appends: list[_Pending]) -> tuple[list[_Pending], list[_Pending]]:
+    """Split off the requests meaning another incarnation of an id than the first
+    request for it (rare: two registries of one process across an erasure)."""
+    meant: dict[str, str | None] = {}
+    first, later = [], []
+    for pending in appends:
+        job = pending.job
+        same = meant.setdefault(job.session_id, job.incarnation) == job.incarnation
+        (first if same else later).append(pending)
+    return first, later
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))

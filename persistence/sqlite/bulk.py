@@ -32,6 +32,7 @@ class AppendJob(NamedTuple):
 
     session_id: str
     params: Sequence[Mapping[str, Any]]
+    incarnation: str | None = None  # the conversation meant (None: any)
 
 
 def bulk_append(
@@ -39,13 +40,17 @@ def bulk_append(
 ) -> list[tuple[int, list[int], float]] | None:
     """Append every job; per job ``(first_seq, ids, created_at)`` like the single path.
 
-    None, having written nothing, when a session is unknown or ended: the writer
-    then replays the batch request by request, so only those requests fail.
+    None, having written nothing, when a session is unknown, ended or another
+    incarnation than a job means: the writer then replays the batch request by
+    request, so only those requests fail.
     """
-    session_ids = list(dict.fromkeys(job.session_id for job in jobs))
-    found = conn.execute(q["live_next_seqs"], {"ids": _ENCODER.encode(session_ids)}).fetchone()[0]
+    wanted: dict[str, str | None] = {}
+    for job in jobs:
+        if wanted.setdefault(job.session_id, job.incarnation) != job.incarnation:
+            return None  # two incarnations meant for one id: let each request answer alone
+    found = conn.execute(q["live_next_seqs"], {"ids": _ENCODER.encode(wanted)}).fetchone()[0]
     next_seq: dict[str, int] = json.loads(found)
-    if len(next_seq) != len(session_ids):
+    if len(next_seq) != len(wanted):
         return None
     now = clock()  # read under the write lock, like every write's clock
     firsts, values = [], []

@@ -16,7 +16,7 @@ from typing import Any
 from protocol import END_REASON_COMPRESSION, SessionEndedError, SessionInfo, SessionNotFoundError
 
 from ..metadata import merge_metadata, metadata_from_column
-from .ops import require_session, resolve
+from .ops import require_incarnation, require_session, resolve
 
 __all__ = ["erase_lineage", "lineage_ids", "list_sessions", "prune", "retract_last", "update_metadata"]
 
@@ -70,9 +70,10 @@ def erase_lineage(conn: sqlite3.Connection, q: Queries, session_id: str) -> int:
     return erased
 
 
-def retract_last(conn: sqlite3.Connection, q: Queries, session_id: str, now: float) -> Row | None:
+def retract_last(conn: sqlite3.Connection, q: Queries, session_id: str, now: float,
+                 incarnation: str | None = None) -> Row | None:
     """Retract the last live message of the live tip; the row as it was, or None."""
-    tip = require_session(conn, q, resolve(conn, q, session_id))
+    tip = require_incarnation(conn, q, resolve(conn, q, session_id), incarnation)
     if tip["ended_at"] is not None and tip["end_reason"] != END_REASON_COMPRESSION:
         raise SessionEndedError(tip["id"], None, tip["end_reason"])
     row = conn.execute(q["last_live"], {"session_id": tip["id"]}).fetchone()

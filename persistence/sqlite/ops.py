@@ -25,7 +25,7 @@ from protocol import (
 )
 
 from .. import killpoints
-from ..rows import check_watermark, compaction_from_row, derive_child_id
+from ..rows import check_watermark, compaction_from_row, derive_child_id, new_incarnation, other_incarnation
 
 __all__ = [
     "append_rows",
@@ -33,6 +33,7 @@ __all__ = [
     "create_session",
     "end_session",
     "ended_error",
+    "require_incarnation",
     "require_session",
     "resolve",
 ]
@@ -45,6 +46,16 @@ def require_session(conn: sqlite3.Connection, q: Queries, session_id: str) -> Ro
     row = conn.execute(q["get_session"], {"session_id": session_id}).fetchone()
     if row is None:
         raise SessionNotFoundError(session_id)
+    return row
+
+
+def require_incarnation(conn: sqlite3.Connection, q: Queries, session_id: str,
+                        incarnation: str | None) -> Row:
+    """The session's row, if it is the conversation the writer means (``incarnation``
+    None: any): one erased and started again under the same id is not."""
+    row = require_session(conn, q, session_id)
+    if incarnation is not None and row["incarnation"] != incarnation:
+        raise other_incarnation(session_id)
     return row
 
 
@@ -85,16 +96,18 @@ def create_session(
     conn: sqlite3.Connection, q: Queries, session_id: str, source: str,
     parent_session_id: str | None, now: float, metadata: str = "{}",
 ) -> Row:
+    incarnation = new_incarnation()
     if parent_session_id is not None:  # the parent first, as on PostgreSQL
         parent = require_session(conn, q, parent_session_id)
         if parent["end_reason"] != END_REASON_COMPRESSION:
             raise InvalidLineageError(session_id, parent_session_id)
+        incarnation = parent["incarnation"]  # a continuation of the same conversation
     if conn.execute(q["get_session"], {"session_id": session_id}).fetchone() is not None:
         raise SessionExistsError(session_id)
     conn.execute(
         q["insert_session"],
         {"session_id": session_id, "source": source, "parent_session_id": parent_session_id,
-         "now": now, "metadata": metadata},
+         "now": now, "metadata": metadata, "incarnation": incarnation},
     )
     return require_session(conn, q, session_id)
 
@@ -128,15 +141,18 @@ def _reserve(conn: sqlite3.Connection, q: Queries, session_id: str, count: int) 
 
 
 def append_rows(
-    conn: sqlite3.Connection, q: Queries, session_id: str, params: Sequence[Mapping[str, Any]], now: float
+    conn: sqlite3.Connection, q: Queries, session_id: str, params: Sequence[Mapping[str, Any]], now: float,
+    incarnation: str | None = None,
 ) -> tuple[int, list[int]]:
     """Append in the writer's transaction; returns ``(first_seq, ids)``. Kept lean: it
     runs on the single writer thread, so every statement here costs all callers."""
     reserved = conn.execute(
-        q["advance_live_next_seq"], {"session_id": session_id, "count": len(params)}
+        q["advance_live_next_seq"],
+        {"session_id": session_id, "count": len(params), "incarnation": incarnation},
     ).fetchone()
-    if reserved is None:  # unknown or ended: find out which
-        raise ended_error(conn, q, require_session(conn, q, session_id))
+    if reserved is None:  # unknown, another incarnation, or ended: find out which
+        row = require_incarnation(conn, q, session_id, incarnation)
+        raise ended_error(conn, q, row)
     first_seq = reserved["first_seq"]
     return first_seq, _insert(conn, q, session_id, params, now, first_seq)
 
@@ -215,8 +231,8 @@ def _start_child(conn: sqlite3.Connection, q: Queries, parent: Row, child_id: st
         raise ended_error(conn, q, require_session(conn, q, parent["id"]))
     if conn.execute(q["get_session"], {"session_id": child_id}).fetchone() is not None:
         raise SessionExistsError(child_id)
-    conn.execute(  # a continuation starts with its parent's metadata
+    conn.execute(  # a continuation starts with its parent's metadata and incarnation
         q["insert_session"],
         {"session_id": child_id, "source": parent["source"], "parent_session_id": parent["id"],
-         "now": now, "metadata": parent["metadata"]},
+         "now": now, "metadata": parent["metadata"], "incarnation": parent["incarnation"]},
     )

@@ -19,13 +19,13 @@ INSERT INTO schema_version (version, applied_at) VALUES (:version, :now)
 
 -- name: get_session
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
-       s.epoch, s.next_seq, s.metadata, c.until AS cooldown_until, c.error AS cooldown_error
+       s.epoch, s.next_seq, s.metadata, s.incarnation, c.until AS cooldown_until, c.error AS cooldown_error
 FROM sessions AS s LEFT JOIN cooldowns AS c ON c.session_id = s.id
 WHERE s.id = :session_id
 
 -- name: insert_session
-INSERT INTO sessions (id, source, parent_session_id, created_at, metadata)
-VALUES (:session_id, :source, :parent_session_id, :now, :metadata)
+INSERT INTO sessions (id, source, parent_session_id, created_at, metadata, incarnation)
+VALUES (:session_id, :source, :parent_session_id, :now, :metadata, :incarnation)
 
 -- name: end_session
 UPDATE sessions SET ended_at = :now, end_reason = :reason
@@ -37,7 +37,7 @@ WHERE id = :session_id AND ended_at IS NULL
 -- equality (numbers by value, booleans apart from numbers, strings exact; null
 -- matches a missing key too). :limit -1 means all.
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
-       s.epoch, s.next_seq, s.metadata, c.until AS cooldown_until, c.error AS cooldown_error
+       s.epoch, s.next_seq, s.metadata, s.incarnation, c.until AS cooldown_until, c.error AS cooldown_error
 FROM sessions AS s LEFT JOIN cooldowns AS c ON c.session_id = s.id
 WHERE (:live IS NULL OR (s.ended_at IS NULL) = :live)
   AND (:source IS NULL OR s.source = :source)
@@ -98,7 +98,7 @@ DELETE FROM sessions WHERE id IN (SELECT value FROM json_each(:ids))
 
 -- name: children
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
-       s.epoch, s.next_seq, s.metadata, c.until AS cooldown_until, c.error AS cooldown_error
+       s.epoch, s.next_seq, s.metadata, s.incarnation, c.until AS cooldown_until, c.error AS cooldown_error
 FROM sessions AS s LEFT JOIN cooldowns AS c ON c.session_id = s.id
 WHERE s.parent_session_id = :session_id
 ORDER BY s.created_at, s.rowid
@@ -111,15 +111,19 @@ UPDATE sessions SET next_seq = next_seq + :count WHERE id = :session_id
 RETURNING next_seq - :count AS first_seq
 
 -- name: advance_live_next_seq
--- The append fast path: matches nothing for an unknown or ended session.
-UPDATE sessions SET next_seq = next_seq + :count WHERE id = :session_id AND ended_at IS NULL
+-- The append fast path: matches nothing for an unknown or ended session, nor for
+-- another incarnation than the writer's (:incarnation NULL: any).
+UPDATE sessions SET next_seq = next_seq + :count
+WHERE id = :session_id AND ended_at IS NULL AND coalesce(:incarnation = incarnation, 1)
 RETURNING next_seq - :count AS first_seq
 
 -- name: live_next_seqs
--- Group commit: the seq counters of the live sessions among :ids (a JSON array),
--- as one JSON object {id: next_seq}: one step for the whole batch.
-SELECT json_group_object(id, next_seq) AS next_seqs FROM sessions
-WHERE id IN (SELECT value FROM json_each(:ids)) AND ended_at IS NULL
+-- Group commit: the seq counters of the live sessions among :ids (a JSON object
+-- {id: expected incarnation, or null for any}) whose incarnation matches, as one
+-- JSON object {id: next_seq}: one step for the whole batch.
+SELECT json_group_object(s.id, s.next_seq) AS next_seqs
+FROM json_each(:ids) AS wanted JOIN sessions AS s ON s.id = wanted.key
+WHERE s.ended_at IS NULL AND coalesce(wanted.value = s.incarnation, 1)
 
 -- name: set_next_seqs
 -- Group commit: move every counter of the batch at once (:next_seqs: {id: next_seq}).

@@ -41,6 +41,7 @@ from ..rows import (
     check_open_flags,
     checked_session_id,
     check_lease,
+    check_incarnation,
     check_messages,
     check_snapshot,
     check_store_options,
@@ -273,10 +274,11 @@ class SqliteStore:
         logger.info("erased the lineage of %s: %d messages", session_id, erased)
         return erased
 
-    def retract(self, session_id: str) -> StoredMessage | None:
+    def retract(self, session_id: str, *, incarnation: str | None = None) -> StoredMessage | None:
         checked_session_id(session_id)
-        row = self._write(lambda c: lifecycle.retract_last(c, self._q, session_id, self.now()), session_id,
-                          "retract")
+        check_incarnation(incarnation)
+        row = self._write(lambda c: lifecycle.retract_last(c, self._q, session_id, self.now(), incarnation),
+                          session_id, "retract")
         return None if row is None else stored_message_from_row(row)
 
     def prune_archive(self, *, older_than_s: float, session_id: str | None = None) -> int:
@@ -304,16 +306,19 @@ class SqliteStore:
     # -- messages ---------------------------------------------------------------
 
     @telemetry.timed_append
-    def append(self, session_id: str, messages: Message | Sequence[Message]) -> list[StoredMessage]:
+    def append(self, session_id: str, messages: Message | Sequence[Message], *,
+               incarnation: str | None = None) -> list[StoredMessage]:
         checked_session_id(session_id)
+        check_incarnation(incarnation)
         originals = [messages] if isinstance(messages, Message) else messages
         params = check_messages(originals, self._max_content_bytes)
 
         def body(c: sqlite3.Connection) -> tuple[int, list[int], float]:
             now = self.now()
-            return (*ops.append_rows(c, self._q, session_id, params, now), now)
+            return (*ops.append_rows(c, self._q, session_id, params, now, incarnation), now)
 
-        first_seq, ids, created_at = self._writer.submit(body, session_id, job=AppendJob(session_id, params), what="append")
+        job = AppendJob(session_id, params, incarnation)
+        first_seq, ids, created_at = self._writer.submit(body, session_id, job=job, what="append")
         # built here, not on the writer thread: the writer is the shared bottleneck
         return [
             stored_from_params(m, p, session_id=session_id, seq=first_seq + i, id=msg_id, created_at=created_at)

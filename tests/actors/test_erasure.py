@@ -134,3 +134,35 @@ def test_an_evicted_handle_never_reaches_a_new_conversation_under_its_id(make_re
         old.append("user", "stale write")
     assert [m.content for m in store.transcript("a")] == ["second conversation"]
     assert registry.session("a").transcript()[0].content == "second conversation"
+
+
+def test_a_resident_actor_never_writes_into_a_conversation_started_again_elsewhere(make_registry, store):
+    """Another process erases the lineage and starts a new conversation under the id
+    before this registry's resident actor touches the store again: the actor's
+    append and retraction name its own incarnation, so both are refused inside the
+    write, and the actor retires."""
+    registry = make_registry()
+    old = registry.session("s")
+    old.append("user", "first conversation")
+    assert registry.stats()["resident"] == 1
+    store.delete_session("s")  # elsewhere: no actor of this registry hears of it
+    store.create_session("s")
+    store.append("s", Message("user", "second conversation"))
+    with pytest.raises(SessionNotFoundError):
+        old.append("user", "stale write")
+    assert registry.stats()["resident"] == 0  # retired
+    _assert_stale(old)
+    assert [m.content for m in store.transcript("s")] == ["second conversation"]
+    assert registry.session("s").transcript()[0].content == "second conversation"
+
+
+def test_a_resident_actor_never_retracts_from_a_conversation_started_again_elsewhere(make_registry, store):
+    registry = make_registry()
+    old = registry.session("s")
+    old.append("user", "first conversation")
+    store.delete_session("s")
+    store.create_session("s")
+    store.append("s", Message("user", "second conversation"))
+    with pytest.raises(SessionNotFoundError):
+        old.retract()
+    assert [m.content for m in store.transcript("s")] == ["second conversation"]

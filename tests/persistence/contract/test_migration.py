@@ -93,6 +93,7 @@ def test_wave1_database_is_migrated_and_keeps_everything(wave1_url, backend):
             (3, "superseded", "u2", None, {})]
         assert store.resolve("r") == "r~1"
         assert [s.metadata for s in store.sessions()] == [{}, {}, {}]
+        assert [s.incarnation for s in store.sessions()] == ["", "", ""]  # one shared, as before
         assert [len(store.compactions(s)) for s in ("w", "r")] == [1, 1]
         # when each wave-1 row left the live transcript: its compaction's commit time
         when = execute(backend, wave1_url, "SELECT id, archived_at FROM messages ORDER BY id")
