@@ -228,9 +228,11 @@ class SessionActor(pykka.ThreadingActor):
             except BaseException as exc:  # e.g. the registry closed meanwhile
                 _set_exception(reply, exc)
         except BaseException as exc:
-            _set_exception(reply, exc)
             if isinstance(exc, SessionNotFoundError):
-                self._registry._retire_erased(self._slot)  # erased elsewhere: start afresh next time
+                # erased elsewhere: retire before the caller hears of it, so a caller
+                # that starts afresh at once never reaches this actor again
+                self._registry._retire_erased(self._slot)
+            _set_exception(reply, exc)
 
     # -- turns ------------------------------------------------------------------------
 

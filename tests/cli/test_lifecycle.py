@@ -132,7 +132,7 @@ def test_prune_keeps_recent_archives_and_prunes_old_ones(db, backend):
     assert run_piped("--db", url, "fsck").code == 0  # seqs stay 1..N
 
 
-@pytest.mark.parametrize("duration", ["-1d", "30x", "d", "", "1e400", "nan"])
+@pytest.mark.parametrize("duration", ["-1d", "30x", "d", "", "1e400", "nan", "\u0663d", "\uff13h"])
 def test_prune_rejects_a_bad_duration_and_writes_nothing(db, backend, duration):
     url, _ = db
     before = snapshot(backend, url)
