@@ -85,9 +85,11 @@ def _dumps(value: Any, what: str, *, utf8_checked: bool = False) -> str:
 def _content_json(message: Message, limit: int) -> str:
     """The content as JSON text, checked for shape, encodability and size."""
     content = message.content
+    if type(content) is str:
+        return _text_json(content, limit)
     if content is None and message.role == "assistant" and message.tool_calls:
         return "null"  # the OpenAI shape of a tool-call message: round-trips as null
-    if isinstance(content, str):
+    if isinstance(content, str):  # a str subclass: the general path
         try:
             size = len(content.encode("utf-8"))
         except UnicodeEncodeError as exc:
@@ -103,6 +105,30 @@ def _content_json(message: Message, limit: int) -> str:
     return text
 
 
+def _text_json(content: str, limit: int) -> str:
+    """Text content as a JSON string, size-checked: the encoder's exact output.
+
+    Most content is ASCII with nothing to escape (no quote, backslash or control
+    character): its JSON is the text in quotes and its UTF-8 size its length, found
+    with a few C scans instead of the encoder's character-by-character loop.
+    """
+    if content.isascii():  # O(1): a flag of the str object
+        size = len(content)
+        if content.isprintable() and '"' not in content and "\\" not in content:
+            text = '"' + content + '"'
+        else:
+            text = _ENCODER.encode(content)
+    else:
+        try:
+            size = len(content.encode("utf-8"))
+        except UnicodeEncodeError as exc:  # a lone surrogate cannot be stored as text
+            raise InvalidMessageError(f"content is not valid UTF-8 text: {exc}") from exc
+        text = _ENCODER.encode(content)
+    if size > limit:
+        raise InvalidMessageError(f"content is {size} bytes, over the store's {limit}-byte limit")
+    return text
+
+
 def message_params(message: Message, max_content_bytes: int | None) -> dict[str, Any]:
     """The column values of ``message``; re-validates what a store must not trust.
 
@@ -111,22 +137,23 @@ def message_params(message: Message, max_content_bytes: int | None) -> dict[str,
     """
     if not isinstance(message, Message):
         raise InvalidMessageError(f"expected a Message, got {type(message).__name__}")
-    if message.role not in ROLES:
-        raise InvalidMessageError(f"role must be one of {sorted(ROLES)}, got {message.role!r}")
-    for attr in ("name", "tool_call_id"):
-        value = getattr(message, attr)
-        if value is not None:
-            check_text(value, attr, allow_empty=True, error=InvalidMessageError)
-    meta = message.meta
+    role, name, tool_call_id, tool_calls, meta = (
+        message.role, message.name, message.tool_call_id, message.tool_calls, message.meta)
+    if role not in ROLES:
+        raise InvalidMessageError(f"role must be one of {sorted(ROLES)}, got {role!r}")
+    if name is not None:
+        check_text(name, "name", allow_empty=True, error=InvalidMessageError)
+    if tool_call_id is not None:
+        check_text(tool_call_id, "tool_call_id", allow_empty=True, error=InvalidMessageError)
     if type(meta) is not dict and not isinstance(meta, Mapping):  # dict first: ABC checks are slow
         raise InvalidMessageError("meta must be a mapping")
-    limit = max_content_bytes if max_content_bytes is not None else content_limit()
     return {
-        "role": message.role,
-        "content": _content_json(message, limit),
-        "name": message.name,
-        "tool_call_id": message.tool_call_id,
-        "tool_calls": None if message.tool_calls is None else _dumps(message.tool_calls, "tool_calls"),
+        "role": role,
+        "content": _content_json(
+            message, content_limit() if max_content_bytes is None else max_content_bytes),
+        "name": name,
+        "tool_call_id": tool_call_id,
+        "tool_calls": None if tool_calls is None else _dumps(tool_calls, "tool_calls"),
         "meta": _dumps(dict(meta), "meta") if meta else "{}",
     }
 
@@ -247,19 +274,10 @@ def _loads(text: str | None) -> Any:
 
 
 def stored_message_from_row(row: Mapping[str, Any]) -> StoredMessage:
-    return StoredMessage(
-        role=row["role"],
-        content=_loads(row["content"]),
-        name=row["name"],
-        tool_call_id=row["tool_call_id"],
-        tool_calls=_loads(row["tool_calls"]),
-        meta=_loads(row["meta"]) or {},
-        session_id=row["session_id"],
-        seq=row["seq"],
-        id=row["id"],
-        created_at=row["created_at"],
-        state=row["state"],
-        origin_id=row["origin_id"],
+    return _stored(
+        row["role"], _loads(row["content"]), row["name"], row["tool_call_id"],
+        _loads(row["tool_calls"]), _loads(row["meta"]) or {}, row["session_id"], row["seq"],
+        row["id"], row["created_at"], row["state"], row["origin_id"],
     )
 
 
@@ -356,18 +374,16 @@ def stored_from_params(
     """The `StoredMessage` a just-appended ``message`` reads back as (``params`` from
     `message_params`); JSON values are re-read from their stored text so the caller's
     mutable objects are not shared."""
-    return StoredMessage(
-        role=params["role"],
-        content=(message.content if isinstance(message.content, str) or message.content is None
-                 else _loads(params["content"])),
-        name=params["name"],
-        tool_call_id=params["tool_call_id"],
-        tool_calls=_loads(params["tool_calls"]),
-        meta=_loads(params["meta"]) if message.meta else {},
-        session_id=session_id,
-        seq=seq,
-        id=id,
-        created_at=created_at,
-        state="live",
-        origin_id=None,
+    content, tool_calls = message.content, params["tool_calls"]
+    if content is not None and type(content) is not str:
+        content = _loads(params["content"])
+    return _stored(
+        params["role"], content, params["name"], params["tool_call_id"],
+        None if tool_calls is None else _loads(tool_calls),
+        _loads(params["meta"]) if message.meta else {},
+        session_id, seq, id, created_at, "live", None,
     )
+
+
+#: Builds a `StoredMessage` from trusted store values, field by field in order.
+_stored = StoredMessage._trusted

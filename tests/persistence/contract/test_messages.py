@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 
@@ -107,6 +108,44 @@ def test_seqs_gapless_and_ids_increasing_under_threads(store):
     assert len(set(all_ids)) == len(all_ids)
 
 
+#: Text contents the store encodes by its fast path (plain ASCII) and by the encoder
+#: (anything to escape, or not ASCII).
+TRICKY_TEXTS = [
+    "", "plain ascii text", 'a "quoted" word', "back\\slash", "tab\there", "new\nline", "nul\x00byte",
+    "del\x7fchar", "\x1f unit separator", "café", "emoji 👩‍💻 with a joiner", "line\u2028separator",
+    "x" * 5000,
+]
+
+
+def test_appended_values_are_the_rows_the_database_holds(store, store_url, backend):
+    """Every field of what append returns (and transcript reads) is the row's, in place."""
+    store.create_session("other")
+    store.append("other", [Message("user", "ids and seqs differ from here on")] * 3)
+    store.create_session("s1")
+    sent = [
+        Message("system", "be brief"),
+        Message("user", [{"type": "text", "text": "hi"}], name="ann", meta={"k": [1, {"n": None}]}),
+        Message("assistant", None, tool_calls=[{"id": "c1", "type": "function"}]),
+        Message("tool", "12 C", tool_call_id="c1"),
+        *(Message("user", text) for text in TRICKY_TEXTS),
+    ]
+    returned = store.append("s1", sent[:3]) + store.append("s1", sent[3:])
+    columns = ("session_id", "seq", "id", "created_at", "state", "origin_id", "role", "name", "tool_call_id",
+               "content", "tool_calls", "meta")
+    rows = execute(backend, store_url,
+                   f"SELECT {', '.join(columns)} FROM messages WHERE session_id = 's1' ORDER BY seq")
+    assert len(rows) == len(sent) == len(returned)
+    for message, stored, row in zip(sent, returned, rows):
+        in_db = dict(zip(columns, row))
+        assert (stored.session_id, stored.seq, stored.id, stored.created_at, stored.state, stored.origin_id,
+                stored.role, stored.name, stored.tool_call_id) == tuple(in_db[c] for c in columns[:9])
+        assert json.loads(in_db["content"]) == stored.content == message.content
+        assert (None if in_db["tool_calls"] is None else json.loads(in_db["tool_calls"])) == stored.tool_calls
+        assert json.loads(in_db["meta"]) == dict(stored.meta) == dict(message.meta)
+    assert store.transcript("s1") == returned
+    assert transcripts_equal(returned, sent)
+
+
 def test_ids_strictly_increase_store_wide(store):
     store.create_session("a")
     store.create_session("b")
@@ -167,8 +206,11 @@ def test_oversized_content_rejected_by_store_limit(store_url, backend):
             small.append("s1", [Message("user", "ok"), Message("user", "é" * 33)])  # 66 bytes
         with pytest.raises(InvalidMessageError):
             small.append("s1", Message("user", [{"type": "text", "text": "y" * 64}]))
+        with pytest.raises(InvalidMessageError):
+            small.append("s1", [Message("user", "ok"), Message("user", "y" * 65)])  # ASCII: 65 bytes
         assert snapshot(backend, store_url) == before
         assert [m.seq for m in small.append("s1", Message("user", "é" * 32))] == [1]  # exactly 64 bytes
+        assert [m.seq for m in small.append("s1", Message("user", "y" * 64))] == [2]
     finally:
         small.close()
 

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from persistence.migrations import latest_version, load_migrations, pending_migrations
 from persistence.queries import load_queries, parse_named_blocks
-from persistence.rows import derive_child_id
+from persistence.rows import derive_child_id, message_params
 from persistence.sqlite.schema import split_statements
-from protocol import ConfigurationError, InvalidSessionIdError, SchemaVersionError, validate_session_id
+from protocol import (
+    ConfigurationError,
+    InvalidMessageError,
+    InvalidSessionIdError,
+    Message,
+    SchemaVersionError,
+    validate_session_id,
+)
 
 def _valid(s: str) -> bool:
     try:
@@ -82,3 +91,25 @@ def test_split_statements_keeps_triggers_whole():
     assert len(statements) == 2 and statements[1].startswith("CREATE TRIGGER") and statements[1].endswith("END;")
     with pytest.raises(ConfigurationError):
         split_statements("CREATE TABLE t (x")
+
+
+def _storable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.one_of(st.text(), st.text(st.characters(max_codepoint=127))).filter(_storable))
+def test_text_content_column_is_the_encoders_json(text):
+    """Text content is stored as exactly the JSON the encoder writes (ASCII or not,
+    escapes or not), and its size is counted in UTF-8 bytes."""
+    expected = json.dumps(text, ensure_ascii=False, separators=(",", ":"))
+    assert message_params(Message("user", text), None)["content"] == expected
+    size = len(text.encode("utf-8"))
+    assert message_params(Message("user", text), max(1, size))["content"] == expected
+    if size:
+        with pytest.raises(InvalidMessageError):
+            message_params(Message("user", text), size - 1)  # one byte short
