@@ -139,17 +139,17 @@ RETURNING id;
 -- commit order; rows of one session keep the batch's order (ord). A missing or
 -- ended session, or another incarnation than the one meant (wanted: {id:
 -- incarnation or null for any}), gets no rows back: its requests fail alone.
+-- The rows arrive as one JSON array of [session_id, role, content, name,
+-- tool_call_id, tool_calls, meta] arrays (text or null): one parameter, far
+-- cheaper for the client to send than seven arrays.
 WITH input AS (
-    SELECT *
-    FROM unnest(%(session_ids)s::text[], %(roles)s::text[], %(contents)s::text[],
-                %(names)s::text[], %(tool_call_ids)s::text[], %(tool_calls)s::text[],
-                %(metas)s::text[])
-         WITH ORDINALITY AS m(session_id, role, content, name, tool_call_id, tool_calls,
-                              meta, ord)
+    SELECT r ->> 0 AS session_id, r ->> 1 AS role, r ->> 2 AS content, r ->> 3 AS name,
+           r ->> 4 AS tool_call_id, r ->> 5 AS tool_calls, r ->> 6 AS meta, m.ord
+    FROM json_array_elements(%(rows)s::json) WITH ORDINALITY AS m(r, ord)
 ),
 locked AS (
     SELECT id FROM sessions
-    WHERE id = ANY(%(ids)s::text[]) AND ended_at IS NULL
+    WHERE id = ANY(ARRAY(SELECT session_id FROM input)) AND ended_at IS NULL
       AND coalesce(%(wanted)s::jsonb ->> id = incarnation, true)
     ORDER BY id
     FOR NO KEY UPDATE
@@ -178,11 +178,12 @@ RETURNING id, session_id, seq, created_at;
 -- Group commit of plain creates, in id order (the same order in every writer).
 -- An id that exists (or is being created by another open transaction, which
 -- this waits for) returns no row: SessionExistsError for its caller only.
+-- The rows arrive as one JSON array of [id, source, metadata JSON text,
+-- incarnation] arrays.
 INSERT INTO sessions (id, source, parent_session_id, created_at, metadata, incarnation)
-SELECT u.id, u.source, NULL, extract(epoch FROM clock_timestamp())::double precision,
-       u.metadata::jsonb, u.incarnation
-FROM unnest(%(ids)s::text[], %(sources)s::text[], %(metadatas)s::text[], %(incarnations)s::text[])
-         WITH ORDINALITY AS u(id, source, metadata, incarnation, ord)
+SELECT u.r ->> 0, u.r ->> 1, NULL, extract(epoch FROM clock_timestamp())::double precision,
+       (u.r ->> 2)::jsonb, u.r ->> 3
+FROM json_array_elements(%(rows)s::json) WITH ORDINALITY AS u(r, ord)
 ORDER BY u.ord
 ON CONFLICT (id) DO NOTHING
 RETURNING id, source, parent_session_id, created_at, ended_at, end_reason, epoch, metadata, incarnation,

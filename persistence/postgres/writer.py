@@ -28,23 +28,22 @@ that could write twice.
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import random
 import select
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from protocol import SessionExistsError, SessionNotFoundError, StorageFullError, StoreBusyError, TranscriptError
+from protocol import StorageFullError, StoreBusyError, TranscriptError
 
 from .. import killpoints, telemetry
 from ..batching import drain, fill_batch
 from ..store import WriteStats
+from .batch import AppendJob, CreateJob, Pending, append_run, create_run
 from .driver import busy_reason, set_local_timeouts, set_timeouts_sql
-from .lineage import ended_error, require_incarnation
 
 __all__ = ["AppendJob", "CreateJob", "PgWriter"]
 
@@ -56,45 +55,6 @@ _BACKOFF_FIRST_S = 0.01
 _BACKOFF_MAX_S = 0.25
 _LATE_S = 0.05  # a statement sent this late into its batch's patience gets a shorter lock_timeout
 _STOP = object()
-
-
-class AppendJob(NamedTuple):
-    """Append checked column values (`rows.message_params`) to ``session_id``.
-    Result: ``(first_seq, ids, created_at)``."""
-
-    session_id: str
-    params: Sequence[Mapping[str, Any]]
-    incarnation: str | None = None  # the conversation meant (None: any)
-
-
-class CreateJob(NamedTuple):
-    """Create a root session (no parent). Result: the new session's row."""
-
-    session_id: str
-    source: str
-    metadata: str = "{}"  # JSON object text, checked
-    incarnation: str = ""  # a fresh lineage's (`rows.new_incarnation`)
-
-
-class _Pending:
-    """One queued job and its outcome. ``done`` is a lock held until the outcome is
-    set: a much cheaper one-shot latch than an Event for thousands of waiters."""
-
-    __slots__ = ("job", "queued_at", "done", "result", "error")
-
-    def __init__(self, job: AppendJob | CreateJob) -> None:
-        self.job = job
-        self.queued_at = time.monotonic()
-        self.done = threading.Lock()
-        self.done.acquire()
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-    def wait(self) -> Any:
-        self.done.acquire()
-        if self.error is not None:
-            raise self.error
-        return self.result
 
 
 class PgWriter:
@@ -123,7 +83,7 @@ class PgWriter:
 
     def submit(self, job: AppendJob | CreateJob) -> Any:
         """Queue ``job``; its result once committed (or its error)."""
-        pending = _Pending(job)
+        pending = Pending(job)
         with self._lock:
             if self._closed:
                 raise TranscriptError("the store is closed")
@@ -158,7 +118,7 @@ class PgWriter:
         finally:
             self._disconnect()
 
-    def _commit(self, batch: list[_Pending]) -> None:
+    def _commit(self, batch: list[Pending]) -> None:
         """Run ``batch`` to an outcome for every request, then release them all."""
         self._in_flight = len(batch)
         try:
@@ -172,7 +132,7 @@ class PgWriter:
             for pending in batch:
                 pending.done.release()
 
-    def _commit_with_retries(self, batch: list[_Pending]) -> None:
+    def _commit_with_retries(self, batch: list[Pending]) -> None:
         deadline = min(p.queued_at for p in batch) + self._patience_s
         creates = sorted((p for p in batch if isinstance(p.job, CreateJob)), key=_session)
         appends = [p for p in batch if isinstance(p.job, AppendJob)]
@@ -181,7 +141,7 @@ class PgWriter:
         if appends:
             self._run_statement(appends, self._append_run, deadline)
 
-    def _run_statement(self, run: list[_Pending], execute: Callable[[Any, list[_Pending]], None],
+    def _run_statement(self, run: list[Pending], execute: Callable[[Any, list[Pending]], None],
                        deadline: float) -> None:
         """``execute`` the run as one autocommit statement, retried while the server
         rolled it back; a statement that fails for its data is replayed request by
@@ -242,8 +202,8 @@ class PgWriter:
             time.sleep(min(remaining, backoff * random.uniform(0.5, 1.5)))
             backoff = min(backoff * 2, _BACKOFF_MAX_S)
 
-    def _write_in_transaction(self, cur: Any, run: list[_Pending],
-                              execute: Callable[[Any, list[_Pending]], None], deadline: float) -> None:
+    def _write_in_transaction(self, cur: Any, run: list[Pending],
+                              execute: Callable[[Any, list[Pending]], None], deadline: float) -> None:
         """The same statement inside BEGIN ... COMMIT: behind PgBouncer, where the
         timeouts can only be set for the transaction (``SET LOCAL``), and in tests
         with kill points armed, so that each named point of a write transaction exists."""
@@ -268,67 +228,11 @@ class PgWriter:
         if killpoints.ARMED:
             killpoints.reached("after_commit", operation)
 
-    def _create_run(self, cur: Any, creates: list[_Pending]) -> None:
-        first: dict[str, _Pending] = {}
-        for pending in creates:
-            if pending.job.session_id in first:
-                pending.error = SessionExistsError(pending.job.session_id)
-            else:
-                first[pending.job.session_id] = pending
-        cur.execute(self._q["create_sessions"], {
-            "ids": list(first), "sources": [p.job.source for p in first.values()],
-            "metadatas": [p.job.metadata for p in first.values()],
-            "incarnations": [p.job.incarnation for p in first.values()]})
-        created = {row["id"]: row for row in cur.fetchall()}
-        for sid, pending in first.items():
-            row = created.get(sid)
-            if row is None:
-                pending.error = SessionExistsError(sid)
-            else:
-                pending.result = row
+    def _create_run(self, cur: Any, creates: list[Pending]) -> None:
+        create_run(cur, self._q, creates)
 
-    def _append_run(self, cur: Any, appends: list[_Pending]) -> None:
-        """One statement writes every row; then each request takes its rows back:
-        a session's rows come numbered in batch order, so its requests' chunks
-        follow one another."""
-        appends, later = _one_incarnation_each(appends)
-        if later:  # requests meaning another incarnation of an id: their own statement
-            self._append_run(cur, later)
-        wanted = {p.job.session_id: p.job.incarnation for p in appends}
-        columns: dict[str, list[Any]] = {"session_ids": [], **{c: [] for c in _PLURAL}}
-        for pending in appends:
-            for params in pending.job.params:
-                columns["session_ids"].append(pending.job.session_id)
-                for column, plural in zip(_COLUMNS, _PLURAL):
-                    columns[plural].append(params[column])
-        ids = sorted(set(columns["session_ids"]))
-        cur.execute(self._q["append_batch"], {"ids": ids, "wanted": _json(wanted), **columns})
-        written: dict[str, list[Any]] = {}
-        for row in cur.fetchall():
-            written.setdefault(row["session_id"], []).append(row)
-        for rows in written.values():
-            rows.sort(key=_seq)
-        for pending in appends:
-            rows = written.get(pending.job.session_id)
-            if not rows:
-                pending.error = self._refusal(cur, pending.job.session_id, pending.job.incarnation)
-                continue
-            mine = rows[:len(pending.job.params)]
-            del rows[:len(pending.job.params)]
-            pending.result = (mine[0]["seq"], [row["id"] for row in mine], mine[0]["created_at"])
-
-    def _refusal(self, cur: Any, session_id: str, incarnation: str | None) -> TranscriptError:
-        """Why an append to ``session_id`` got no rows: missing, another incarnation,
-        or ended (read after the statement, which committed the rest of the batch)."""
-        try:
-            require_incarnation(cur, self._q, session_id, incarnation)
-            return ended_error(cur, self._q, session_id)
-        except SessionNotFoundError as exc:
-            return exc
-        except self._psycopg.Error as exc:
-            error = StoreBusyError(f"append to {session_id!r} was refused, and reading why failed: {exc}")
-            error.__cause__ = exc
-            return error
+    def _append_run(self, cur: Any, appends: list[Pending]) -> None:
+        append_run(cur, self._q, appends, self._psycopg)
 
     # -- connection ----------------------------------------------------------------
 
@@ -366,16 +270,8 @@ class PgWriter:
                 pass
 
 
-_COLUMNS = ("role", "content", "name", "tool_call_id", "tool_calls", "meta")
-_PLURAL = ("roles", "contents", "names", "tool_call_ids", "tool_calls", "metas")
-
-
-def _session(pending: _Pending) -> str:
+def _session(pending: Pending) -> str:
     return pending.job.session_id
-
-
-def _seq(row: Mapping[str, Any]) -> int:
-    return row["seq"]
 
 
 def _rolled_back(psycopg: Any, exc: BaseException) -> bool:
@@ -386,24 +282,9 @@ def _rolled_back(psycopg: Any, exc: BaseException) -> bool:
                             errors.LockNotAvailable, errors.QueryCanceled))
 
 
-def _fail_all(batch: list[_Pending], error: TranscriptError, cause: BaseException | None) -> None:
+def _fail_all(batch: list[Pending], error: TranscriptError, cause: BaseException | None) -> None:
     for pending in batch:
         mine = type(error)(str(error))
         mine.__cause__ = cause
         pending.result, pending.error = None, mine
 
-
-def _one_incarnation_each(appends: list[_Pending]) -> tuple[list[_Pending], list[_Pending]]:
-    """Split off the requests meaning another incarnation of an id than the first
-    request for it (rare: two registries of one process across an erasure)."""
-    meant: dict[str, str | None] = {}
-    first, later = [], []
-    for pending in appends:
-        job = pending.job
-        same = meant.setdefault(job.session_id, job.incarnation) == job.incarnation
-        (first if same else later).append(pending)
-    return first, later
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))

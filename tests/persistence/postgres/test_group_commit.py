@@ -196,3 +196,46 @@ def test_concurrent_creates_share_transactions_and_one_id_is_created_once(pg_url
         assert sum(not isinstance(o, BaseException) for o in same) == 1
         assert sum(isinstance(o, SessionExistsError) for o in same) == 5
         assert pg_rows(pg_url, "SELECT count(*) FROM sessions")[0][0] == 24 + 2
+
+
+#: Text that JSON must escape, or that reaches the server as escapes (the batch is
+#: one ASCII JSON document): quotes, backslashes, an escape written out as text,
+#: controls, line separators, astral characters (a surrogate pair in JSON), CJK.
+TRICKY = ['say "hi" \\ and \\\\', "literal \\u0000 and \\ud800 as text", "tab\tnew\nline\r",
+          "\u2028\u2029", "emoji \U0001F468\u200d\U0001F469 and \U0001F600", "\u4e2d\u6587 \u00e9",
+          "{\"json\": [1, 2]} as text", "", " "]
+
+
+def test_tricky_text_in_one_batch_is_stored_exactly_as_sent(pg_url: str):
+    """Every message of a batch travels inside one JSON document: what is read back,
+    and the stored JSON text, equal what was appended, character for character."""
+    from persistence.rows import message_params
+
+    with PostgresStore(pg_url) as store:
+        for sid in ["gate", "tricky-a", "tricky-b"]:
+            store.create_session(sid)
+        messages = {
+            "tricky-a": [Message("user", text, name=text or None, meta={"k": text}) for text in TRICKY],
+            "tricky-b": [Message("assistant", [{"type": "text", "text": t} for t in TRICKY],
+                                 tool_calls=[{"id": t, "type": "function"} for t in TRICKY],
+                                 tool_call_id=TRICKY[4])],
+        }
+        calls = Calls()
+        with gate(pg_url, "gate"):
+            calls.start("gate", lambda: store.append("gate", Message("user", "held")))
+            wait_queued(store, 0)
+            before = store.write_stats()
+            for n, (sid, batch) in enumerate(messages.items()):
+                calls.start(sid, lambda sid=sid, batch=batch: store.append(sid, batch))
+                wait_queued(store, n + 1)
+        out = calls.join()
+        assert store.write_stats().transactions - before.transactions == 2  # the gate's, then both
+        for sid, sent in messages.items():
+            read = store.transcript(sid)
+            assert [(m.role, m.content, m.name, m.tool_call_id, m.tool_calls, m.meta) for m in read] == [
+                (m.role, m.content, m.name, m.tool_call_id, m.tool_calls, m.meta) for m in sent]
+            assert [(m.seq, m.id) for m in read] == [(m.seq, m.id) for m in out[sid]]
+            stored = pg_rows(pg_url, "SELECT content, name, tool_calls, meta FROM messages "
+                                     "WHERE session_id = %s ORDER BY seq", (sid,))
+            expected = [message_params(m, None) for m in sent]
+            assert stored == [(p["content"], p["name"], p["tool_calls"], p["meta"]) for p in expected]

@@ -1,0 +1,149 @@
+"""What one group-commit statement writes, and how each request takes its outcome back.
+
+The writer (`persistence.postgres.writer`) runs these on its own connection; each
+sets ``result`` or ``error`` on every request of its run and raises only what the
+statement itself raised (the writer decides whether to retry or replay).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from protocol import SessionExistsError, SessionNotFoundError, StoreBusyError, TranscriptError
+
+from .lineage import ended_error, require_incarnation
+
+__all__ = ["AppendJob", "CreateJob", "Pending", "append_run", "create_run"]
+
+
+class AppendJob(NamedTuple):
+    """Append checked column values (`rows.message_params`) to ``session_id``.
+    Result: ``(first_seq, ids, created_at)``."""
+
+    session_id: str
+    params: Sequence[Mapping[str, Any]]
+    incarnation: str | None = None  # the conversation meant (None: any)
+
+
+class CreateJob(NamedTuple):
+    """Create a root session (no parent). Result: the new session's row."""
+
+    session_id: str
+    source: str
+    metadata: str = "{}"  # JSON object text, checked
+    incarnation: str = ""  # a fresh lineage's (`rows.new_incarnation`)
+
+
+class Pending:
+    """One queued job and its outcome. ``done`` is a lock held until the outcome is
+    set: a much cheaper one-shot latch than an Event for thousands of waiters."""
+
+    __slots__ = ("job", "queued_at", "done", "result", "error")
+
+    def __init__(self, job: AppendJob | CreateJob) -> None:
+        self.job = job
+        self.queued_at = time.monotonic()
+        self.done = threading.Lock()
+        self.done.acquire()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def wait(self) -> Any:
+        self.done.acquire()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+def create_run(cur: Any, queries: Mapping[str, str], creates: list[Pending]) -> None:
+    """Insert every distinct id of ``creates`` (sorted by id) with one statement; an
+    id asked twice, or already present, is `SessionExistsError` for that caller."""
+    first: dict[str, Pending] = {}
+    for pending in creates:
+        if pending.job.session_id in first:
+            pending.error = SessionExistsError(pending.job.session_id)
+        else:
+            first[pending.job.session_id] = pending
+    rows = [(sid, p.job.source, p.job.metadata, p.job.incarnation) for sid, p in first.items()]
+    cur.execute(queries["create_sessions"], {"rows": _ROWS.encode(rows)})
+    created = {row["id"]: row for row in cur.fetchall()}
+    for sid, pending in first.items():
+        row = created.get(sid)
+        if row is None:
+            pending.error = SessionExistsError(sid)
+        else:
+            pending.result = row
+
+
+def append_run(cur: Any, queries: Mapping[str, str], appends: list[Pending], psycopg: Any) -> None:
+    """One statement writes every row; then each request takes its rows back: a
+    session's rows come numbered in batch order, so its requests' chunks follow one
+    another. Rows come back as tuples ``(id, session_id, seq, created_at)``."""
+    appends, later = _one_incarnation_each(appends)
+    if later:  # requests meaning another incarnation of an id: their own statement
+        append_run(cur, queries, later, psycopg)
+    wanted = {p.job.session_id: p.job.incarnation for p in appends}
+    rows = [(pending.job.session_id, p["role"], p["content"], p["name"], p["tool_call_id"],
+             p["tool_calls"], p["meta"])
+            for pending in appends for p in pending.job.params]
+    factory, cur.row_factory = cur.row_factory, psycopg.rows.tuple_row  # cheaper than dicts
+    try:
+        cur.execute(queries["append_batch"], {"rows": _ROWS.encode(rows), "wanted": _ROWS.encode(wanted)})
+        fetched = cur.fetchall()
+    finally:
+        cur.row_factory = factory
+    written: dict[str, list[tuple[Any, ...]]] = {}
+    for row in fetched:
+        written.setdefault(row[1], []).append(row)
+    for rows in written.values():
+        rows.sort(key=_seq)
+    for pending in appends:
+        rows = written.get(pending.job.session_id)
+        if not rows:
+            pending.error = _refusal(cur, queries, pending.job, psycopg)
+            continue
+        count = len(pending.job.params)
+        mine = rows[:count]
+        del rows[:count]
+        pending.result = (mine[0][2], [row[0] for row in mine], mine[0][3])
+
+
+def _refusal(cur: Any, queries: Mapping[str, str], job: AppendJob, psycopg: Any) -> TranscriptError:
+    """Why an append got no rows: its session is missing, another incarnation, or
+    ended (read after the statement, which committed the rest of the batch)."""
+    session_id = job.session_id
+    try:
+        require_incarnation(cur, queries, session_id, job.incarnation)
+        return ended_error(cur, queries, session_id)
+    except SessionNotFoundError as exc:
+        return exc
+    except psycopg.Error as exc:
+        error = StoreBusyError(f"append to {session_id!r} was refused, and reading why failed: {exc}")
+        error.__cause__ = exc
+        return error
+
+
+#: The rows of a batch as one JSON document, ASCII only: a text the client cannot
+#: fail to encode (a lone surrogate, which no check should let through, becomes
+#: the server's error for its own request, not a failure of the whole batch).
+_ROWS = json.JSONEncoder(ensure_ascii=True, check_circular=False, separators=(",", ":"))
+
+
+def _seq(row: tuple[Any, ...]) -> int:
+    return row[2]
+
+
+def _one_incarnation_each(appends: list[Pending]) -> tuple[list[Pending], list[Pending]]:
+    """Split off the requests meaning another incarnation of an id than the first
+    request for it (rare: two registries of one process across an erasure)."""
+    meant: dict[str, str | None] = {}
+    first, later = [], []
+    for pending in appends:
+        job = pending.job
+        same = meant.setdefault(job.session_id, job.incarnation) == job.incarnation
+        (first if same else later).append(pending)
+    return first, later
