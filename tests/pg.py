@@ -17,8 +17,8 @@ import pytest
 
 PG_URL = os.environ.get("SESSION_ACTORS_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 #: A PgBouncer in transaction mode in front of the same server (any database name;
-#: `.ci/run` starts one), without a database name.
-PGBOUNCER_URL = os.environ.get("SESSION_ACTORS_PGBOUNCER_URL", "postgresql://postgres@127.0.0.1:6432")
+#: `.ci/run` starts one), without a database name (a trailing slash is ignored).
+PGBOUNCER_URL = os.environ.get("SESSION_ACTORS_PGBOUNCER_URL", "postgresql://postgres@127.0.0.1:6432").rstrip("/")
 REQUIRE_PG = os.environ.get("SESSION_ACTORS_REQUIRE_PG") == "1"
 
 
