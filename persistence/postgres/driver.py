@@ -167,6 +167,14 @@ class PgDatabase:
         if self.pgbouncer or remaining < self._patience_s - _LATE_S:
             set_local_timeouts(cur, remaining)
 
+    def _session_timeouts_fit(self, deadline: float) -> bool:
+        """Whether the connection's own timeouts (``patience_s``, set when it was
+        opened) end a statement within ``deadline``. Then a read needs no
+        transaction block: under READ COMMITTED each statement of a block takes its
+        own snapshot anyway, so BEGIN and COMMIT would only cost two round trips.
+        Behind PgBouncer the timeouts exist per transaction only."""
+        return not self.pgbouncer and deadline - time.monotonic() >= self._patience_s - _LATE_S
+
     def check_writable(self, what: str) -> None:
         """`ReadOnlyStoreError` for the write ``what`` on a read-only store."""
         if self._read_only:
@@ -201,10 +209,12 @@ class PgDatabase:
         """Run ``work(cursor)`` in one transaction and return its result.
 
         A `TranscriptError` raised by ``work`` rolls back and propagates as is.
-        Every call is an explicit BEGIN ... COMMIT, even a one-statement write: a
+        Every write is an explicit BEGIN ... COMMIT, even a one-statement write: a
         connection found dead at BEGIN is then known to have written nothing and
         the call is retried, where a bare autocommit statement would leave it
-        unknown whether the write happened.
+        unknown whether the write happened. ``readonly`` work runs its statements
+        without a block when the connection's timeouts fit the call's deadline
+        (`_session_timeouts_fit`): a read is always safe to repeat.
         """
         if self._pool.closed:
             raise TranscriptError(f"{what}: the store for {self._where} is closed")
@@ -260,9 +270,13 @@ class PgDatabase:
             backoff = min(backoff * 2, _BACKOFF_MAX_S)
 
     def _once(self, work: Callable[[Any], T], deadline: float, write: str | None) -> T:
-        """One transaction; ``write`` names the store method of a write (kill points)."""
+        """One transaction (for a read whose deadline allows, its bare statements);
+        ``write`` names the store method of a write (kill points)."""
         timeout = max(0.001, deadline - time.monotonic())
         with self._pool.connection(timeout=timeout) as conn:
+            if write is None and self._session_timeouts_fit(deadline):
+                with conn.cursor() as cur:  # a read: each statement on its own
+                    return work(cur)
             committing = False
             try:
                 if killpoints.ARMED and write:

@@ -58,3 +58,67 @@ def test_patience_bounds_every_call_behind_a_foreign_row_lock(pg_url):
         assert store.append("s0", Message("user", "after"))[0].seq == 1  # nothing was written
     finally:
         store.close()
+
+
+READS = {
+    "get_session": lambda s: s.get_session("s0"),
+    "sessions": lambda s: s.sessions(),
+    "transcript": lambda s: s.transcript("s0"),
+    "archive": lambda s: s.archive("s0"),
+    "resolve": lambda s: s.resolve("s0"),
+    "children": lambda s: s.children("s0"),
+    "cooldown": lambda s: s.cooldown("s0"),
+    "current_lease": lambda s: s.current_lease("s0"),
+    "leases": lambda s: s.leases(),
+    "compactions": lambda s: s.compactions("s0"),
+}
+
+
+@pytest.fixture(params=["direct", "pgbouncer"])
+def store_and_direct_url(request, pg_url):
+    """(store URL, a direct URL to the same tables): reads run without a transaction
+    block directly (the connection's own timeouts bound them) and inside one behind
+    PgBouncer (timeouts per transaction)."""
+    if request.param == "direct":
+        return pg_url, pg_url
+    from tests.pg import PG_URL, pgbouncer_store_url
+
+    database = request.getfixturevalue("pgbouncer_db")
+    return pgbouncer_store_url(database), PG_URL.rsplit("/", 1)[0] + f"/{database}"
+
+
+def test_patience_bounds_every_read_behind_a_foreign_table_lock(store_and_direct_url):
+    url, direct = store_and_direct_url
+    store = open_store(url, patience_s=PATIENCE_S)
+    try:
+        store.create_session("s0")
+        with psycopg.connect(direct) as foreign:  # a transaction, open until rollback
+            foreign.execute("LOCK TABLE sessions, messages, leases, cooldowns, compactions "
+                            "IN ACCESS EXCLUSIVE MODE")  # not even plain reads may proceed
+            start = threading.Barrier(len(READS))
+            outcomes: dict[str, tuple[float, BaseException | None]] = {}
+
+            def call(name: str) -> None:
+                start.wait(timeout=30)
+                began = time.monotonic()
+                try:
+                    READS[name](store)
+                    error = None
+                except BaseException as exc:  # recorded, asserted below
+                    error = exc
+                outcomes[name] = (time.monotonic() - began, error)
+
+            threads = [threading.Thread(target=call, args=(name,)) for name in READS]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=60)
+            foreign.rollback()
+        assert sorted(outcomes) == sorted(READS)
+        for name, (waited, error) in outcomes.items():
+            assert isinstance(error, StoreBusyError), (name, error)
+            assert "lock" in str(error) and "patience_s" in str(error), str(error)
+            assert waited <= PATIENCE_S + SLACK_S, f"{name} waited {waited:.2f}s: {error}"
+        assert store.get_session("s0").id == "s0"  # the same store reads again
+    finally:
+        store.close()
