@@ -9,8 +9,11 @@ No handler lets an exception escape: pykka would stop every actor on a
 
 from __future__ import annotations
 
+import functools
 import logging
+import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +56,12 @@ logger = logging.getLogger("session_actors.actor")
 
 #: An append following successors more often than this is a lineage bug, not a race.
 MAX_REDIRECTS = 16
+
+#: How a submitted append is answered: ``(stored, None)``, ``(None, error)``, or
+#: ``(None, None)``: not applied, send it through the mailbox (`SessionActor.submit_here`).
+Answer = Callable[[list[StoredMessage] | None, BaseException | None], None]
+#: `SqliteStore.append_nowait`: ``(session_id, messages, on_done) -> submitted``.
+AppendNowait = Callable[[str, Sequence[Message], Answer], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +111,10 @@ class SessionActor(pykka.ThreadingActor):
         # Held while a message is handled, or while a caller runs an append here
         # (`append_here`): the actor's state has one user at a time, whichever thread.
         self._exclusive = slot.exclusive
+        # Only a store class that offers it (a wrapper delegating by __getattr__ does
+        # not, so its own `append` is honoured): `submit_here`.
+        self._append_nowait: AppendNowait | None = (
+            store.append_nowait if callable(getattr(type(store), "append_nowait", None)) else None)  # type: ignore[attr-defined]
         slot.runner = self
 
     # -- AttemptHost ------------------------------------------------------------------
@@ -276,8 +289,7 @@ class SessionActor(pykka.ThreadingActor):
             return None
         try:
             slot = self._slot
-            if (slot.closed or slot.successor is not None or slot.pending
-                    or self.actor_inbox.queue or not self._turns.admits(sender)):
+            if not self._may_run_here(sender):
                 return None
             slot.last_used = time.monotonic()
             try:
@@ -292,6 +304,96 @@ class SessionActor(pykka.ThreadingActor):
         finally:
             self._exclusive.release()
 
+    def _may_run_here(self, sender: int) -> bool:
+        """With the exclusive lock held: may an append of ``sender`` run off the actor
+        thread now (see `append_here`)?"""
+        slot = self._slot
+        return not (slot.closed or slot.successor is not None or slot.pending
+                    or self.actor_inbox.queue or not self._turns.admits(sender))
+
+    def submit_here(self, command: Append, sender: int, answer: Answer) -> bool:
+        """The submitted path of an append from an event loop: queue it for the store's
+        group commit without waiting; False (nothing done) when it must go through
+        the mailbox (the conditions of `append_here`, or a store that cannot submit).
+
+        The exclusive lock is taken here, on the loop's thread, and held until the
+        commit answers (`_submitted_done`, on the store's writer thread): it is a plain
+        lock, not owned by a thread. Meanwhile the actor thread, caller-run appends
+        and other submissions wait behind this append exactly as behind a caller-run
+        one, so nothing overtakes it or is overtaken by it, and the actor is not
+        evicted under it. Once this returns True, ``answer(stored, error)`` is called
+        exactly once, from another thread: ``(None, None)`` when the append was not
+        applied and must go through the mailbox (another actor serves the live id).
+        Bad messages raise here (nothing queued).
+        """
+        append_nowait = self._append_nowait
+        if append_nowait is None or not self._exclusive.acquire(blocking=False):
+            return False
+        try:
+            if not self._may_run_here(sender):
+                self._exclusive.release()
+                return False
+            self._slot.last_used = time.monotonic()
+            session_id = self.live_id
+            done = functools.partial(self._submitted_done, command, sender, session_id, answer)
+            submitted = append_nowait(session_id, command.messages, done)
+        except BaseException:
+            self._exclusive.release()
+            raise
+        if not submitted:
+            self._exclusive.release()
+        # once submitted, the exclusive lock is the completion's (it may be released already)
+        return submitted
+
+    def _submitted_done(self, command: Append, sender: int, session_id: str, answer: Answer,
+                        stored: list[StoredMessage] | None, error: BaseException | None) -> None:
+        """A submitted append has its outcome (writer thread, exclusive lock held):
+        the bookkeeping of `_append`, then the lock goes and the caller is answered."""
+        if error is None and stored is not None:
+            try:
+                self._count_tokens(list(command.messages))
+                self._turns.note_appended(sender, stored)
+                self._check_budget_later()
+            finally:
+                self._exclusive.release()
+            answer(stored, None)
+        elif isinstance(error, (SessionEndedError, SessionNotFoundError)):
+            # following a successor appends again and moves through the registry (whose
+            # lock may be held by a thread waiting on this writer): not on the writer thread
+            try:
+                threading.Thread(target=self._finish_submitted, name="session-append-follow",
+                                 args=(command, sender, session_id, answer, error), daemon=True).start()
+            except BaseException as exc:
+                self._exclusive.release()
+                answer(None, exc)
+        else:
+            self._exclusive.release()
+            answer(None, error)
+
+    def _finish_submitted(self, command: Append, sender: int, session_id: str, answer: Answer,
+                          error: BaseException) -> None:
+        """A submitted append met a session ended or erased: follow the successor as
+        `_append` does (exclusive lock still held), or retire the actor as `_serve` does."""
+        stored: list[StoredMessage] | None = None
+        failure: BaseException | None = error
+        try:
+            if isinstance(error, SessionEndedError):
+                self._follow(error, session_id)
+                stored, failure = self._append(command, sender), None
+                self._check_budget_later()
+        except _Forwarded:
+            failure = None  # not applied: the mailbox forwards it to the actor serving the live id
+        except BaseException as exc:
+            failure = exc
+        finally:
+            self._exclusive.release()
+        if isinstance(failure, SessionNotFoundError):
+            try:
+                self._registry._retire_erased(self._slot)  # erased elsewhere, as in `_serve`
+            except BaseException:
+                logger.exception("retiring the erased session actor %s failed", self.live_id)
+        answer(stored, failure)
+
     def _check_budget_later(self) -> None:
         """After an append on a caller's thread: when the session may be over budget,
         ask the actor to look (the caller is not kept waiting for an attempt)."""
@@ -299,7 +401,10 @@ class SessionActor(pykka.ThreadingActor):
         if max_tokens is None or self._compressor is None:
             return
         if self._tokens is None or self._tokens > max_tokens:
-            self.actor_ref.tell(_CheckBudget())
+            try:
+                self.actor_ref.tell(_CheckBudget())
+            except pykka.ActorDeadError:  # stopping: the append stands, nobody to check
+                pass
 
     def _append(self, command: Append, sender: int) -> list[Any]:
         messages = list(command.messages)
@@ -308,17 +413,22 @@ class SessionActor(pykka.ThreadingActor):
             try:
                 stored = self._store.append(session_id, messages, incarnation=self._incarnation)
             except SessionEndedError as exc:
-                successor = exc.successor_id
-                if not successor or successor == session_id:
-                    raise
-                # Follow the lineage; the baseline stays, so a later compress adopts.
-                if not self._move(successor):
-                    raise _Forwarded from exc
+                self._follow(exc, session_id)
                 continue
             self._count_tokens(messages)
             self._turns.note_appended(sender, stored)
             return stored
         raise SessionEndedError(self.live_id, None, None, "too many successor redirects")
+
+    def _follow(self, exc: SessionEndedError, session_id: str) -> None:
+        """An append met ``session_id`` ended: move to its successor (the baseline
+        stays, so a later compress adopts), or raise ``exc``; `_Forwarded` when
+        another actor serves the successor."""
+        successor = exc.successor_id
+        if not successor or successor == session_id:
+            raise exc
+        if not self._move(successor):
+            raise _Forwarded from exc
 
     def _retract(self) -> Any:
         """`store.retract` in mailbox order: after every append queued before it."""

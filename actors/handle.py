@@ -4,7 +4,11 @@ Every call is a protocol command sent to the actor's mailbox with a reply to
 answer on: sync calls wait with a timeout on a `Reply` (a lock latch, much
 cheaper than a Future); the ``*_async`` twins await a `concurrent.futures.Future`
 through `asyncio.wrap_future`, so the event loop is
-never blocked (a pykka future's ``__await__`` blocks in ``get()``).
+never blocked (a pykka future's ``__await__`` blocks in ``get()``). An append
+skips the mailbox when nothing could be overtaken: ``append`` runs the actor's
+append step on the caller's thread, ``append_async`` submits it to the store's
+group commit and awaits the commit's answer (see `SessionActor.append_here` and
+`SessionActor.submit_here`).
 
 A caller that gives up withdraws its request (``cancel``): the actor claims a
 mutating request before applying it, so a request is either applied and answered
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import itertools
 import logging
 import time
@@ -46,7 +51,7 @@ from protocol import (
 from protocol.commands import Origin
 from protocol.records import CompactionMode
 
-from .reply import Reply
+from .reply import LoopReplies, Reply
 from .routing import Request, Router
 
 if TYPE_CHECKING:
@@ -116,6 +121,18 @@ class _Handle:
         runner = self._slot.current().runner
         return None if runner is None else runner.append_here(command, self._key)
 
+    async def _append_submitted(self, command: Append) -> list[StoredMessage] | None:
+        """The submitted path (`SessionActor.submit_here`): None when the append must
+        go through the mailbox."""
+        runner = self._slot.current().runner
+        if runner is None:
+            return None
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[list[StoredMessage] | None] = loop.create_future()
+        if not runner.submit_here(command, self._key, functools.partial(LoopReplies.of(loop).post, answer)):
+            return None
+        return await answer  # cancelled meanwhile: it stays submitted (applied, answered to nobody)
+
     def transcript(self) -> list[StoredMessage]:
         """The live transcript (durable, in seq order)."""
         return self._ask(ReadTranscript())
@@ -153,8 +170,20 @@ class _Handle:
     # -- async twins --------------------------------------------------------------
 
     async def append_async(self, first: Any, content: Any = _MISSING, /, **fields: Any) -> Any:
+        """`append` from an event loop, never blocking it.
+
+        When the actor could run the append on the caller's thread (see
+        `SessionActor.append_here`), it is submitted to the store's group commit
+        instead and answered by the commit (`SessionActor.submit_here`); else it goes
+        through the mailbox. A task cancelled while its append is submitted leaves
+        it applied (answered to nobody); one cancelled while it waits in the mailbox
+        withdraws it unless the actor already claimed it (never applied twice).
+        """
         messages, single = _messages(first, content, fields)
-        stored = await self._ask_async(Append(messages, origin=self._origin))
+        command = Append(messages, origin=self._origin)
+        stored = await self._append_submitted(command)
+        if stored is None:
+            stored = await self._ask_async(command)
         return stored[0] if single else stored
 
     async def retract_async(self) -> StoredMessage | None:

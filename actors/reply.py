@@ -1,4 +1,5 @@
-"""`Reply`: the one-shot answer slot a sync caller waits on.
+"""`Reply`: the one-shot answer slot a sync caller waits on; `LoopReplies`: the
+answers of one event loop's awaiting tasks, delivered in batches.
 
 A held lock is the latch: far cheaper than a `concurrent.futures.Future`, whose
 ``set_result`` takes a condition, notifies and runs callbacks, and whose
@@ -11,23 +12,33 @@ Withdrawal: a caller that gives up calls `cancel`; the actor calls
 `set_running_or_notify_cancel` before it applies a mutating command. Exactly one
 of them wins the claim, so a command is either withdrawn (never applied) or
 applied and answered, never applied behind a caller's back after it gave up.
+
+`LoopReplies` wakes an event loop once for many answers: an append submitted from
+the loop (`SessionActor.submit_here`) is answered by the store's commit, on the
+writer thread, which completes a whole batch of them at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import CancelledError, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-__all__ = ["Reply"]
+__all__ = ["LoopReplies", "Reply"]
 
 logger = logging.getLogger("session_actors.reply")
 
 #: Guards the (rare) done-callbacks of every reply.
 _callbacks_lock = threading.Lock()
+#: One `LoopReplies` per event loop (created under the lock, read without it).
+_loop_replies: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopReplies] = (
+    weakref.WeakKeyDictionary())
+_loop_replies_lock = threading.Lock()
 
 
 class Reply:
@@ -112,3 +123,56 @@ class Reply:
                 fn(self)
             except Exception:
                 logger.exception("reply callback failed")
+
+
+class LoopReplies:
+    """Answers for the futures of one event loop, posted from any thread.
+
+    The first answer posted since the loop last drained schedules one drain
+    (`call_soon_threadsafe`: a write to the loop's self-pipe and a wake-up); the
+    answers posted before it runs join it, so one wake-up serves a batch of commits.
+    A future already done when its answer arrives (its task was cancelled) is
+    skipped: the answer goes to nobody.
+    """
+
+    __slots__ = ("_loop", "_lock", "_answers", "__weakref__")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = weakref.ref(loop)  # the registry of them must not keep loops alive
+        self._lock = threading.Lock()
+        self._answers: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
+
+    @staticmethod
+    def of(loop: asyncio.AbstractEventLoop) -> LoopReplies:
+        """The loop's replies (one per loop)."""
+        replies = _loop_replies.get(loop)
+        if replies is None:
+            with _loop_replies_lock:
+                replies = _loop_replies.setdefault(loop, LoopReplies(loop))
+        return replies
+
+    def post(self, future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+        """Answer ``future`` on its loop (any thread, never blocks)."""
+        with self._lock:
+            self._answers.append((future, value, error))
+            if len(self._answers) > 1:
+                return  # a drain is already scheduled
+        loop = self._loop()
+        try:
+            if loop is None:
+                raise RuntimeError("the event loop is gone")
+            loop.call_soon_threadsafe(self._drain)
+        except RuntimeError:  # the loop is closed: nobody can await these any more
+            with self._lock:
+                self._answers.clear()
+
+    def _drain(self) -> None:
+        with self._lock:
+            answers, self._answers = self._answers, []
+        for future, value, error in answers:
+            if future.done():
+                continue
+            if error is None:
+                future.set_result(value)
+            else:
+                future.set_exception(error)

@@ -27,6 +27,7 @@ from protocol import (
     Message,
     SessionInfo,
     StoredMessage,
+    TranscriptError,
 )
 from protocol.checks import check_text
 from protocol.records import CompactionMode
@@ -77,6 +78,15 @@ logger = logging.getLogger("session_actors.sqlite")
 T = TypeVar("T")
 MAX_BATCH = 256
 MAX_IDLE_READERS = 8
+
+
+def _stored(messages: Sequence[Message], params: Sequence[Mapping[str, Any]], session_id: str,
+            first_seq: int, ids: list[int], created_at: float) -> list[StoredMessage]:
+    """The `StoredMessage`s just-committed ``messages`` read back as."""
+    return [
+        stored_from_params(m, p, session_id=session_id, seq=first_seq + i, id=msg_id, created_at=created_at)
+        for i, (m, p, msg_id) in enumerate(zip(messages, params, ids))
+    ]
 
 
 class SqliteStore:
@@ -320,10 +330,36 @@ class SqliteStore:
         job = AppendJob(session_id, params, incarnation)
         first_seq, ids, created_at = self._writer.submit(body, session_id, job=job, what="append")
         # built here, not on the writer thread: the writer is the shared bottleneck
-        return [
-            stored_from_params(m, p, session_id=session_id, seq=first_seq + i, id=msg_id, created_at=created_at)
-            for i, (m, p, msg_id) in enumerate(zip(originals, params, ids))
-        ]
+        return _stored(originals, params, session_id, first_seq, ids, created_at)
+
+    def append_nowait(self, session_id: str, messages: Message | Sequence[Message],
+                      on_done: Callable[[list[StoredMessage] | None, BaseException | None], None]) -> bool:
+        """`append` without waiting (not part of the `Store` protocol): the messages are
+        checked now (a bad one raises here, nothing queued), then queued for the
+        group-commit writer, which calls ``on_done(stored, None)`` once they are
+        committed, or ``on_done(None, error)`` when nothing was written. ``on_done``
+        runs on the writer thread: it must be quick and must not wait on this store.
+        False (nothing queued) when this store has no writer thread
+        (``group_commit=False``): call `append`."""
+        checked_session_id(session_id)
+        messages = [messages] if isinstance(messages, Message) else messages
+        params = check_messages(messages, self._max_content_bytes)
+        started = time.perf_counter()
+
+        def body(c: sqlite3.Connection) -> tuple[int, list[int], float]:
+            now = self.now()
+            return (*ops.append_rows(c, self._q, session_id, params, now), now)
+
+        def done(result: tuple[int, list[int], float] | None, error: BaseException | None) -> None:
+            if error is not None or result is None:
+                on_done(None, error or TranscriptError("append lost its result"))
+                return
+            stored = _stored(messages, params, session_id, *result)
+            telemetry.appended(len(stored), time.perf_counter() - started)
+            on_done(stored, None)
+
+        return self._writer.submit_nowait(body, session_id, job=AppendJob(session_id, params),
+                                          what="append", on_done=done)
 
     def _messages(self, query: str, session_id: str) -> list[StoredMessage]:
         checked_session_id(session_id)

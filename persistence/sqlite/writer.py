@@ -17,6 +17,11 @@ the GIL while it builds the batch. Only a batch of appends (a bulk run, short
 and bounded) may hold a chain: it is released at once when the queue is empty,
 when the next batch holds any other request, fails or retries, and on close.
 
+A request submitted with `GroupCommitWriter.submit_nowait` has no waiting
+thread: it is completed by the writer itself, right after the batch that holds
+it has its outcome (an event loop submits this way; its callback wakes the loop
+once for many completions, see `actors.reply.LoopReplies`).
+
 With ``group_commit=False`` there is no writer thread: each caller runs its own
 ``BEGIN IMMEDIATE ... COMMIT`` on the shared connection, in its own thread,
 one caller at a time (an in-process mutex; other processes still meet at the
@@ -41,11 +46,13 @@ from ..batching import drain, fill_batch
 from ..store import WriteStats
 from .connection import is_busy, map_sqlite_error
 
-__all__ = ["GroupCommitWriter", "ReadOnlyWriter", "WriteFn"]
+__all__ = ["DoneFn", "GroupCommitWriter", "ReadOnlyWriter", "WriteFn"]
 
 logger = logging.getLogger("session_actors.sqlite_writer")
 
 WriteFn = Callable[[sqlite3.Connection], Any]
+#: A submitted request's completion: ``on_done(result, error)``, on the writer thread.
+DoneFn = Callable[[Any, "BaseException | None"], None]
 #: Runs many jobs at once; returns one result per job, or None when it cannot
 #: (then every request of the batch runs alone, with its own savepoint).
 BulkFn = Callable[[sqlite3.Connection, list[Any]], "list[Any] | None"]
@@ -66,10 +73,12 @@ class _Request:
     """
 
     __slots__ = ("fn", "session_id", "job", "what", "submitted", "deadline", "done", "claim", "next",
-                 "result", "error")
+                 "result", "error", "on_done")
 
-    def __init__(self, fn: WriteFn, session_id: str, job: Any, what: str, patience_s: float) -> None:
+    def __init__(self, fn: WriteFn, session_id: str, job: Any, what: str, patience_s: float,
+                 on_done: DoneFn | None = None) -> None:
         self.fn = fn
+        self.on_done = on_done  # no waiting thread: the writer completes it (submit_nowait)
         self.submitted = time.monotonic()
         self.deadline = self.submitted + patience_s  # for the whole call, queueing included
         self.session_id = session_id
@@ -83,9 +92,17 @@ class _Request:
         self.error: BaseException | None = None
 
     def release(self) -> None:
-        """Let the caller go (its outcome is set). Only the first call counts."""
-        if self.claim.acquire(False):
+        """Let the caller go (its outcome is set), or complete a submitted request.
+        Only the first call counts."""
+        if not self.claim.acquire(False):
+            return
+        if self.on_done is None:
             self.done.release()
+            return
+        try:
+            self.on_done(self.result, self.error)
+        except BaseException:  # never let the writer die of a completion
+            logger.exception("completing a submitted %s failed", self.what)
 
     def wait(self) -> None:
         """Block until released, then release the next caller of the batch."""
@@ -155,6 +172,22 @@ class GroupCommitWriter:
             raise request.error
         return request.result
 
+    def submit_nowait(self, fn: WriteFn, session_id: str, *, job: Any = None, what: str = "write",
+                      on_done: DoneFn) -> bool:
+        """Queue ``fn`` like `submit` without waiting: ``on_done(result, error)`` is
+        called once, on the writer thread, when the batch holding it has committed
+        (or the request failed alone); it must be quick and must not block on this
+        store. False (nothing queued) when there is no writer thread to complete it
+        (``group_commit=False``): use `submit`."""
+        if self._direct is not None:
+            return False
+        request = _Request(fn, session_id, job, what, self._patience_s, on_done)
+        with self._lock:
+            if self._closed:
+                raise TranscriptError("the store is closed")
+            self._queue.put(request)
+        return True
+
     def stats(self) -> WriteStats:
         return WriteStats(self._transactions, self._requests, self._in_flight, self._queue.qsize())
 
@@ -196,6 +229,7 @@ class GroupCommitWriter:
                         # whoever is still waiting in it (a caller interrupted while waiting)
                         self._release_held()
                         _sweep(released)
+                        batch = _completed_submitted(batch)
                         released = batch
                         for request, successor in zip(batch, batch[1:]):
                             request.next = successor
@@ -377,6 +411,10 @@ class ReadOnlyWriter:
             what = getattr(fn, "__qualname__", "").split(".<locals>", 1)[0].rsplit(".", 1)[-1] or what
         raise ReadOnlyStoreError(what, f"{what}: {self._path!r} was opened read-only")
 
+    def submit_nowait(self, fn: WriteFn, session_id: str = "?", *, job: Any = None,
+                      what: str = "write", on_done: DoneFn) -> bool:
+        return self.submit(fn, session_id, job=job, what=what)  # raises: nothing is queued
+
     def stats(self) -> WriteStats:
         return WriteStats(0, 0, 0, 0)
 
@@ -386,6 +424,20 @@ class ReadOnlyWriter:
 
 class _BulkRefused(Exception):
     """The bulk function declined the run: replay request by request."""
+
+
+def _completed_submitted(batch: list[_Request]) -> list[_Request]:
+    """Complete the batch's submitted requests (their outcome is final); the others,
+    whose callers wait, in order, for the release chain."""
+    if all(request.on_done is None for request in batch):
+        return batch
+    waiting = []
+    for request in batch:
+        if request.on_done is None:
+            waiting.append(request)
+        else:
+            request.release()
+    return waiting
 
 
 def _sweep(batch: list[_Request]) -> None:
