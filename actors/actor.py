@@ -57,9 +57,12 @@ logger = logging.getLogger("session_actors.actor")
 #: An append following successors more often than this is a lineage bug, not a race.
 MAX_REDIRECTS = 16
 
-#: How a submitted append is answered: ``(stored, None)``, ``(None, error)``, or
+#: Builds the stored messages of a committed append (wherever the answer is used).
+Built = Callable[[], list[StoredMessage]]
+#: How a submitted append is answered: ``(built, None)``, ``(None, error)``, or
 #: ``(None, None)``: not applied, send it through the mailbox (`SessionActor.submit_here`).
-Answer = Callable[[list[StoredMessage] | None, BaseException | None], None]
+#: It may return a wake-up to call once the answers at hand are all posted.
+Answer = Callable[[Built | None, BaseException | None], Callable[[], None] | None]
 #: `SqliteStore.append_nowait`: ``(session_id, messages, on_done) -> submitted``.
 AppendNowait = Callable[[str, Sequence[Message], Answer], bool]
 
@@ -335,40 +338,46 @@ class SessionActor(pykka.ThreadingActor):
                 return False
             self._slot.last_used = time.monotonic()
             session_id = self.live_id
+            self._count_tokens(list(command.messages))  # here: the loop has time, the writer not
             done = functools.partial(self._submitted_done, command, sender, session_id, answer)
             submitted = append_nowait(session_id, command.messages, done)
         except BaseException:
+            self._tokens = None  # counted, not appended: recount
             self._exclusive.release()
             raise
         if not submitted:
+            self._tokens = None
             self._exclusive.release()
         # once submitted, the exclusive lock is the completion's (it may be released already)
         return submitted
 
     def _submitted_done(self, command: Append, sender: int, session_id: str, answer: Answer,
-                        stored: list[StoredMessage] | None, error: BaseException | None) -> None:
-        """A submitted append has its outcome (writer thread, exclusive lock held):
-        the bookkeeping of `_append`, then the lock goes and the caller is answered."""
-        if error is None and stored is not None:
+                        built: Built | None, error: BaseException | None) -> Callable[[], None] | None:
+        """A submitted append has its outcome (writer thread, exclusive lock held): the
+        rest of `_append`'s bookkeeping, then the lock goes and the caller is answered
+        (the stored messages are built where the answer is used, off the writer)."""
+        if error is None and built is not None:
             try:
-                self._count_tokens(list(command.messages))
-                self._turns.note_appended(sender, stored)
+                if self._turns.owned_by(sender):  # the turn learns its seqs
+                    stored = built()
+                    self._turns.note_appended(sender, stored)
+                    built = functools.partial(list, stored)
                 self._check_budget_later()
             finally:
                 self._exclusive.release()
-            answer(stored, None)
-        elif isinstance(error, (SessionEndedError, SessionNotFoundError)):
+            return answer(built, None)
+        self._tokens = None  # counted when submitted: recount
+        if isinstance(error, (SessionEndedError, SessionNotFoundError)):
             # following a successor appends again and moves through the registry (whose
             # lock may be held by a thread waiting on this writer): not on the writer thread
             try:
                 threading.Thread(target=self._finish_submitted, name="session-append-follow",
                                  args=(command, sender, session_id, answer, error), daemon=True).start()
+                return None
             except BaseException as exc:
-                self._exclusive.release()
-                answer(None, exc)
-        else:
-            self._exclusive.release()
-            answer(None, error)
+                error = exc
+        self._exclusive.release()
+        return answer(None, error)
 
     def _finish_submitted(self, command: Append, sender: int, session_id: str, answer: Answer,
                           error: BaseException) -> None:
@@ -392,7 +401,9 @@ class SessionActor(pykka.ThreadingActor):
                 self._registry._retire_erased(self._slot)  # erased elsewhere, as in `_serve`
             except BaseException:
                 logger.exception("retiring the erased session actor %s failed", self.live_id)
-        answer(stored, failure)
+        wake = answer(None if stored is None else functools.partial(list, stored), failure)
+        if wake is not None:
+            wake()
 
     def _check_budget_later(self) -> None:
         """After an append on a caller's thread: when the session may be over budget,

@@ -128,19 +128,22 @@ class Reply:
 class LoopReplies:
     """Answers for the futures of one event loop, posted from any thread.
 
-    The first answer posted since the loop last drained schedules one drain
-    (`call_soon_threadsafe`: a write to the loop's self-pipe and a wake-up); the
-    answers posted before it runs join it, so one wake-up serves a batch of commits.
-    A future already done when its answer arrives (its task was cancelled) is
-    skipped: the answer goes to nobody.
+    `post` queues an answer and returns a wake-up (`wake`) unless a drain is already
+    scheduled; the poster calls it, at once or after posting a batch of answers:
+    one `call_soon_threadsafe` (a write to the loop's self-pipe) then serves them
+    all. A wake-up that got lost is made good by the next post. The answer's value
+    is built on the loop (``result()``), off the thread that posts. A future already
+    done when its answer arrives (its task was cancelled) is skipped: the answer
+    goes to nobody.
     """
 
-    __slots__ = ("_loop", "_lock", "_answers", "__weakref__")
+    __slots__ = ("_loop", "_lock", "_answers", "_scheduled", "__weakref__")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = weakref.ref(loop)  # the registry of them must not keep loops alive
         self._lock = threading.Lock()
-        self._answers: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
+        self._answers: list[tuple[asyncio.Future[Any], Callable[[], Any] | None, BaseException | None]] = []
+        self._scheduled = False
 
     @staticmethod
     def of(loop: asyncio.AbstractEventLoop) -> LoopReplies:
@@ -151,12 +154,22 @@ class LoopReplies:
                 replies = _loop_replies.setdefault(loop, LoopReplies(loop))
         return replies
 
-    def post(self, future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
-        """Answer ``future`` on its loop (any thread, never blocks)."""
+    def post(self, future: asyncio.Future[Any], result: Callable[[], Any] | None,
+             error: BaseException | None) -> Callable[[], None] | None:
+        """Queue ``future``'s answer: ``result()`` (None without one) or ``error``.
+        Returns `wake` when the poster must call it (any thread, never blocks)."""
         with self._lock:
-            self._answers.append((future, value, error))
-            if len(self._answers) > 1:
-                return  # a drain is already scheduled
+            self._answers.append((future, result, error))
+            if self._scheduled:
+                return None
+        return self.wake
+
+    def wake(self) -> None:
+        """Schedule one drain of the queued answers on the loop (unless one is)."""
+        with self._lock:
+            if self._scheduled or not self._answers:
+                return
+            self._scheduled = True
         loop = self._loop()
         try:
             if loop is None:
@@ -165,14 +178,21 @@ class LoopReplies:
         except RuntimeError:  # the loop is closed: nobody can await these any more
             with self._lock:
                 self._answers.clear()
+                self._scheduled = False
 
     def _drain(self) -> None:
         with self._lock:
             answers, self._answers = self._answers, []
-        for future, value, error in answers:
+            self._scheduled = False
+        for future, result, error in answers:
             if future.done():
                 continue
             if error is None:
+                try:
+                    value = None if result is None else result()
+                except Exception as exc:
+                    future.set_exception(exc)
+                    continue
                 future.set_result(value)
             else:
                 future.set_exception(error)

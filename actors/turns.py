@@ -64,6 +64,11 @@ class TurnGate:
             return not self._held
         return turn.owner == sender
 
+    def owned_by(self, sender: int) -> bool:
+        """Is the open turn ``sender``'s?"""
+        turn = self._turn
+        return turn is not None and turn.owner == sender
+
     def overdue(self, now: float) -> bool:
         turn = self._turn
         return turn is not None and now - turn.opened_at >= self._max_turn_s

@@ -13,6 +13,7 @@ seq assignment, at most one child) is checked inside them.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 import time
@@ -69,7 +70,7 @@ from .connection import (
 from .bulk import AppendJob, bulk_append
 from ..store import WriteStats
 from .schema import DIALECT, check_schema, prepare_database
-from .writer import GroupCommitWriter, ReadOnlyWriter
+from .writer import GroupCommitWriter, ReadOnlyWriter, Wake
 
 __all__ = ["SqliteStore", "WriteStats"]
 
@@ -333,14 +334,17 @@ class SqliteStore:
         return _stored(originals, params, session_id, first_seq, ids, created_at)
 
     def append_nowait(self, session_id: str, messages: Message | Sequence[Message],
-                      on_done: Callable[[list[StoredMessage] | None, BaseException | None], None]) -> bool:
+                      on_done: Callable[[Callable[[], list[StoredMessage]] | None, BaseException | None],
+                                        Wake | None]) -> bool:
         """`append` without waiting (not part of the `Store` protocol): the messages are
         checked now (a bad one raises here, nothing queued), then queued for the
         group-commit writer, which calls ``on_done(stored, None)`` once they are
-        committed, or ``on_done(None, error)`` when nothing was written. ``on_done``
-        runs on the writer thread: it must be quick and must not wait on this store.
-        False (nothing queued) when this store has no writer thread
-        (``group_commit=False``): call `append`."""
+        committed, or ``on_done(None, error)`` when nothing was written. ``stored()``
+        builds the `StoredMessage`s: call it off the writer thread (the shared
+        bottleneck). ``on_done`` runs on the writer thread: it must be quick, must
+        not wait on this store, and may return a wake-up the writer calls once per
+        batch (see `GroupCommitWriter.submit_nowait`). False (nothing queued) when
+        this store has no writer thread (``group_commit=False``): call `append`."""
         checked_session_id(session_id)
         messages = [messages] if isinstance(messages, Message) else messages
         params = check_messages(messages, self._max_content_bytes)
@@ -350,13 +354,11 @@ class SqliteStore:
             now = self.now()
             return (*ops.append_rows(c, self._q, session_id, params, now), now)
 
-        def done(result: tuple[int, list[int], float] | None, error: BaseException | None) -> None:
+        def done(result: tuple[int, list[int], float] | None, error: BaseException | None) -> Wake | None:
             if error is not None or result is None:
-                on_done(None, error or TranscriptError("append lost its result"))
-                return
-            stored = _stored(messages, params, session_id, *result)
-            telemetry.appended(len(stored), time.perf_counter() - started)
-            on_done(stored, None)
+                return on_done(None, error or TranscriptError("append lost its result"))
+            telemetry.appended(len(params), time.perf_counter() - started)
+            return on_done(functools.partial(_stored, messages, params, session_id, *result), None)
 
         return self._writer.submit_nowait(body, session_id, job=AppendJob(session_id, params),
                                           what="append", on_done=done)

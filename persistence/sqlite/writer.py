@@ -18,9 +18,10 @@ and bounded) may hold a chain: it is released at once when the queue is empty,
 when the next batch holds any other request, fails or retries, and on close.
 
 A request submitted with `GroupCommitWriter.submit_nowait` has no waiting
-thread: it is completed by the writer itself, right after the batch that holds
-it has its outcome (an event loop submits this way; its callback wakes the loop
-once for many completions, see `actors.reply.LoopReplies`).
+thread: the writer completes it itself, right after the batch that holds it has
+its outcome, and then calls each distinct wake-up the completions returned, once
+(an event loop submits this way: one wake-up of the loop serves a whole batch,
+see `actors.reply.LoopReplies`).
 
 With ``group_commit=False`` there is no writer thread: each caller runs its own
 ``BEGIN IMMEDIATE ... COMMIT`` on the shared connection, in its own thread,
@@ -36,7 +37,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from protocol import ReadOnlyStoreError, StorageFullError, StoreBusyError, TranscriptError
@@ -46,13 +47,16 @@ from ..batching import drain, fill_batch
 from ..store import WriteStats
 from .connection import is_busy, map_sqlite_error
 
-__all__ = ["DoneFn", "GroupCommitWriter", "ReadOnlyWriter", "WriteFn"]
+__all__ = ["DoneFn", "GroupCommitWriter", "ReadOnlyWriter", "Wake", "WriteFn"]
 
 logger = logging.getLogger("session_actors.sqlite_writer")
 
 WriteFn = Callable[[sqlite3.Connection], Any]
-#: A submitted request's completion: ``on_done(result, error)``, on the writer thread.
-DoneFn = Callable[[Any, "BaseException | None"], None]
+#: A submitted request's completion: ``on_done(result, error)``, on the writer thread;
+#: it may return a wake-up, which the writer calls once for all requests of a batch
+#: that returned it (to wake their consumer once, not once per request).
+Wake = Callable[[], None]
+DoneFn = Callable[[Any, "BaseException | None"], "Wake | None"]
 #: Runs many jobs at once; returns one result per job, or None when it cannot
 #: (then every request of the batch runs alone, with its own savepoint).
 BulkFn = Callable[[sqlite3.Connection, list[Any]], "list[Any] | None"]
@@ -94,15 +98,23 @@ class _Request:
     def release(self) -> None:
         """Let the caller go (its outcome is set), or complete a submitted request.
         Only the first call counts."""
-        if not self.claim.acquire(False):
-            return
         if self.on_done is None:
-            self.done.release()
+            if self.claim.acquire(False):
+                self.done.release()
             return
+        wake = self.complete()
+        if wake is not None:
+            _woken([wake])
+
+    def complete(self) -> Wake | None:
+        """A submitted request: run ``on_done`` (once); returns its wake-up."""
+        if not self.claim.acquire(False) or self.on_done is None:
+            return None
         try:
-            self.on_done(self.result, self.error)
+            return self.on_done(self.result, self.error)
         except BaseException:  # never let the writer die of a completion
             logger.exception("completing a submitted %s failed", self.what)
+            return None
 
     def wait(self) -> None:
         """Block until released, then release the next caller of the batch."""
@@ -177,8 +189,9 @@ class GroupCommitWriter:
         """Queue ``fn`` like `submit` without waiting: ``on_done(result, error)`` is
         called once, on the writer thread, when the batch holding it has committed
         (or the request failed alone); it must be quick and must not block on this
-        store. False (nothing queued) when there is no writer thread to complete it
-        (``group_commit=False``): use `submit`."""
+        store. It may return a wake-up (`Wake`): the writer calls each distinct one
+        once, after completing the whole batch. False (nothing queued) when there is
+        no writer thread to complete it (``group_commit=False``): use `submit`."""
         if self._direct is not None:
             return False
         request = _Request(fn, session_id, job, what, self._patience_s, on_done)
@@ -431,13 +444,24 @@ def _completed_submitted(batch: list[_Request]) -> list[_Request]:
     whose callers wait, in order, for the release chain."""
     if all(request.on_done is None for request in batch):
         return batch
-    waiting = []
+    waiting, wakes = [], {}
     for request in batch:
         if request.on_done is None:
             waiting.append(request)
         else:
-            request.release()
+            wake = request.complete()
+            if wake is not None:
+                wakes[wake] = None  # each consumer once, in order
+    _woken(wakes)
     return waiting
+
+
+def _woken(wakes: Iterable[Wake]) -> None:
+    for wake in wakes:
+        try:
+            wake()
+        except BaseException:
+            logger.exception("waking a consumer of submitted requests failed")
 
 
 def _sweep(batch: list[_Request]) -> None:

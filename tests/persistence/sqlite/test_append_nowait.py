@@ -1,0 +1,100 @@
+"""`SqliteStore.append_nowait`: an append queued for the group-commit writer without a
+waiting thread, completed by the writer after its COMMIT (the event loop's path)."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from typing import Any
+
+import pytest
+
+from persistence.sqlite import SqliteStore
+from protocol import InvalidMessageError, Message, SessionNotFoundError
+
+pytestmark = pytest.mark.timeout(30)
+
+
+class Completions:
+    """Collects ``on_done`` calls; every completion returns the same wake-up."""
+
+    def __init__(self, expected: int) -> None:
+        self.outcomes: list[tuple[Any, BaseException | None, str]] = []
+        self.wakes = 0
+        self.woken_after: list[int] = []  # how many completions each wake-up came after
+        self.all_in = threading.Event()
+        self._expected = expected
+
+    def on_done(self, built: Any, error: BaseException | None) -> Any:
+        self.outcomes.append((built, error, threading.current_thread().name))
+        return self.wake
+
+    def wake(self) -> None:
+        self.wakes += 1
+        self.woken_after.append(len(self.outcomes))
+        if len(self.outcomes) >= self._expected:
+            self.all_in.set()
+
+
+@pytest.fixture
+def store(tmp_path):
+    opened = SqliteStore(str(tmp_path / "state.db"))
+    yield opened
+    opened.close()
+
+
+def test_a_batch_of_submitted_appends_is_completed_by_the_writer_and_woken_once(store, tmp_path):
+    for k in range(8):
+        store.create_session(f"s{k}")
+    done = Completions(expected=80)
+    blocker = sqlite3.connect(str(tmp_path / "state.db"), isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # the writer waits: every submission joins one batch
+    try:
+        for i in range(10):
+            for k in range(8):
+                assert store.append_nowait(f"s{k}", [Message("user", f"{k}-{i}")], done.on_done)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert done.all_in.wait(10)
+    assert done.wakes < 80 and done.woken_after[-1] == 80  # woken per batch, after its completions
+    assert all(error is None for _, error, _ in done.outcomes)
+    assert {thread for _, _, thread in done.outcomes} == {f"sqlite-writer:{store.path}"}
+    stored = [built() for built, _, _ in done.outcomes]
+    for k in range(8):
+        assert [m.content for m in store.transcript(f"s{k}")] == [f"{k}-{i}" for i in range(10)]
+    first = [m for batch in stored for m in batch if m.session_id == "s0"]
+    assert [m.seq for m in first] == list(range(1, 11)) and first[0].content == "0-0"
+
+
+def test_a_failing_submission_is_completed_with_its_error_alone(store):
+    store.create_session("here")
+    done = Completions(expected=2)
+    assert store.append_nowait("missing", [Message("user", "lost")], done.on_done)
+    assert store.append_nowait("here", [Message("user", "kept")], done.on_done)
+    assert done.all_in.wait(10)
+    (built_missing, error, _), (built_here, no_error, _) = done.outcomes
+    assert built_missing is None and isinstance(error, SessionNotFoundError)
+    assert no_error is None and built_here()[0].content == "kept"
+    assert [m.content for m in store.transcript("here")] == ["kept"]
+
+
+def test_bad_messages_are_refused_before_anything_is_queued(tmp_path):
+    small = SqliteStore(str(tmp_path / "small.db"), max_content_bytes=16)
+    try:
+        small.create_session("s")
+        with pytest.raises(InvalidMessageError):
+            small.append_nowait("s", [Message("user", "x" * 17)], lambda *_: None)
+        assert small.write_stats().queued == 0 and small.transcript("s") == []
+    finally:
+        small.close()
+
+
+def test_without_group_commit_nothing_is_submitted(tmp_path):
+    plain = SqliteStore(str(tmp_path / "plain.db"), group_commit=False)
+    try:
+        plain.create_session("s")
+        assert plain.append_nowait("s", [Message("user", "x")], lambda *_: None) is False
+        assert plain.transcript("s") == []
+    finally:
+        plain.close()
