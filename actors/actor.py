@@ -63,8 +63,8 @@ Built = Callable[[], list[StoredMessage]]
 #: ``(None, None)``: not applied, send it through the mailbox (`SessionActor.submit_here`).
 #: It may return a wake-up to call once the answers at hand are all posted.
 Answer = Callable[[Built | None, BaseException | None], Callable[[], None] | None]
-#: `SqliteStore.append_nowait`: ``(session_id, messages, on_done) -> submitted``.
-AppendNowait = Callable[[str, Sequence[Message], Answer], bool]
+#: `SqliteStore.append_nowait`: ``(session_id, messages, on_done, *, incarnation) -> submitted``.
+AppendNowait = Callable[..., bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,7 +340,7 @@ class SessionActor(pykka.ThreadingActor):
             session_id = self.live_id
             self._count_tokens(list(command.messages))  # here: the loop has time, the writer not
             done = functools.partial(self._submitted_done, command, sender, session_id, answer)
-            submitted = append_nowait(session_id, command.messages, done)
+            submitted = append_nowait(session_id, command.messages, done, incarnation=self._incarnation)
         except BaseException:
             self._tokens = None  # counted, not appended: recount
             self._exclusive.release()

@@ -70,7 +70,7 @@ from .connection import (
 from .bulk import AppendJob, bulk_append
 from ..store import WriteStats
 from .schema import DIALECT, check_schema, prepare_database
-from .writer import GroupCommitWriter, ReadOnlyWriter, Wake
+from .writer import GroupCommitWriter, ReadOnlyWriter, Wake, WriteFn
 
 __all__ = ["SqliteStore", "WriteStats"]
 
@@ -319,6 +319,15 @@ class SqliteStore:
     @telemetry.timed_append
     def append(self, session_id: str, messages: Message | Sequence[Message], *,
                incarnation: str | None = None) -> list[StoredMessage]:
+        originals, params, body, job = self._append_request(session_id, messages, incarnation)
+        first_seq, ids, created_at = self._writer.submit(body, session_id, job=job, what="append")
+        # built here, not on the writer thread: the writer is the shared bottleneck
+        return _stored(originals, params, session_id, first_seq, ids, created_at)
+
+    def _append_request(self, session_id: str, messages: Message | Sequence[Message],
+                        incarnation: str | None) -> tuple[Sequence[Message], list[Any], WriteFn, AppendJob]:
+        """Check an append's arguments: its messages, their column values, and its
+        write (a transaction body, or a job the writer may run in bulk)."""
         checked_session_id(session_id)
         check_incarnation(incarnation)
         originals = [messages] if isinstance(messages, Message) else messages
@@ -328,14 +337,11 @@ class SqliteStore:
             now = self.now()
             return (*ops.append_rows(c, self._q, session_id, params, now, incarnation), now)
 
-        job = AppendJob(session_id, params, incarnation)
-        first_seq, ids, created_at = self._writer.submit(body, session_id, job=job, what="append")
-        # built here, not on the writer thread: the writer is the shared bottleneck
-        return _stored(originals, params, session_id, first_seq, ids, created_at)
+        return originals, params, body, AppendJob(session_id, params, incarnation)
 
     def append_nowait(self, session_id: str, messages: Message | Sequence[Message],
                       on_done: Callable[[Callable[[], list[StoredMessage]] | None, BaseException | None],
-                                        Wake | None]) -> bool:
+                                        Wake | None], *, incarnation: str | None = None) -> bool:
         """`append` without waiting (not part of the `Store` protocol): the messages are
         checked now (a bad one raises here, nothing queued), then queued for the
         group-commit writer, which calls ``on_done(stored, None)`` once they are
@@ -344,15 +350,10 @@ class SqliteStore:
         bottleneck). ``on_done`` runs on the writer thread: it must be quick, must
         not wait on this store, and may return a wake-up the writer calls once per
         batch (see `GroupCommitWriter.submit_nowait`). False (nothing queued) when
-        this store has no writer thread (``group_commit=False``): call `append`."""
-        checked_session_id(session_id)
-        messages = [messages] if isinstance(messages, Message) else messages
-        params = check_messages(messages, self._max_content_bytes)
+        this store has no writer thread (``group_commit=False``): call `append`.
+        ``incarnation`` as for `append`."""
+        messages, params, body, job = self._append_request(session_id, messages, incarnation)
         started = time.perf_counter()
-
-        def body(c: sqlite3.Connection) -> tuple[int, list[int], float]:
-            now = self.now()
-            return (*ops.append_rows(c, self._q, session_id, params, now), now)
 
         def done(result: tuple[int, list[int], float] | None, error: BaseException | None) -> Wake | None:
             if error is not None or result is None:
@@ -360,8 +361,7 @@ class SqliteStore:
             telemetry.appended(len(params), time.perf_counter() - started)
             return on_done(functools.partial(_stored, messages, params, session_id, *result), None)
 
-        return self._writer.submit_nowait(body, session_id, job=AppendJob(session_id, params),
-                                          what="append", on_done=done)
+        return self._writer.submit_nowait(body, session_id, job=job, what="append", on_done=done)
 
     def _messages(self, query: str, session_id: str) -> list[StoredMessage]:
         checked_session_id(session_id)

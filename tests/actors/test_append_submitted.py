@@ -63,10 +63,10 @@ class ObservedStore(SqliteStore):
             self.submitted.set()
         return queued
 
-    def append(self, session_id: str, messages: Any) -> Any:
+    def append(self, session_id: str, messages: Any, **options: Any) -> Any:
         self.calls["append"] += 1
         self.blocking_ids.append(session_id)
-        return super().append(session_id, messages)
+        return super().append(session_id, messages, **options)
 
     def retract(self, *args: Any, **kwargs: Any) -> Any:
         self.calls["retract"] += 1
@@ -517,6 +517,28 @@ def test_a_session_erased_by_another_process_reaches_the_awaiting_task(make):
     assert store.submissions == 1
     fresh = registry.session("gone")  # the actor retired: a new conversation starts
     assert fresh.append("user", "new").seq == 1
+
+
+def test_a_submitted_append_never_writes_into_a_conversation_started_again_elsewhere(make):
+    """The submitted append names the actor's incarnation like a blocking one: the
+    new conversation under the same id refuses it, and the actor retires before
+    the task hears of it."""
+    registry, store = make()
+    _, other_store = make()
+    old = registry.session("again")
+    old.append("user", "first conversation")
+    other_store.delete_session("again")
+    other_store.create_session("again")
+    other_store.append("again", Message("user", "second conversation"))
+
+    async def main() -> None:
+        with pytest.raises(SessionNotFoundError):
+            await old.append_async("user", "stale write")
+
+    asyncio.run(main())
+    assert store.submissions == 1
+    assert registry.stats()["resident"] == 0  # retired
+    assert contents(store, "again") == ["second conversation"]
 
 
 def test_a_busy_database_reaches_the_awaiting_task_and_frees_the_actor(make, db):
