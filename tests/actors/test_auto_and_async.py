@@ -92,7 +92,10 @@ def test_asyncio_appends_never_block_the_loop(make_registry, store):
     assert len(more) == 20
     assert cancelled is True and outcome.status is CompressionStatus.CANCELLED
     assert len(live) == 120
-    assert max(gaps) < 0.25, f"event loop blocked for {max(gaps):.3f}s"
+    # a loop blocked on the gated summary would stall until the interrupt it can never
+    # send; a bound of 1 s catches that without failing on a loaded machine, where other
+    # threads holding the GIL delay a heartbeat (0.27 s seen with 5 test runs at once)
+    assert max(gaps) < 1.0, f"event loop blocked for {max(gaps):.3f}s"
     assert len(gaps) > 5
 
 
