@@ -121,7 +121,7 @@ def main() -> None:
         for mode in MODES:  # warm-up, not recorded
             run_mode(directory, mode, min(args.seconds, 0.3), "warm")
         print(f"durable appends/s, {SESSIONS} sessions x one caller, {args.seconds:g} s per run, "
-              f"{args.rounds} rounds, order rotating:")
+              f"{args.rounds} rounds, order rotating; load average {_load()} at the start")
         for number in range(args.rounds):
             shift = number % len(MODES)
             for mode in MODES[shift:] + MODES[:shift]:
@@ -129,6 +129,7 @@ def main() -> None:
                 runs[mode].append(run)
                 print(f"  round {number + 1}: {run.mode:<18} {run.appends:>6} appends in "
                       f"{run.seconds:5.2f}s = {run.rate:7,.0f}/s  cpu {run.cpu_us:4.0f} us/append")
+    print(f"  load average {_load()} at the end (other work on this machine shares its cores)")
     rate = {mode: statistics.median(r.rate for r in rs) for mode, rs in runs.items()}
     for mode in MODES:
         cpu = statistics.median(r.cpu_us for r in runs[mode])
@@ -140,8 +141,14 @@ def main() -> None:
               f"(per round: {', '.join(f'{r:.1f}' for r in per_round)})")
     for mode in ("registry", "registry async"):
         per_round = [a.rate / b.rate for a, b in zip(runs[mode], runs["store"])]
+        extra_cpu = [a.cpu_us - b.cpu_us for a, b in zip(runs[mode], runs["store"])]
         print(f"  {mode} / store: {rate[mode] / rate['store']:.2f} "
-              f"(per round: {', '.join(f'{r:.2f}' for r in per_round)})")
+              f"(per round: {', '.join(f'{r:.2f}' for r in per_round)}); CPU us/append over the store's: "
+              f"median {statistics.median(extra_cpu):+.0f} (per round: {', '.join(f'{c:+.0f}' for c in extra_cpu)})")
+
+
+def _load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 if __name__ == "__main__":
