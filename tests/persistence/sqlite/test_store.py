@@ -163,3 +163,35 @@ def test_seq_uniqueness_is_enforced_by_the_database(sqlite_path):
             )
     finally:
         conn.close()
+
+
+def test_json_columns_written_by_other_tools_read_back_as_json(sqlite_path):
+    """Rows the store did not write itself (spaced JSON, say from the sqlite3 shell) read
+    back as their JSON values; only what no JSON parser accepts is an error."""
+    store = open_store(sqlite_path)
+    try:
+        store.create_session("s")
+        store.append("s", Message("user", "written by the store"))
+        conn = sqlite3.connect(sqlite_path, isolation_level=None)
+        try:
+            conn.execute(
+                "INSERT INTO messages (session_id, seq, role, content, tool_calls, meta, created_at) "
+                "VALUES ('s', 2, 'assistant', ' [ {\"type\": \"text\", \"text\": \"hi\"} ] ', "
+                "'[{\"id\": \"c1\"}]  ', '\n{ \"k\" : [1, 2] }\n', 0)")
+            conn.execute("UPDATE sessions SET next_seq = 3 WHERE id = 's'")
+        finally:
+            conn.close()
+        read = store.transcript("s")
+        assert read[0].content == "written by the store" and dict(read[0].meta) == {}
+        assert read[1].content == [{"type": "text", "text": "hi"}]
+        assert read[1].tool_calls == [{"id": "c1"}]
+        assert dict(read[1].meta) == {"k": [1, 2]}
+        conn = sqlite3.connect(sqlite_path, isolation_level=None)
+        try:
+            conn.execute("UPDATE messages SET meta = '{} trailing' WHERE seq = 1")
+        finally:
+            conn.close()
+        with pytest.raises(ValueError):
+            store.transcript("s")
+    finally:
+        store.close()
