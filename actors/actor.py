@@ -83,6 +83,11 @@ class _CheckBudget:
     threshold here (an attempt starts on the actor thread)."""
 
 
+class _HandedOver:
+    """Internal: an append on a caller's thread handed this actor over (`_Forwarded`):
+    its mailbox stops it, as after a message that did (`_stop_if_handed_over`)."""
+
+
 class _Forwarded(Exception):
     """Internal: the request was handed to the actor that now serves the live id."""
 
@@ -298,6 +303,7 @@ class SessionActor(pykka.ThreadingActor):
             try:
                 stored = self._append(command, sender)
             except _Forwarded:
+                self._stop_later()
                 return None  # the live id is served by another actor: the mailbox forwards
             except SessionNotFoundError:
                 self._registry._retire_erased(slot)  # erased elsewhere, as in `_serve`
@@ -392,6 +398,7 @@ class SessionActor(pykka.ThreadingActor):
                 self._check_budget_later()
         except _Forwarded:
             failure = None  # not applied: the mailbox forwards it to the actor serving the live id
+            self._stop_later()
         except BaseException as exc:
             failure = exc
         finally:
@@ -404,6 +411,14 @@ class SessionActor(pykka.ThreadingActor):
         wake = answer(None if stored is None else functools.partial(list, stored), failure)
         if wake is not None:
             wake()
+
+    def _stop_later(self) -> None:
+        """Off the actor thread, this actor was handed over: let its mailbox stop it
+        (nothing else would: no request reaches a handed-over actor)."""
+        try:
+            self.actor_ref.tell(_HandedOver())
+        except pykka.ActorDeadError:  # stopping already
+            pass
 
     def _check_budget_later(self) -> None:
         """After an append on a caller's thread: when the session may be over budget,
