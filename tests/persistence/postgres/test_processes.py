@@ -149,6 +149,56 @@ def compactor(url: str, worker_no: int, root: str, rounds: int, barrier: Any, ou
         store.close()
 
 
+def crossing_writer(url: str, worker_no: int, ids: list[str], gate_id: str, ready: Any, out: Any) -> None:
+    """Queues one append per id behind a held batch (an append to ``gate_id``, whose
+    row the parent locks), in the order of ``ids``, so that the writer's next batch
+    names the sessions in that order; says so on ``ready``. Reports its
+    acknowledgements and the writer's deadlock retries (its log)."""
+    import logging
+    import threading
+
+    deadlocks: list[str] = []
+
+    class Deadlocks(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "Deadlock" in record.getMessage():
+                deadlocks.append(record.getMessage())
+
+    log = logging.getLogger("session_actors.postgres.writer")
+    log.setLevel(logging.DEBUG)
+    log.addHandler(Deadlocks())
+    store = PostgresStore(url, max_size=1)
+    acked: list[tuple] = []
+    try:
+        def append(sid: str) -> None:
+            _, stored, t0, t1 = append_following(store, sid, Message("user", f"w{worker_no}"))
+            acked.append((stored.session_id, stored.id, stored.seq, stored.content, t0, t1))
+
+        threads = [threading.Thread(target=append, args=(gate_id,))]
+        threads[0].start()
+        wait_for_writer(store, in_flight=1, queued=0)
+        for n, sid in enumerate(ids):
+            threads.append(threading.Thread(target=append, args=(sid,)))
+            threads[-1].start()
+            wait_for_writer(store, in_flight=1, queued=n + 1)
+        ready.put(worker_no)
+        for t in threads:
+            t.join(RESULT_WAIT_S)
+        out.put({"worker": worker_no, "acked": acked, "commits": [], "refusals": {}, "deadlocks": deadlocks})
+    except BaseException as exc:
+        out.put({"worker": worker_no, "error": repr(exc)})
+    finally:
+        store.close()
+
+
+def wait_for_writer(store: PostgresStore, *, in_flight: int, queued: int) -> None:
+    deadline = time.monotonic() + 20
+    while (stats := store.write_stats()).in_flight != in_flight or stats.queued < queued:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{stats}: never {in_flight} in flight and {queued} queued")
+        time.sleep(0.005)
+
+
 # ---------------------------------------------------------------- parent side
 
 
@@ -274,3 +324,48 @@ def test_writers_append_while_compactions_commit(pg_url: str):
     assert counts["acked"] == 240
     assert counts["commits"] >= 4, results[-1]["refusals"]
     assert counts["tails"] > 0, "no append landed during a summary: the tail path was not exercised"
+
+
+def test_two_processes_batching_the_same_sessions_in_opposite_orders_never_deadlock(pg_url: str):
+    """Two processes' writers each hold a batch naming the same 16 sessions, one in
+    ascending, the other in descending order, and both are held mid-way by a row
+    another transaction locks. The statement locks session rows in id order, so
+    neither holds a row the other wants while waiting: no deadlock once it opens."""
+    import psycopg
+
+    from tests.pg import with_application_name
+
+    ids = [f"cross-{i:02d}" for i in range(16)]
+    with PostgresStore(pg_url) as store:
+        for sid in ids + ["gate-0", "gate-1"]:
+            store.create_session(sid)
+    ready, out = SPAWN.Queue(), SPAWN.Queue()
+    orders = {0: ids, 1: ids[::-1]}
+    with psycopg.connect(pg_url) as gates, psycopg.connect(pg_url) as middle:
+        gates.execute("SELECT id FROM sessions WHERE id IN ('gate-0', 'gate-1') FOR UPDATE")
+        middle.execute("SELECT id FROM sessions WHERE id = 'cross-08' FOR UPDATE")
+        procs = [SPAWN.Process(target=crossing_writer, name=f"crossing-{n}", args=(
+            with_application_name(pg_url, f"crossing-{n}"), n, order, f"gate-{n}", ready, out))
+            for n, order in orders.items()]
+        for p in procs:
+            p.start()
+        try:
+            assert sorted(ready.get(timeout=RESULT_WAIT_S) for _ in procs) == [0, 1]
+            gates.rollback()  # each writer now sends its batch of 16 and stops at cross-08
+            deadline = time.monotonic() + 20
+            while pg_rows(pg_url, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                                  " AND application_name IN ('crossing-0', 'crossing-1')")[0][0] < 2:
+                assert time.monotonic() < deadline, "the writers never both waited for a row lock"
+                time.sleep(0.01)
+            middle.rollback()
+            results = [out.get(timeout=RESULT_WAIT_S) for _ in procs]
+        finally:
+            for p in procs:
+                p.join(10)
+                if p.is_alive():
+                    p.kill()
+                    p.join(5)
+    assert not [r for r in results if "error" in r], results
+    assert [r["deadlocks"] for r in results] == [[], []]
+    counts = check_integrity(pg_url, results)
+    assert counts["acked"] == 2 * (len(ids) + 1)
