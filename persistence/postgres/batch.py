@@ -17,7 +17,7 @@ from protocol import SessionExistsError, SessionNotFoundError, StoreBusyError, T
 
 from .lineage import ended_error, require_incarnation
 
-__all__ = ["AppendJob", "CreateJob", "Pending", "append_run", "create_run"]
+__all__ = ["AppendJob", "CreateJob", "Pending", "append_run", "create_run", "release_chain", "sweep"]
 
 
 class AppendJob(NamedTuple):
@@ -40,23 +40,55 @@ class CreateJob(NamedTuple):
 
 class Pending:
     """One queued job and its outcome. ``done`` is a lock held until the outcome is
-    set: a much cheaper one-shot latch than an Event for thousands of waiters."""
+    set: a much cheaper one-shot latch than an Event for thousands of waiters.
 
-    __slots__ = ("job", "queued_at", "done", "result", "error")
+    The callers of a batch are released in a chain: the writer releases the first,
+    and each caller releases the next as soon as it wakes, so they wake one after
+    another instead of all at once fighting for the GIL (which the writer needs for
+    the next batch) and the writer makes one wake-up call per batch, not one per
+    caller. ``claim`` makes a release one-shot, so the writer can sweep a chain a
+    caller stalled (interrupted while it waited) without releasing anyone twice.
+    """
+
+    __slots__ = ("job", "queued_at", "done", "claim", "next", "result", "error")
 
     def __init__(self, job: AppendJob | CreateJob) -> None:
         self.job = job
         self.queued_at = time.monotonic()
         self.done = threading.Lock()
         self.done.acquire()
+        self.claim = threading.Lock()
+        self.next: Pending | None = None  # the caller to release after this one
         self.result: Any = None
         self.error: BaseException | None = None
 
+    def release(self) -> None:
+        """Let the caller go (its outcome is set); only the first call counts."""
+        if self.claim.acquire(False):
+            self.done.release()
+
     def wait(self) -> Any:
         self.done.acquire()
+        if self.next is not None:
+            self.next.release()
         if self.error is not None:
             raise self.error
         return self.result
+
+
+def release_chain(batch: list[Pending]) -> None:
+    """Release the callers of ``batch``, each by the one before it."""
+    for pending, successor in zip(batch, batch[1:]):
+        pending.next = successor
+    if batch:
+        batch[0].release()
+
+
+def sweep(batch: list[Pending]) -> None:
+    """Release whoever of an earlier batch's chain still waits (a caller before it
+    was interrupted while waiting and never passed the release on)."""
+    for pending in batch:
+        pending.release()
 
 
 def create_run(cur: Any, queries: Mapping[str, str], creates: list[Pending]) -> None:

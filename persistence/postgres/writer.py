@@ -42,7 +42,7 @@ from protocol import StorageFullError, StoreBusyError, TranscriptError
 from .. import killpoints, telemetry
 from ..batching import drain, fill_batch
 from ..store import WriteStats
-from .batch import AppendJob, CreateJob, Pending, append_run, create_run
+from .batch import AppendJob, CreateJob, Pending, append_run, create_run, release_chain, sweep
 from .driver import busy_reason, set_local_timeouts, set_timeouts_sql
 
 __all__ = ["AppendJob", "CreateJob", "PgWriter"]
@@ -106,20 +106,30 @@ class PgWriter:
     # -- writer thread -------------------------------------------------------------
 
     def _run(self) -> None:
+        released: list[Pending] = []  # the last batch, whose callers its chain releases
         try:
             stopping = False
             while not stopping:
-                batch = fill_batch(self._queue, [self._queue.get()], self._max_batch)
+                try:
+                    first = self._queue.get_nowait()
+                except queue.Empty:
+                    sweep(released)  # idle: nobody may wait on a stalled chain meanwhile
+                    first = self._queue.get()
+                batch = fill_batch(self._queue, [first], self._max_batch)
                 if _STOP in batch:
                     stopping = True
                     batch = [p for p in batch if p is not _STOP] + drain(self._queue, _STOP)
                 if batch:
                     self._commit(batch)
+                sweep(released)  # the previous chain had a whole batch to finish
+                released = batch
         finally:
+            sweep(released)
             self._disconnect()
 
     def _commit(self, batch: list[Pending]) -> None:
-        """Run ``batch`` to an outcome for every request, then release them all."""
+        """Run ``batch`` to an outcome for every request, then release its callers
+        (a chain: see `Pending`)."""
         self._in_flight = len(batch)
         try:
             self._commit_with_retries(batch)
@@ -129,8 +139,7 @@ class PgWriter:
                 pending.result, pending.error = None, TranscriptError(f"write failed: {exc!r}")
         finally:
             self._in_flight = 0
-            for pending in batch:
-                pending.done.release()
+            release_chain(batch)
 
     def _commit_with_retries(self, batch: list[Pending]) -> None:
         deadline = min(p.queued_at for p in batch) + self._patience_s

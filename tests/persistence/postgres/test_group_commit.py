@@ -239,3 +239,39 @@ def test_tricky_text_in_one_batch_is_stored_exactly_as_sent(pg_url: str):
                                      "WHERE session_id = %s ORDER BY seq", (sid,))
             expected = [message_params(m, None) for m in sent]
             assert stored == [(p["content"], p["name"], p["tool_calls"], p["meta"]) for p in expected]
+
+
+def test_callers_after_one_that_never_passes_the_release_on_still_return(pg_url: str, monkeypatch):
+    """The callers of a batch release one another in a chain. A caller interrupted
+    while it waited never passes the release on: the writer sweeps the chain, so the
+    callers after it still return (each with its own result)."""
+    from persistence.postgres import batch
+
+    class Interrupted(BaseException):
+        """What an interrupt (KeyboardInterrupt, an async exception) is to the waiter."""
+
+    original = batch.Pending.wait
+
+    def interrupted(self):  # the fault: wakes, then dies before releasing the next caller
+        if isinstance(self.job, batch.AppendJob) and self.job.session_id == "stalls":
+            self.done.acquire()
+            raise Interrupted()
+        return original(self)
+
+    monkeypatch.setattr(batch.Pending, "wait", interrupted)
+    with PostgresStore(pg_url) as store:
+        order = ["first", "stalls", "third", "fourth"]
+        for sid in ["gate"] + order:
+            store.create_session(sid)
+        calls = Calls()
+        with gate(pg_url, "gate"):
+            calls.start("gate", lambda: store.append("gate", Message("user", "held")))
+            wait_queued(store, 0)
+            for n, sid in enumerate(order):  # queued in this order: the chain's order
+                calls.start(sid, lambda sid=sid: store.append(sid, Message("user", sid)))
+                wait_queued(store, n + 1)
+        out = calls.join()
+        assert isinstance(out["stalls"], Interrupted)
+        assert [out[sid][0].content for sid in ("first", "third", "fourth")] == ["first", "third", "fourth"]
+        rows = pg_rows(pg_url, "SELECT session_id FROM messages WHERE session_id <> 'gate' ORDER BY id")
+        assert [r[0] for r in rows] == order  # the interrupted caller's row was committed too
