@@ -8,16 +8,25 @@ statement itself raised (the writer decides whether to retry or replay).
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from protocol import SessionExistsError, SessionNotFoundError, StoreBusyError, TranscriptError
 
 from .lineage import ended_error, require_incarnation
 
-__all__ = ["AppendJob", "CreateJob", "Pending", "append_run", "create_run", "release_chain", "sweep"]
+__all__ = ["AppendJob", "CreateJob", "DoneFn", "Pending", "Wake", "append_run", "complete_submitted",
+           "create_run", "release_chain", "sweep"]
+
+log = logging.getLogger("session_actors.postgres.writer")
+
+#: A wake-up a completion may return: the writer calls each distinct one once per batch.
+Wake = Callable[[], None]
+#: ``on_done(result, error)`` of a submitted request, called once on the writer thread.
+DoneFn = Callable[[Any, "BaseException | None"], "Wake | None"]
 
 
 class AppendJob(NamedTuple):
@@ -48,12 +57,16 @@ class Pending:
     the next batch) and the writer makes one wake-up call per batch, not one per
     caller. ``claim`` makes a release one-shot, so the writer can sweep a chain a
     caller stalled (interrupted while it waited) without releasing anyone twice.
+
+    A request submitted without a waiting thread (``on_done`` set) is completed by
+    the writer instead: `complete_submitted`.
     """
 
-    __slots__ = ("job", "queued_at", "done", "claim", "next", "result", "error")
+    __slots__ = ("job", "queued_at", "done", "claim", "next", "result", "error", "on_done")
 
-    def __init__(self, job: AppendJob | CreateJob) -> None:
+    def __init__(self, job: AppendJob | CreateJob, on_done: DoneFn | None = None) -> None:
         self.job = job
+        self.on_done = on_done
         self.queued_at = time.monotonic()
         self.done = threading.Lock()
         self.done.acquire()
@@ -74,6 +87,33 @@ class Pending:
         if self.error is not None:
             raise self.error
         return self.result
+
+
+def complete_submitted(batch: list[Pending]) -> list[Pending]:
+    """Complete the submitted requests of ``batch`` (their outcome is final), then
+    call each distinct wake-up their completions returned, once; returns the
+    requests whose callers wait, for the release chain."""
+    if all(pending.on_done is None for pending in batch):
+        return batch
+    waiting: list[Pending] = []
+    wakes: dict[Wake, None] = {}  # each distinct one once, in order (equal bound methods are one)
+    for pending in batch:
+        if pending.on_done is None:
+            waiting.append(pending)
+            continue
+        try:
+            wake = pending.on_done(pending.result, pending.error)
+        except BaseException:  # never let the writer die of a completion
+            log.exception("completing a submitted append to %s failed", pending.job.session_id)
+            continue
+        if wake is not None:
+            wakes[wake] = None
+    for wake in wakes:
+        try:
+            wake()
+        except BaseException:
+            log.exception("a wake-up after a batch failed")
+    return waiting
 
 
 def release_chain(batch: list[Pending]) -> None:

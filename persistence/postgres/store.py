@@ -17,8 +17,10 @@ per-schema one taken while migrating (see `persistence.postgres.schema`).
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from protocol.checks import check_text
@@ -34,6 +36,7 @@ from protocol import (
     SessionInfo,
     SessionNotFoundError,
     StoredMessage,
+    TranscriptError,
     validate_session_id,
 )
 from protocol.records import CompactionMode
@@ -68,6 +71,7 @@ from .lineage import ended_error, require_incarnation, require_session, resolve_
 from .notify import CompactionListener
 from .schema import DIALECT, ensure_schema
 from ..store import WriteStats
+from .batch import Wake
 from .writer import AppendJob, CreateJob, PgWriter
 
 __all__ = ["PostgresStore"]
@@ -264,10 +268,38 @@ class PostgresStore:
         if not params:
             return self._append_nothing(sid, incarnation)
         first_seq, ids, created_at = self._writer.submit(AppendJob(sid, params, incarnation))
-        return [
-            stored_from_params(m, p, session_id=sid, seq=first_seq + i, id=ids[i], created_at=created_at)
-            for i, (m, p) in enumerate(zip(messages, params))
-        ]
+        return _stored(messages, params, sid, first_seq, ids, created_at)
+
+    def append_nowait(self, session_id: str, messages: Message | Sequence[Message],
+                      on_done: Callable[[Callable[[], list[StoredMessage]] | None, BaseException | None],
+                                        Wake | None], *, incarnation: str | None = None) -> bool:
+        """`append` without waiting (not part of the `Store` protocol), as
+        `SqliteStore.append_nowait`: the messages are checked now (a bad one raises
+        here, nothing queued), then queued for the group-commit writer, which calls
+        ``on_done(stored, None)`` once they are committed, or ``on_done(None, error)``
+        when nothing was written. ``stored()`` builds the `StoredMessage`s: call it
+        off the writer thread. ``on_done`` runs on the writer thread: it must be
+        quick, must not wait on this store, and may return a wake-up the writer
+        calls once per batch. False (nothing queued) for an empty append: call
+        `append`. ``incarnation`` as for `append`."""
+        sid = checked_session_id(session_id)
+        check_incarnation(incarnation)
+        if isinstance(messages, Message):
+            messages = [messages]
+        params = check_messages(messages, self._max_content_bytes)
+        self._db.check_writable("append")
+        if not params:
+            return False
+        started = time.perf_counter()
+
+        def done(result: tuple[int, list[int], float] | None, error: BaseException | None) -> Wake | None:
+            if error is not None or result is None:
+                return on_done(None, error or TranscriptError("append lost its result"))
+            telemetry.appended(len(params), time.perf_counter() - started)
+            return on_done(functools.partial(_stored, messages, params, sid, *result), None)
+
+        self._writer.submit_nowait(AppendJob(sid, params, incarnation), done)
+        return True
 
     def _append_nothing(self, sid: str, incarnation: str | None) -> list[StoredMessage]:
         """An empty append writes nothing but answers like one: unknown or ended raise."""
@@ -483,3 +515,12 @@ class PostgresStore:
     def close(self) -> None:
         self._writer.close()  # commits what is queued; its callers are waiting
         self._db.close()
+
+
+def _stored(messages: Sequence[Message], params: Sequence[Mapping[str, Any]], session_id: str,
+            first_seq: int, ids: list[int], created_at: float) -> list[StoredMessage]:
+    """The `StoredMessage`s just-committed ``messages`` read back as."""
+    return [
+        stored_from_params(m, p, session_id=session_id, seq=first_seq + i, id=msg_id, created_at=created_at)
+        for i, (m, p, msg_id) in enumerate(zip(messages, params, ids))
+    ]

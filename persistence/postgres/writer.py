@@ -42,7 +42,9 @@ from protocol import StorageFullError, StoreBusyError, TranscriptError
 from .. import killpoints, telemetry
 from ..batching import drain, fill_batch
 from ..store import WriteStats
-from .batch import AppendJob, CreateJob, Pending, append_run, create_run, release_chain, sweep
+from .batch import (
+    AppendJob, CreateJob, DoneFn, Pending, append_run, complete_submitted, create_run, release_chain, sweep,
+)
 from .driver import busy_reason, set_local_timeouts, set_timeouts_sql
 
 __all__ = ["AppendJob", "CreateJob", "PgWriter"]
@@ -90,6 +92,17 @@ class PgWriter:
             self._queue.put(pending)
         return pending.wait()
 
+    def submit_nowait(self, job: AppendJob, on_done: DoneFn) -> None:
+        """Queue ``job`` without waiting: ``on_done(result, error)`` is called once, on
+        the writer thread, when the batch holding it has its outcome; it must be quick
+        and must not wait on this store. It may return a wake-up the writer calls
+        once per batch (each distinct one), after all of the batch's completions."""
+        pending = Pending(job, on_done)
+        with self._lock:
+            if self._closed:
+                raise TranscriptError("the store is closed")
+            self._queue.put(pending)
+
     def stats(self) -> WriteStats:
         return WriteStats(self._transactions, self._requests, self._in_flight, self._queue.qsize())
 
@@ -120,16 +133,16 @@ class PgWriter:
                     stopping = True
                     batch = [p for p in batch if p is not _STOP] + drain(self._queue, _STOP)
                 if batch:
-                    self._commit(batch)
+                    batch = self._commit(batch)
                 sweep(released)  # the previous chain had a whole batch to finish
                 released = batch
         finally:
             sweep(released)
             self._disconnect()
 
-    def _commit(self, batch: list[Pending]) -> None:
-        """Run ``batch`` to an outcome for every request, then release its callers
-        (a chain: see `Pending`)."""
+    def _commit(self, batch: list[Pending]) -> list[Pending]:
+        """Run ``batch`` to an outcome for every request, complete its submitted
+        requests, then release its callers (a chain: see `Pending`); returns those."""
         self._in_flight = len(batch)
         try:
             self._commit_with_retries(batch)
@@ -139,7 +152,9 @@ class PgWriter:
                 pending.result, pending.error = None, TranscriptError(f"write failed: {exc!r}")
         finally:
             self._in_flight = 0
+            batch = complete_submitted(batch)
             release_chain(batch)
+        return batch
 
     def _commit_with_retries(self, batch: list[Pending]) -> None:
         deadline = min(p.queued_at for p in batch) + self._patience_s
