@@ -259,12 +259,7 @@ class PostgresStore:
     @telemetry.timed_append
     def append(self, session_id: str, messages: Message | Sequence[Message], *,
                incarnation: str | None = None) -> list[StoredMessage]:
-        sid = checked_session_id(session_id)
-        check_incarnation(incarnation)
-        if isinstance(messages, Message):
-            messages = [messages]
-        params = check_messages(messages, self._max_content_bytes)
-        self._db.check_writable("append")
+        sid, messages, params = self._checked_append(session_id, messages, incarnation)
         if not params:
             return self._append_nothing(sid, incarnation)
         first_seq, ids, created_at = self._writer.submit(AppendJob(sid, params, incarnation))
@@ -282,12 +277,7 @@ class PostgresStore:
         quick, must not wait on this store, and may return a wake-up the writer
         calls once per batch. False (nothing queued) for an empty append: call
         `append`. ``incarnation`` as for `append`."""
-        sid = checked_session_id(session_id)
-        check_incarnation(incarnation)
-        if isinstance(messages, Message):
-            messages = [messages]
-        params = check_messages(messages, self._max_content_bytes)
-        self._db.check_writable("append")
+        sid, messages, params = self._checked_append(session_id, messages, incarnation)
         if not params:
             return False
         started = time.perf_counter()
@@ -300,6 +290,18 @@ class PostgresStore:
 
         self._writer.submit_nowait(AppendJob(sid, params, incarnation), done)
         return True
+
+    def _checked_append(self, session_id: str, messages: Message | Sequence[Message],
+                        incarnation: str | None) -> tuple[str, Sequence[Message], list[dict[str, Any]]]:
+        """An append's checked arguments: its session id, its messages as a sequence
+        and their column values (nothing is written, or queued, before this)."""
+        sid = checked_session_id(session_id)
+        check_incarnation(incarnation)
+        if isinstance(messages, Message):
+            messages = [messages]
+        params = check_messages(messages, self._max_content_bytes)
+        self._db.check_writable("append")
+        return sid, messages, params
 
     def _append_nothing(self, sid: str, incarnation: str | None) -> list[StoredMessage]:
         """An empty append writes nothing but answers like one: unknown or ended raise."""

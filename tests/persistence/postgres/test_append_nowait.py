@@ -11,29 +11,9 @@ import pytest
 from persistence.postgres import PostgresStore
 from protocol import InvalidMessageError, Message, SessionNotFoundError
 from tests.persistence.postgres.test_group_commit import gate, wait_queued
+from tests.persistence.sqlite.test_append_nowait import Completions
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(60)]
-
-
-class Completions:
-    """Collects ``on_done`` calls; every completion returns the same wake-up."""
-
-    def __init__(self, expected: int) -> None:
-        self.outcomes: list[tuple[Any, BaseException | None, str]] = []
-        self.wakes = 0
-        self.woken_after: list[int] = []  # how many completions each wake-up came after
-        self.all_in = threading.Event()
-        self._expected = expected
-
-    def on_done(self, built: Any, error: BaseException | None) -> Any:
-        self.outcomes.append((built, error, threading.current_thread().name))
-        return self.wake
-
-    def wake(self) -> None:
-        self.wakes += 1
-        self.woken_after.append(len(self.outcomes))
-        if len(self.outcomes) >= self._expected:
-            self.all_in.set()
 
 
 def test_a_batch_of_submitted_appends_is_completed_by_the_writer_and_woken_once(pg_url: str):

@@ -219,16 +219,21 @@ def run_processes(targets: list[tuple[Any, tuple]]) -> list[dict[str, Any]]:
     except queue.Empty:
         pytest.fail(f"workers did not report within {RESULT_WAIT_S}s; got {len(results)}")
     finally:
-        for p in procs:
-            p.join(10)
-            if p.is_alive():
-                p.kill()
-                p.join(5)
+        stop_all(procs)
         out.close()
         out.join_thread()
     errors = [r for r in results if "error" in r]
     assert not errors, errors
     return results
+
+
+def stop_all(procs: list[Any]) -> None:
+    """Join each worker; kill one still running after 10 s."""
+    for p in procs:
+        p.join(10)
+        if p.is_alive():
+            p.kill()
+            p.join(5)
 
 
 def check_integrity(url: str, results: list[dict[str, Any]]) -> dict[str, int]:
@@ -360,11 +365,7 @@ def test_two_processes_batching_the_same_sessions_in_opposite_orders_never_deadl
             middle.rollback()
             results = [out.get(timeout=RESULT_WAIT_S) for _ in procs]
         finally:
-            for p in procs:
-                p.join(10)
-                if p.is_alive():
-                    p.kill()
-                    p.join(5)
+            stop_all(procs)
     assert not [r for r in results if "error" in r], results
     assert [r["deadlocks"] for r in results] == [[], []]
     counts = check_integrity(pg_url, results)
