@@ -358,7 +358,11 @@ class SqliteStore:
         def done(result: tuple[int, list[int], float] | None, error: BaseException | None) -> Wake | None:
             if error is not None or result is None:
                 return on_done(None, error or TranscriptError("append lost its result"))
-            telemetry.appended(len(params), time.perf_counter() - started)
+            try:  # on the writer thread: a failing hook must not keep the answer (and the
+                # actor's exclusivity its caller holds until then) from ``on_done``
+                telemetry.appended(len(params), time.perf_counter() - started)
+            except Exception:
+                logger.warning("counting a submitted append failed", exc_info=True)
             return on_done(functools.partial(_stored, messages, params, session_id, *result), None)
 
         return self._writer.submit_nowait(body, session_id, job=job, what="append", on_done=done)

@@ -17,6 +17,7 @@ import pytest
 
 from actors.actor import SessionActor
 from actors.testing import GatedCompressor
+from persistence import telemetry
 from protocol import CompressionStatus
 
 from .helpers import conversation, result_of, run_in_thread
@@ -27,10 +28,6 @@ pytestmark = pytest.mark.timeout(60)
 
 def session_actors() -> set[Any]:
     return set(pykka.ActorRegistry.get_by_class(SessionActor))
-
-
-def uncountable(messages: Any) -> int:
-    raise ValueError("this counter cannot count")
 
 
 @pytest.mark.parametrize("path", ["caller-run", "submitted"])
@@ -63,12 +60,13 @@ def test_closing_the_registry_under_a_submitted_append_still_answers_it(make, db
     """registry.close() stops the actor while its append is submitted: the stop
     waits for the commit, and the awaiting task gets its answer even though the
     actor is dead when the commit completes it (the automatic-compaction check then
-    meets a stopped actor: a counter that cannot count keeps that check asking)."""
+    meets a stopped actor: the actor has not counted the session yet, so it asks).
+    Nothing else reaches the actor first (a message in its mailbox would take the
+    append through it)."""
     gated = GatedCompressor()
-    gated.release()  # no attempt starts (the counter fails), and none may block
-    registry, store = make(gated, max_tokens=10_000, token_counter=uncountable)
+    gated.release()  # nothing may block if an attempt started
+    registry, store = make(gated, max_tokens=10_000)
     handle = registry.session("closing")
-    handle.append("user", "one")
     (actor,) = session_actors()
 
     async def main() -> Any:
@@ -86,5 +84,29 @@ def test_closing_the_registry_under_a_submitted_append_still_answers_it(make, db
         return stored
 
     stored = asyncio.run(main())
-    assert stored.seq == 2 and stored.content == "two"
-    assert contents(store, "closing") == ["one", "two"]
+    assert stored.seq == 1 and stored.content == "two"
+    assert contents(store, "closing") == ["two"]
+
+
+def test_a_failing_telemetry_hook_neither_loses_a_submitted_append_nor_its_actor(make, monkeypatch):
+    """The appends counter raises (a broken metrics SDK; injected): the committed
+    append is still answered, and the actor's exclusivity is released with it, so
+    the next append (and a stop) is not stuck behind it forever."""
+    registry, store = make()
+    handle = registry.session("metered")
+    handle.append("user", "one")
+
+    def broken(count: int, seconds: float) -> None:
+        raise RuntimeError("the metrics SDK is broken")
+
+    monkeypatch.setattr(telemetry, "appended", broken)
+
+    async def main() -> tuple[Any, Any]:
+        first = await asyncio.wait_for(handle.append_async("assistant", "two"), 10)
+        second = await asyncio.wait_for(handle.append_async("user", "three"), 10)
+        return first, second
+
+    first, second = asyncio.run(main())
+    assert store.submissions >= 1
+    assert (first.seq, second.seq) == (2, 3)
+    assert contents(store, "metered") == ["one", "two", "three"]
