@@ -28,6 +28,7 @@ from .. import telemetry
 
 __all__ = [
     "SYNCHRONOUS_MODES",
+    "WAL_AUTOCHECKPOINT_PAGES",
     "BusyRetry",
     "ReaderPool",
     "checkpoint_after_full",
@@ -49,6 +50,14 @@ _PRIVATE = stat.S_IRUSR | stat.S_IWUSR
 # Prepared statements kept per connection: every named query plus the bulk
 # INSERT shapes of group commit, so the writer never re-parses its SQL.
 CACHED_STATEMENTS = 256
+# WAL pages after which a COMMIT copies the WAL back into the database
+# (SQLite's default: 1,000). Each group commit rewrites two index pages per session
+# it touches, so a busy writer reached 1,000 pages every ~15 commits, and each
+# checkpoint copies and fsyncs the pages again. At 4,000 a page rewritten by many
+# commits is copied once for four times as many of them: COMMIT CPU -10% with 64
+# sessions, -25% with 20,000 (batches of 30 appends); the WAL file's high-water
+# mark is ~16 MiB instead of ~4 MiB.
+WAL_AUTOCHECKPOINT_PAGES = 4000
 
 
 def ensure_private_file(path: str, *, create: bool) -> None:
@@ -134,6 +143,7 @@ def connect(path: str, *, synchronous: str, readonly: bool = False) -> sqlite3.C
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA temp_store = MEMORY")  # savepoint journals stay off disk
         conn.execute(f"PRAGMA synchronous = {synchronous}")
+        conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")  # see there
     except sqlite3.Error as exc:
         if conn is not None:
             conn.close()

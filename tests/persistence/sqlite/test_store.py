@@ -10,6 +10,7 @@ import pytest
 
 from persistence import open_store
 from persistence.sqlite import SqliteStore
+from persistence.sqlite.connection import WAL_AUTOCHECKPOINT_PAGES
 from protocol import (
     ConfigurationError,
     InvalidArgumentError,
@@ -193,5 +194,28 @@ def test_json_columns_written_by_other_tools_read_back_as_json(sqlite_path):
             conn.close()
         with pytest.raises(ValueError):
             store.transcript("s")
+    finally:
+        store.close()
+
+
+@pytest.mark.timeout(120)
+def test_wal_is_checkpointed_at_its_threshold_and_reused(sqlite_path):
+    """The WAL is copied back every `WAL_AUTOCHECKPOINT_PAGES` pages, not SQLite's 1,000:
+    the file grows past 1,000 pages, and stays near the threshold (reset and reused)."""
+    store = open_store(sqlite_path, synchronous="OFF")  # the same WAL, written faster
+    try:
+        store.create_session("s")
+        conn = sqlite3.connect(sqlite_path)
+        try:
+            frame = conn.execute("PRAGMA page_size").fetchone()[0] + 24
+        finally:
+            conn.close()
+        sizes = []
+        for _ in range(700):  # ~10 pages a commit: past the threshold at least once
+            store.append("s", [Message("user", "x" * 2000)] * 10)
+            sizes.append(os.path.getsize(sqlite_path + "-wal"))
+        assert max(sizes) > 1500 * frame
+        assert max(sizes) < (WAL_AUTOCHECKPOINT_PAGES + 200) * frame
+        assert sizes.index(max(sizes)) < len(sizes) - 1  # it stopped growing: reused from the start
     finally:
         store.close()
