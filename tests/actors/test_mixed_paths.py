@@ -23,7 +23,7 @@ from protocol import Message, StoredMessage, TranscriptError
 
 pytestmark = pytest.mark.timeout(120)
 
-ROOTS = [f"mix-{n}" for n in range(6)]
+ROOTS = [f"mix-{n}" for n in range(12)]
 THREADS = 3
 TASKS = 6
 OPS = 60
