@@ -275,6 +275,8 @@ def _loads(text: str | None) -> Any:
     stores write (compact JSON, an empty meta most often)."""
     if text is None:
         return None
+    if type(text) is not str:  # bytes (a BLOB another tool wrote): json.loads decodes them
+        return json.loads(text)
     if text == "{}":
         return {}
     try:

@@ -285,7 +285,11 @@ class PostgresStore:
         def done(result: tuple[int, list[int], float] | None, error: BaseException | None) -> Wake | None:
             if error is not None or result is None:
                 return on_done(None, error or TranscriptError("append lost its result"))
-            telemetry.appended(len(params), time.perf_counter() - started)
+            try:  # on the writer thread: a failing hook must not keep the answer (and the
+                # actor's exclusivity its caller holds until then) from ``on_done``
+                telemetry.appended(len(params), time.perf_counter() - started)
+            except Exception:
+                log.warning("counting a submitted append failed", exc_info=True)
             return on_done(functools.partial(_stored, messages, params, sid, *result), None)
 
         self._writer.submit_nowait(AppendJob(sid, params, incarnation), done)

@@ -219,3 +219,23 @@ def test_wal_is_checkpointed_at_its_threshold_and_reused(sqlite_path):
         assert sizes.index(max(sizes)) < len(sizes) - 1  # it stopped growing: reused from the start
     finally:
         store.close()
+
+
+def test_json_columns_stored_as_blobs_by_other_tools_read_back_as_json(sqlite_path):
+    """A tool binding bytes (UTF-8 JSON) stores BLOBs in the TEXT columns: they read
+    back as their JSON values, as json.loads reads bytes."""
+    store = open_store(sqlite_path)
+    try:
+        store.create_session("s")
+        store.append("s", Message("user", "written by the store", meta={"k": 1}))
+        conn = sqlite3.connect(sqlite_path, isolation_level=None)
+        try:
+            conn.execute("UPDATE messages SET content = CAST(content AS BLOB), meta = CAST(meta AS BLOB)")
+            assert conn.execute("SELECT typeof(content), typeof(meta) FROM messages").fetchone() == (
+                "blob", "blob")
+        finally:
+            conn.close()
+        (read,) = store.transcript("s")
+        assert read.content == "written by the store" and dict(read.meta) == {"k": 1}
+    finally:
+        store.close()
