@@ -1,8 +1,11 @@
 """`SessionActor`: one pykka actor per live session id per registry.
 
 The mailbox serializes every append, compress and read of the session, so two
-paths of one process can never compact it concurrently. Compression itself runs
-in a worker thread (see `actors.attempt`), so appends keep flowing meanwhile.
+paths of one process can never compact it concurrently. The actor owns no
+thread: its messages are handled one at a time on the registry's shared worker
+pool (`actors.pooled`), and an append may run on its caller's thread
+(`append_here`). Compression itself runs in a worker thread of its own (see
+`actors.compaction.attempt`), so appends keep flowing meanwhile.
 No handler lets an exception escape: pykka would stop every actor on a
 `BaseException`, so errors are delivered to the caller's reply future instead.
 """
@@ -18,7 +21,6 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import Any
 
-import pykka
 
 from persistence import Store
 from protocol import (
@@ -46,6 +48,8 @@ from protocol import (
 from .compaction.attempt import Attempt
 from .compaction.policy import CompactionPolicy
 from .compressors.base import Compressor
+from .pool import WorkerPool
+from .pooled import PooledActor
 from .routing import Request, Router
 from .slot import Slot
 from .turns import TurnGate
@@ -92,13 +96,13 @@ class _Forwarded(Exception):
     """Internal: the request was handed to the actor that now serves the live id."""
 
 
-class SessionActor(pykka.ThreadingActor):
+class SessionActor(PooledActor):
     """Serves one live session: appends, reads and the compaction flow."""
 
     def __init__(self, *, slot: Slot, registry: Router, store: Store,
                  compressor: Compressor | None, policy: CompactionPolicy, holder: str,
-                 info: SessionInfo) -> None:
-        super().__init__()
+                 info: SessionInfo, pool: WorkerPool) -> None:
+        super().__init__(pool=pool)
         self._slot = slot
         self._registry = registry
         self._store = store

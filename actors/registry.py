@@ -42,6 +42,7 @@ from .compressors.base import Compressor
 from .handle import ReviewHandle, SessionHandle
 from .notifier import OutcomeHook, OutcomeNotifier
 from .passivation import ResidentSet
+from .pool import WorkerPool
 from .routing import Request
 from .slot import Slot
 
@@ -85,12 +86,17 @@ class SessionRegistry:
         self._resident = ResidentSet()  # LRU order, O(1) per eviction step
         self._starting: dict[str, threading.Event] = {}  # ids whose store look-up is under way
         self._handed_over: list[Slot] = []  # stop themselves after their attempt; close() makes sure
+        self._evicted: list[Slot] = []  # closed under the lock; `_stop_evicted` stops them after it
         self._stopping: list[pykka.Future[Any]] = []
         self._stopping_kept = 64  # pruned when twice this long
         self._attempts: list[Attempt] = []
         self._closed = False
         self._counters = {"actors_started": 0, "actors_stopped": 0, "compress_requests": 0}
         self._compressor_loop = CompressorLoop()  # its thread starts with the first async compressor
+        # The threads every actor of this registry runs on, started on demand. Capped at
+        # max_resident: as many handlers may block at once as there are resident actors
+        # (no handler waits for another actor, so any cap is deadlock-free; see pool.py).
+        self._pool = WorkerPool(self.policy.max_resident, name="session-actors")
         self._notifier = OutcomeNotifier(on_outcome) if on_outcome is not None else None
         self._janitor_stop = threading.Event()
         self._janitor = threading.Thread(target=self._janitor_loop, name="registry-janitor",
@@ -168,7 +174,8 @@ class SessionRegistry:
             if self._closed:
                 return
             self._closed = True
-            slots = list(self._resident) + self._handed_over
+            slots = list(self._resident) + self._handed_over + self._evicted
+            self._evicted = []
             for slot in slots:
                 with slot.lock:
                     slot.closed = True
@@ -180,7 +187,9 @@ class SessionRegistry:
         for attempt in attempts:
             if attempt.in_flight:
                 attempt.abort(CompressionStatus.CANCELLED, "interrupted", wait=True)
-        self._stopping.extend(_stop(slot) for slot in slots)
+        # idle actors stop on this thread; the others after what their mailbox holds
+        self._stopping.extend(_stop(slot) for slot in slots
+                              if slot.runner is None or not slot.runner._stop_here())
         deadline = time.monotonic() + self.policy.ask_timeout_s
         for future in self._stopping:
             _wait(future, deadline)
@@ -188,6 +197,7 @@ class SessionRegistry:
             attempts = list(dict.fromkeys(attempts + self._attempts))
         for attempt in attempts:
             attempt.join_threads(deadline)
+        self._pool.close(max(1.0, deadline - time.monotonic()))  # after the stops it ran
         self._compressor_loop.close(max(1.0, deadline - time.monotonic()))
         if self._notifier is not None:  # after the stops: held outcomes of aborted attempts
             self._notifier.close(max(0.0, deadline - time.monotonic()))
@@ -225,25 +235,20 @@ class SessionRegistry:
         try:
             live_id, info = self._look_up(session_id, source)
             with self._lock:
+                self._check_open()
                 slot = self._slots.get(live_id)
-                if slot is not None and not slot.closed:
-                    return self._serve(session_id, slot)
-            fresh = self._spawn(live_id, info)  # a thread start: outside the lock too
-            with self._lock:
-                slot = self._slots.get(live_id)
-                if self._closed or (slot is not None and not slot.closed):
-                    fresh.closed = True  # closed, or another id of this lineage started first
-                    _stop(fresh)
-                    self._check_open()
-                    return self._serve(session_id, slot)
-                self._slots[live_id] = fresh
-                self._resident.add(fresh)
-                self._counters["actors_started"] += 1
-                return self._serve(session_id, fresh)
+                if slot is None or slot.closed:  # else another id of this lineage started it
+                    # no thread is started: a mailbox and pykka's registration, in memory
+                    slot = self._spawn(live_id, info)
+                    self._slots[live_id] = slot
+                    self._resident.add(slot)
+                    self._counters["actors_started"] += 1
+                return self._serve(session_id, slot)
         finally:
             with self._lock:
                 self._starting.pop(session_id, None)
             started.set()
+            self._stop_evicted()
 
     def _look_up(self, session_id: str, source: str | None) -> tuple[str, SessionInfo]:
         """The live id ``session_id`` resolves to and its session (store reads, and a
@@ -400,7 +405,7 @@ class SessionRegistry:
         slot.born = (info.id, info.created_at)
         slot.actor_ref = SessionActor.start(
             slot=slot, registry=self, store=self.store, compressor=self.compressor,
-            policy=self.policy, holder=self.holder, info=info)
+            policy=self.policy, holder=self.holder, info=info, pool=self._pool)
         return slot
 
     def _serve(self, session_id: str, slot: Slot) -> Slot:
@@ -412,7 +417,8 @@ class SessionRegistry:
         return slot
 
     def _retire(self, slot: Slot) -> bool:
-        """Stop an idle slot's actor (registry lock held). False if it is busy."""
+        """Evict an idle slot (registry lock held): it takes no more requests, and its
+        actor is stopped by `_stop_evicted`, once the lock is released. False if busy."""
         with slot.lock:
             if slot.closed:
                 return False
@@ -424,12 +430,29 @@ class SessionRegistry:
             if self._slots.get(known) is slot:
                 del self._slots[known]
         self._resident.discard(slot)
-        if len(self._stopping) >= 2 * self._stopping_kept:  # amortized: not a scan per stop
-            self._stopping = [f for f in self._stopping if not _done(f)]
-            self._stopping_kept = max(64, len(self._stopping))
-        self._stopping.append(_stop(slot))
+        self._evicted.append(slot)
         self._counters["actors_stopped"] += 1
         return True
+
+    def _stop_evicted(self) -> None:
+        """Stop the evicted actors (registry lock not held). An idle one (nothing in
+        its mailbox) stops right here, on this thread: no message and no worker. One
+        with messages left (an internal nudge raced the eviction) gets a stop
+        message, handled after them."""
+        with self._lock:
+            if not self._evicted:
+                return
+            victims, self._evicted = self._evicted, []
+        for slot in victims:
+            runner = slot.runner
+            if runner is not None and runner._stop_here():
+                continue
+            future = _stop(slot)
+            with self._lock:
+                if len(self._stopping) >= 2 * self._stopping_kept:  # amortized: not a scan per stop
+                    self._stopping = [f for f in self._stopping if not _done(f)]
+                    self._stopping_kept = max(64, len(self._stopping))
+                self._stopping.append(future)
 
     def _janitor_loop(self) -> None:
         shortest = min(self.policy.idle_timeout_s, self.policy.max_turn_s)
@@ -476,6 +499,7 @@ class SessionRegistry:
         with self._lock:
             for slot in self._resident.idle_since(cutoff):
                 self._retire(slot)
+        self._stop_evicted()
 
 
 def _stop(slot: Slot) -> pykka.Future[Any]:
