@@ -50,6 +50,9 @@ __all__ = ["RegistryClosedError", "SessionRegistry", "default_holder"]
 
 logger = logging.getLogger("session_actors.registry")
 
+#: Pool workers beyond ``max_resident``: evicted and handed-over actors still stopping.
+POOL_SLACK = 8
+
 #: Bound on slot-chasing retries in `SessionRegistry._dispatch` (evictions racing a send).
 MAX_DISPATCH_RETRIES = 64
 
@@ -93,10 +96,11 @@ class SessionRegistry:
         self._closed = False
         self._counters = {"actors_started": 0, "actors_stopped": 0, "compress_requests": 0}
         self._compressor_loop = CompressorLoop()  # its thread starts with the first async compressor
-        # The threads every actor of this registry runs on, started on demand. Capped at
-        # max_resident: as many handlers may block at once as there are resident actors
-        # (no handler waits for another actor, so any cap is deadlock-free; see pool.py).
-        self._pool = WorkerPool(self.policy.max_resident, name="session-actors")
+        # The threads every actor of this registry runs on, started on demand. No handler
+        # waits for another actor, so any cap is deadlock-free (see pool.py); this one lets
+        # every resident actor block in a handler at once (as with a thread per actor),
+        # plus a few actors that are stopping or handing over.
+        self._pool = WorkerPool(self.policy.max_resident + POOL_SLACK, name="session-actors")
         self._notifier = OutcomeNotifier(on_outcome) if on_outcome is not None else None
         self._janitor_stop = threading.Event()
         self._janitor = threading.Thread(target=self._janitor_loop, name="registry-janitor",

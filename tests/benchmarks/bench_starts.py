@@ -13,7 +13,14 @@ Modes, side by side in one run (``--rounds`` rotating rounds, medians):
   the server is unavailable);
 - ``sdk SQLiteSession``: the OpenAI Agents SDK's own session on a fresh SQLite
   file: ``SQLiteSession(id, path)`` and one ``add_items`` (each caller thread
-  runs its own event loop), ``close()`` afterwards.
+  runs its own event loop), ``close()`` afterwards;
+- ``store sqlite``: the registry's own store calls for a start, made directly
+  (``get_session``, ``create_session``, ``append``): the ceiling the registry
+  can reach on this machine.
+
+An actor owns no thread (it runs on the registry's pool only while it has
+messages, and these appends run on the callers' threads), so the peak thread
+count stays near the callers' own, whatever ``max_resident`` is.
 
 The machine may be shared: compare the modes within one run. Not collected by
 pytest. ``--only-registry --sessions 100000`` checks the 100,000-starts case.
@@ -37,6 +44,7 @@ from pathlib import Path
 
 from actors import CompactionPolicy, SessionRegistry
 from persistence import open_store
+from protocol import Message
 from tests.pg import isolated_postgres_url
 
 CALLERS = 16
@@ -119,6 +127,21 @@ def registry_run(url: str, ids: list[str], callers: int, max_resident: int, mode
     return StartRun(mode, len(ids), elapsed, peak, max_resident)
 
 
+def store_run(path: str, ids: list[str], callers: int) -> StartRun:
+    store = open_store(path)
+    hello = Message("user", "hello")
+    try:
+        def start(sid: str) -> None:
+            if store.get_session(sid) is None:
+                store.create_session(sid, source="bench")
+            store.append(sid, hello)
+
+        elapsed, peak = run_callers(ids, callers, start)
+    finally:
+        store.close()
+    return StartRun("store sqlite", len(ids), elapsed, peak, None)
+
+
 def sdk_run(path: str, ids: list[str], callers: int) -> StartRun:
     from agents import SQLiteSession
 
@@ -153,10 +176,11 @@ def main() -> None:
     parser.add_argument("--callers", type=int, default=CALLERS)
     parser.add_argument("--max-resident", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--only-registry", action="store_true", help="skip PostgreSQL and the SDK")
+    parser.add_argument("--only-registry", action="store_true",
+                        help="registry sqlite only (skip PostgreSQL, the SDK and the bare store)")
     args = parser.parse_args()
     modes = ["registry sqlite"] if args.only_registry else ["registry sqlite", "registry postgres",
-                                                              "sdk SQLiteSession"]
+                                                              "sdk SQLiteSession", "store sqlite"]
     runs: dict[str, list[StartRun]] = {m: [] for m in modes}
     counter = itertools.count()
     print(f"{args.sessions:,} new sessions, {args.callers} callers, one append each; "
@@ -171,6 +195,8 @@ def main() -> None:
                 elif mode == "registry postgres":
                     with isolated_postgres_url() as url:
                         run = registry_run(url, ids, args.callers, args.max_resident, mode)
+                elif mode == "store sqlite":
+                    run = store_run(str(Path(tmp) / f"s{number}.db"), ids, args.callers)
                 else:
                     run = sdk_run(str(Path(tmp) / f"sdk{number}.db"), ids, args.callers)
                 runs[mode].append(run)
@@ -182,6 +208,8 @@ def main() -> None:
     if "sdk SQLiteSession" in rate:
         for mode in ("registry sqlite", "registry postgres"):
             print(f"  {mode} / sdk SQLiteSession: {rate[mode] / rate['sdk SQLiteSession']:.2f}x")
+    if "store sqlite" in rate:
+        print(f"  registry sqlite / store sqlite: {rate['registry sqlite'] / rate['store sqlite']:.2f}")
 
 
 if __name__ == "__main__":
