@@ -2,7 +2,8 @@
 
 An actor owns no thread (see `actors.pooled`): when a message lands in an idle
 actor's mailbox, the actor's drain is submitted here. Threads are started on
-demand, only when every worker is busy, up to ``max_workers``; a worker idle for
+demand, only when more tasks are queued than workers are free (waiting, or just
+done with a task and about to look), up to ``max_workers``; a worker idle for
 ``idle_s`` exits, so a quiet registry holds no threads at all. Tasks run in
 submission order (one FIFO queue), and a task raising anything, even a
 `BaseException`, is logged and never takes its worker down.
@@ -52,6 +53,7 @@ class WorkerPool:
         self._ready: deque[Task] = deque()
         self._workers: set[threading.Thread] = set()
         self._waiting = 0  # workers blocked in wait() (notified or not)
+        self._busy = 0  # workers running a task
         self._closed = False
         self._started = 0  # threads ever started (monitoring)
         self._peak = 0  # most workers alive at once (monitoring)
@@ -64,7 +66,8 @@ class WorkerPool:
                 self._ready.append(task)
                 if self._waiting:
                     self._cond.notify()  # a notified waiter drains ``_ready`` before waiting again
-                if len(self._ready) > self._waiting and len(self._workers) < self.max_workers:
+                free = len(self._workers) - self._busy
+                if len(self._ready) > free and len(self._workers) < self.max_workers:
                     self._start_worker()
                 return
         _run(task)  # closed: nobody else will
@@ -104,17 +107,18 @@ class WorkerPool:
         thread.start()
 
     def _work(self) -> None:
-        while True:
-            task = self._next_task()
-            if task is None:
-                return
+        task = self._next_task(finished=False)
+        while task is not None:
             _run(task)
+            task = self._next_task(finished=True)
 
-    def _next_task(self) -> Task | None:
+    def _next_task(self, *, finished: bool) -> Task | None:
         """The oldest queued task, or None when this worker should exit (idle for
         ``idle_s``, or closed with nothing left); an exiting worker leaves the set
         under the same lock, so `submit` never counts on it."""
         with self._cond:
+            if finished:
+                self._busy -= 1
             idle_until = time.monotonic() + self.idle_s
             while not self._ready:
                 left = idle_until - time.monotonic()
@@ -126,6 +130,7 @@ class WorkerPool:
                     self._cond.wait(left)
                 finally:
                     self._waiting -= 1
+            self._busy += 1
             return self._ready.popleft()
 
 
