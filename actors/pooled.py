@@ -21,9 +21,11 @@ the way pykka's own loop handles it. One deliberate difference: a
 `BaseException` from a handler stops this actor only, not every actor
 (``ActorRegistry.stop_all``), since the pool is shared.
 
-The message being handled stays at the front of ``queue`` until it is done:
-an empty ``queue`` means nothing is queued *or* being handled, which is what
-the caller-runs append path checks (`SessionActor.append_here`).
+As with pykka's own inbox, a message leaves ``queue`` when a worker takes it, so
+an empty ``queue`` means nothing is waiting; the caller-runs append path
+(`SessionActor.append_here`) checks that, and the actor's exclusive lock and its
+slot's pending count cover the message in hand, exactly as with a thread per
+actor.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ class Mailbox:
     __slots__ = ("_actor", "_dead", "_lock", "_scheduled", "queue")
 
     def __init__(self) -> None:
-        self.queue: deque[Envelope[Any]] = deque()  # the front one may be in handling
+        self.queue: deque[Envelope[Any]] = deque()
         self._lock = threading.Lock()
         self._actor: PooledActor | None = None  # set when the actor starts
         self._scheduled = False  # a drain is queued on the pool or running
@@ -104,18 +106,13 @@ class Mailbox:
             self._scheduled = True
             return True
 
-    def _front(self) -> Envelope[Any] | None:
-        """The next message to handle (left in place), or None: the drain ends."""
+    def _take(self) -> Envelope[Any] | None:
+        """The next message to handle, or None: the drain ends (the actor is idle)."""
         with self._lock:
             if self.queue:
-                return self.queue[0]
+                return self.queue.popleft()
             self._scheduled = False
             return None
-
-    def _done(self) -> None:
-        """The front message was handled."""
-        with self._lock:
-            self.queue.popleft()
 
     def _close(self) -> list[Envelope[Any]]:
         """The actor stopped: every message left, and later puts are refused."""
@@ -163,15 +160,13 @@ class PooledActor(pykka.Actor):
             if self.actor_stopped.is_set():
                 self._teardown()
                 return
-            envelope = inbox._front()
+            envelope = inbox._take()
             if envelope is None:
                 return
             try:
                 self._handle(envelope)
             except BaseException:  # answering the caller failed: the drain goes on
                 logger.exception("%s failed answering %r", self, envelope)
-            finally:
-                inbox._done()
         if self.actor_stopped.is_set():
             self._teardown()
         else:
