@@ -21,6 +21,7 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import Any
 
+import pykka
 
 from persistence import Store
 from protocol import (
