@@ -4,7 +4,9 @@ An actor owns no thread (see `actors.pooled`): when a message lands in an idle
 actor's mailbox, the actor's drain is submitted here. Threads are started on
 demand, only when more tasks are queued than workers are free (waiting, or just
 done with a task and about to look), up to ``max_workers``; a worker idle for
-``idle_s`` exits, so a quiet registry holds no threads at all. Tasks run in
+``idle_s`` exits, except the first ``core`` ones (started with the pool), so the
+first message after a quiet spell meets a waiting thread instead of a thread
+start. Tasks run in
 submission order (one FIFO queue), and a task raising anything, even a
 `BaseException`, is logged and never takes its worker down.
 
@@ -40,9 +42,12 @@ _pool_numbers = itertools.count(1)
 class WorkerPool:
     """A FIFO task queue served by at most ``max_workers`` threads, started on demand."""
 
-    def __init__(self, max_workers: int, *, idle_s: float = 2.0, name: str = "actor-pool") -> None:
+    def __init__(self, max_workers: int, *, idle_s: float = 2.0, core: int = 0,
+                 name: str = "actor-pool") -> None:
         if max_workers < 1:
             raise ValueError(f"max_workers must be at least 1, got {max_workers}")
+        if not 0 <= core <= max_workers:
+            raise ValueError(f"core must be between 0 and max_workers, got {core}")
         if idle_s <= 0:
             raise ValueError(f"idle_s must be positive, got {idle_s}")
         self.max_workers = max_workers
@@ -57,6 +62,10 @@ class WorkerPool:
         self._closed = False
         self._started = 0  # threads ever started (monitoring)
         self._peak = 0  # most workers alive at once (monitoring)
+        self._core = core  # workers that never exit for being idle (started now)
+        with self._cond:
+            for _ in range(core):
+                self._start_worker()
 
     def submit(self, task: Task) -> None:
         """Run ``task`` on a worker: a waiting one, a new one while under the cap, or
@@ -122,9 +131,12 @@ class WorkerPool:
             idle_until = time.monotonic() + self.idle_s
             while not self._ready:
                 left = idle_until - time.monotonic()
-                if self._closed or left <= 0:
+                if self._closed or (left <= 0 and len(self._workers) > self._core):
                     self._workers.discard(threading.current_thread())
                     return None
+                if left <= 0:  # one of the core workers: wait on
+                    idle_until = time.monotonic() + self.idle_s
+                    left = self.idle_s
                 self._waiting += 1
                 try:
                     self._cond.wait(left)

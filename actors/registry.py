@@ -100,7 +100,7 @@ class SessionRegistry:
         # waits for another actor, so any cap is deadlock-free (see pool.py); this one lets
         # every resident actor block in a handler at once (as with a thread per actor),
         # plus a few actors that are stopping or handing over.
-        self._pool = WorkerPool(self.policy.max_resident + POOL_SLACK, name="session-actors")
+        self._pool = WorkerPool(self.policy.max_resident + POOL_SLACK, core=1, name="session-actors")
         self._notifier = OutcomeNotifier(on_outcome) if on_outcome is not None else None
         self._janitor_stop = threading.Event()
         self._janitor = threading.Thread(target=self._janitor_loop, name="registry-janitor",

@@ -330,6 +330,10 @@ def test_a_submitted_append_racing_a_compaction_lands_in_its_tail(make, db, mode
     async def main() -> tuple[Any, Any, Any]:
         compressing = asyncio.ensure_future(handle.compress_async())
         assert await asyncio.to_thread(gated.wait_started, 10)
+        # the compressor can start before the actor's Compress handler has returned: a
+        # read through the mailbox comes after it (a sync one: its answer wakes no loop
+        # while the handler still runs), so the actor is idle again
+        await asyncio.to_thread(handle.transcript)
         lock = WriteLock(db)
         try:
             task = await submitted_and_held(store, handle.append_async("user", "during"))
