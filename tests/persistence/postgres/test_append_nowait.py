@@ -84,3 +84,21 @@ def test_a_waiting_caller_and_submissions_share_a_batch(pg_url: str):
         assert not caller.is_alive() and outcome["b"][0].content == "b"
         assert done.all_in.wait(10)
         assert [built()[0].content for built, _, _ in done.outcomes] == ["a", "c"]
+
+
+def test_a_failing_telemetry_hook_still_completes_the_submission(pg_url: str, monkeypatch):
+    """The appends counter raises on the writer thread (a broken metrics SDK;
+    injected): the committed append is still completed, so its actor is answered."""
+    from persistence import telemetry
+
+    def broken(count: int, seconds: float) -> None:
+        raise RuntimeError("the metrics SDK is broken")
+
+    monkeypatch.setattr(telemetry, "appended", broken)
+    with PostgresStore(pg_url) as store:
+        store.create_session("metered")
+        done = Completions(expected=1)
+        assert store.append_nowait("metered", [Message("user", "counted or not")], done.on_done)
+        assert done.all_in.wait(10)
+        [(built, error, _)] = done.outcomes
+        assert error is None and built()[0].content == "counted or not"
