@@ -124,6 +124,7 @@ class SessionActor(PooledActor):
         # Held while a message is handled, or while a caller runs an append here
         # (`append_here`): the actor's state has one user at a time, whichever thread.
         self._exclusive = slot.exclusive
+        self._answers: list[tuple[Any, Any, BaseException | None]] | None = None  # see on_receive
         # Only a store class that offers it (a wrapper delegating by __getattr__ does
         # not, so its own `append` is honoured): `submit_here`.
         self._append_nowait: AppendNowait | None = (
@@ -171,16 +172,34 @@ class SessionActor(PooledActor):
     # -- mailbox ----------------------------------------------------------------------
 
     def on_receive(self, message: Any) -> None:
+        """Handle ``message`` holding the exclusive lock; its callers are answered only
+        once the lock and the pending count are let go, so a caller that goes on at
+        once (the next append of a turn) finds the actor free and takes its fast path."""
         with self._exclusive:
-            self._receive(message)
+            answers = self._answers = []
+            try:
+                self._receive(message)
+            finally:
+                self._answers = None
+        try:
+            if isinstance(message, Request):
+                self._registry._request_done(self._slot)
+        finally:
+            _deliver(answers)
+
+    def _answer(self, reply: Any, value: Any = None, error: BaseException | None = None) -> None:
+        """Answer a request: after the handler when one is running (`on_receive`), else now."""
+        if self._answers is not None:
+            self._answers.append((reply, value, error))
+        elif error is not None:
+            _set_exception(reply, error)
+        else:
+            _set_result(reply, value)
 
     def _receive(self, message: Any) -> None:
         try:
             if isinstance(message, Request):
-                try:
-                    self._serve(message)
-                finally:
-                    self._registry._request_done(self._slot)
+                self._serve(message)
             elif isinstance(message, _AttemptResult):
                 message.attempt.on_result(message.result, message.error)
             elif isinstance(message, CheckTurn):
@@ -222,25 +241,25 @@ class SessionActor(PooledActor):
             if isinstance(command, Append):
                 if not _claim(reply) or not request.take_gate():
                     return  # the caller gave up: withdrawn, never applied
-                _set_result(reply, self._append(command, request.sender))
+                self._answer(reply, self._append(command, request.sender))
                 self._maybe_auto_compact()
             elif isinstance(command, OpenTurn):
                 if _claim(reply):
-                    _set_result(reply, self._turns.open(request.sender))
+                    self._answer(reply, self._turns.open(request.sender))
             elif isinstance(command, CloseTurn):
                 if self._turns.close(request.sender, command.turn):
                     self._release_held()  # held callers are acknowledged now
-                _set_result(reply, None)
+                self._answer(reply, None)
             elif isinstance(command, Compress):
                 self._compress(command, reply)
             elif isinstance(command, Retract):
                 if not _claim(reply):
                     return  # the caller gave up while it was held: withdrawn
-                _set_result(reply, self._retract())
+                self._answer(reply, self._retract())
             elif isinstance(command, ReadTranscript):
-                _set_result(reply, self._store.transcript(self.live_id))
+                self._answer(reply, self._store.transcript(self.live_id))
             elif isinstance(command, ReadArchive):
-                _set_result(reply, self._store.archive(self.live_id))
+                self._answer(reply, self._store.archive(self.live_id))
             elif isinstance(command, Interrupt):  # out of band only: see SessionHandle.ask
                 raise InvalidArgumentError("Interrupt is not a mailbox message; use interrupt()")
             else:
@@ -252,13 +271,13 @@ class SessionActor(PooledActor):
                                           "session moved to another actor")
                 self._registry._forward(self._slot, request)
             except BaseException as exc:  # e.g. the registry closed meanwhile
-                _set_exception(reply, exc)
+                self._answer(reply, error=exc)
         except BaseException as exc:
             if isinstance(exc, SessionNotFoundError):
                 # erased elsewhere: retire before the caller hears of it, so a caller
                 # that starts afresh at once never reaches this actor again
                 self._registry._retire_erased(self._slot)
-            _set_exception(reply, exc)
+            self._answer(reply, error=exc)
 
     # -- turns ------------------------------------------------------------------------
 
@@ -574,6 +593,18 @@ def _chain(source: Future[Any], target: Future[Any]) -> None:
             _set_result(target, done.result())
 
     source.add_done_callback(copy)
+
+
+def _deliver(answers: list[tuple[Any, Any, BaseException | None]]) -> None:
+    """Answer the callers of a handled message (`SessionActor.on_receive`)."""
+    for reply, value, error in answers:
+        try:
+            if error is not None:
+                _set_exception(reply, error)
+            else:
+                _set_result(reply, value)
+        except BaseException:  # a done-callback of someone else's: never reaches pykka
+            logger.exception("answering a caller failed")
 
 
 def _set_result(future: Future[Any], value: Any) -> None:

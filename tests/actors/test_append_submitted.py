@@ -13,6 +13,7 @@ append was submitted and counts the blocking appends.
 from __future__ import annotations
 
 import asyncio
+import sys
 import logging
 import sqlite3
 import threading
@@ -296,6 +297,27 @@ def test_another_handles_turn_waits_for_a_submitted_append(make, db):
 
     asyncio.run(main())
     assert contents(store, "turn") == ["before the turn", "turn ask", "turn answer"]
+
+
+def test_a_task_answered_through_the_mailbox_finds_the_actor_free(make):
+    """The actor answers a message only once it has let the session go: the task's
+    next append is submitted, every time, even when the answer wakes the loop before
+    the actor thread has gone on (frequent GIL switches make that likely)."""
+    registry, store = make()
+    handle = registry.session("answered")
+
+    async def main() -> None:
+        for i in range(100):
+            await handle.transcript_async()  # through the mailbox
+            await handle.append_async("user", f"after a read {i}")
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        asyncio.run(main())
+    finally:
+        sys.setswitchinterval(interval)
+    assert store.submissions == 100
 
 
 def test_a_submitted_append_in_a_turn_keeps_the_turn_out_of_a_snapshot(make):

@@ -9,6 +9,7 @@ hold the actor mid-message; every store underneath is real.
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import pytest
@@ -79,6 +80,34 @@ def test_an_idle_actor_lets_the_caller_run_its_append(make_registry):
     handle.append("assistant", "two")
     assert threads_seen == [threading.current_thread()] * 2
     assert [m.content for m in handle.transcript()] == ["one", "two"]
+
+
+def test_a_caller_answered_through_the_mailbox_finds_the_actor_free(make_registry):
+    """The actor answers a message only once it has let the session go, so the next
+    append of a caller answered through the mailbox (a read, opening a turn) runs on
+    the caller's thread, every time (frequent GIL switches make the caller often wake
+    before the actor thread has gone on)."""
+    registry = make_registry(faulty=True)
+    threads_seen: list[threading.Thread] = []
+
+    def observe(real, *args, **kwargs):
+        threads_seen.append(threading.current_thread())
+        return real(*args, **kwargs)
+
+    registry.store.hooks["append"] = observe
+    handle = registry.session("answered")
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # the caller often wakes before the actor thread goes on
+    try:
+        for i in range(40):
+            handle.transcript()  # through the mailbox
+            handle.append("user", f"after a read {i}")
+            with handle.turn():  # opening it goes through the mailbox too
+                handle.append("assistant", f"in a turn {i}")
+    finally:
+        sys.setswitchinterval(interval)
+    assert len(threads_seen) == 80
+    assert set(threads_seen) == {threading.current_thread()}
 
 
 def test_a_busy_actor_queues_appends_in_arrival_order(make_registry):
