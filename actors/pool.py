@@ -62,10 +62,14 @@ class WorkerPool:
         self._closed = False
         self._started = 0  # threads ever started (monitoring)
         self._peak = 0  # most workers alive at once (monitoring)
-        self._core = core  # workers that never exit for being idle (started now)
+        # Workers that never exit for being idle, started now. Daemon threads: one
+        # waits for work for ever, so a registry never closed would otherwise keep the
+        # interpreter from exiting (a thread per actor let it go once the actors were
+        # evicted). Non-daemon threads waiting on a task it runs keep it running.
+        self._core: set[threading.Thread] = set()
         with self._cond:
             for _ in range(core):
-                self._start_worker()
+                self._core.add(self._start_worker(daemon=True))
 
     def submit(self, task: Task) -> None:
         """Run ``task`` on a worker: a waiting one, a new one while under the cap, or
@@ -107,13 +111,15 @@ class WorkerPool:
 
     # -- workers --------------------------------------------------------------------
 
-    def _start_worker(self) -> None:
+    def _start_worker(self, *, daemon: bool = False) -> threading.Thread:
         """(Condition held.) One more worker; it takes tasks until idle for ``idle_s``."""
-        thread = threading.Thread(target=self._work, name=f"{self._name}-{next(self._thread_numbers)}")
+        thread = threading.Thread(target=self._work, name=f"{self._name}-{next(self._thread_numbers)}",
+                                  daemon=daemon)
         self._workers.add(thread)
         self._started += 1
         self._peak = max(self._peak, len(self._workers))
         thread.start()
+        return thread
 
     def _work(self) -> None:
         task = self._next_task(finished=False)
@@ -131,8 +137,9 @@ class WorkerPool:
             idle_until = time.monotonic() + self.idle_s
             while not self._ready:
                 left = idle_until - time.monotonic()
-                if self._closed or (left <= 0 and len(self._workers) > self._core):
-                    self._workers.discard(threading.current_thread())
+                me = threading.current_thread()
+                if self._closed or (left <= 0 and me not in self._core):
+                    self._workers.discard(me)
                     return None
                 if left <= 0:  # one of the core workers: wait on
                     idle_until = time.monotonic() + self.idle_s
