@@ -116,9 +116,17 @@ class WorkerPool:
         thread = threading.Thread(target=self._work, name=f"{self._name}-{next(self._thread_numbers)}",
                                   daemon=daemon)
         self._workers.add(thread)
+        try:
+            thread.start()
+        except Exception:  # "can't start new thread": a worker alive takes the task
+            self._workers.discard(thread)  # never counted on, never joined
+            if not self._workers:
+                raise
+            logger.warning("%s: could not start a worker; the %d alive take the queue",
+                           self._name, len(self._workers), exc_info=True)
+            return thread
         self._started += 1
         self._peak = max(self._peak, len(self._workers))
-        thread.start()
         return thread
 
     def _work(self) -> None:

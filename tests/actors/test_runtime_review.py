@@ -6,8 +6,11 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
+
+from actors.pool import WorkerPool
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -38,3 +41,31 @@ def test_a_process_that_never_closes_its_registry_still_exits(tmp_path, used):
                     f"(stdout {exc.stdout!r})")
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "done"
+
+
+def test_a_worker_that_cannot_start_leaves_the_task_to_the_workers_alive(monkeypatch):
+    """``can't start new thread`` (a pids limit) while a worker is busy: the task waits
+    for that worker, the teller is not told it failed (its message is queued and will
+    be handled: a retry would apply it twice), and close() still joins the pool."""
+    pool = WorkerPool(4, core=1, name="review-pool")
+    gate = threading.Event()
+    entered = threading.Event()
+    pool.submit(lambda: (entered.set(), gate.wait(10)))
+    assert entered.wait(10)  # the core worker is busy: the next task wants a new one
+    real_start = threading.Thread.start
+
+    def failing_start(thread: threading.Thread) -> None:
+        if thread.name.startswith("review-pool"):
+            raise RuntimeError("can't start new thread")  # injected fault
+        real_start(thread)
+
+    ran = threading.Event()
+    monkeypatch.setattr(threading.Thread, "start", failing_start)
+    try:
+        pool.submit(ran.set)
+    finally:
+        monkeypatch.setattr(threading.Thread, "start", real_start)
+        gate.set()
+    assert ran.wait(10)
+    assert pool.stats()["workers"] == 1
+    assert pool.close(10)
