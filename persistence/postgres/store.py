@@ -17,9 +17,7 @@ per-schema one taken while migrating (see `persistence.postgres.schema`).
 
 from __future__ import annotations
 
-import functools
 import logging
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -36,12 +34,12 @@ from protocol import (
     SessionInfo,
     SessionNotFoundError,
     StoredMessage,
-    TranscriptError,
     validate_session_id,
 )
 from protocol.records import CompactionMode
 
 from .. import telemetry
+from ..submitted import completion, stored_messages
 from ..metadata import check_listing, check_metadata, check_metadata_patch, check_older_than
 from ..queries import load_queries
 from ..rows import (
@@ -60,7 +58,6 @@ from ..rows import (
     lease_from_row,
     new_incarnation,
     session_from_row,
-    stored_from_params,
     stored_message_from_row,
 )
 from . import lifecycle
@@ -263,7 +260,7 @@ class PostgresStore:
         if not params:
             return self._append_nothing(sid, incarnation)
         first_seq, ids, created_at = self._writer.submit(AppendJob(sid, params, incarnation))
-        return _stored(messages, params, sid, first_seq, ids, created_at)
+        return stored_messages(messages, params, sid, first_seq, ids, created_at)
 
     def append_nowait(self, session_id: str, messages: Message | Sequence[Message],
                       on_done: Callable[[Callable[[], list[StoredMessage]] | None, BaseException | None],
@@ -280,17 +277,7 @@ class PostgresStore:
         sid, messages, params = self._checked_append(session_id, messages, incarnation)
         if not params:
             return False
-        started = time.perf_counter()
-
-        def done(result: tuple[int, list[int], float] | None, error: BaseException | None) -> Wake | None:
-            if error is not None or result is None:
-                return on_done(None, error or TranscriptError("append lost its result"))
-            try:  # on the writer thread: a failing hook must not keep the answer (and the
-                # actor's exclusivity its caller holds until then) from ``on_done``
-                telemetry.appended(len(params), time.perf_counter() - started)
-            except Exception:
-                log.warning("counting a submitted append failed", exc_info=True)
-            return on_done(functools.partial(_stored, messages, params, sid, *result), None)
+        done = completion(on_done, messages, params, sid, log)
 
         self._writer.submit_nowait(AppendJob(sid, params, incarnation), done)
         return True
@@ -521,12 +508,3 @@ class PostgresStore:
     def close(self) -> None:
         self._writer.close()  # commits what is queued; its callers are waiting
         self._db.close()
-
-
-def _stored(messages: Sequence[Message], params: Sequence[Mapping[str, Any]], session_id: str,
-            first_seq: int, ids: list[int], created_at: float) -> list[StoredMessage]:
-    """The `StoredMessage`s just-committed ``messages`` read back as."""
-    return [
-        stored_from_params(m, p, session_id=session_id, seq=first_seq + i, id=msg_id, created_at=created_at)
-        for i, (m, p, msg_id) in enumerate(zip(messages, params, ids))
-    ]

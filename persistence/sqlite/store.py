@@ -13,7 +13,6 @@ seq assignment, at most one child) is checked inside them.
 
 from __future__ import annotations
 
-import functools
 import logging
 import sqlite3
 import time
@@ -28,12 +27,12 @@ from protocol import (
     Message,
     SessionInfo,
     StoredMessage,
-    TranscriptError,
 )
 from protocol.checks import check_text
 from protocol.records import CompactionMode
 
 from .. import telemetry
+from ..submitted import completion, stored_messages
 from ..metadata import check_listing, check_metadata, check_metadata_patch, check_older_than
 from ..queries import load_queries
 from ..rows import (
@@ -52,7 +51,6 @@ from ..rows import (
     cooldown_from_row,
     lease_from_row,
     session_from_row,
-    stored_from_params,
     stored_message_from_row,
 )
 from . import lifecycle
@@ -81,13 +79,6 @@ MAX_BATCH = 256
 MAX_IDLE_READERS = 8
 
 
-def _stored(messages: Sequence[Message], params: Sequence[Mapping[str, Any]], session_id: str,
-            first_seq: int, ids: list[int], created_at: float) -> list[StoredMessage]:
-    """The `StoredMessage`s just-committed ``messages`` read back as."""
-    return [
-        stored_from_params(m, p, session_id=session_id, seq=first_seq + i, id=msg_id, created_at=created_at)
-        for i, (m, p, msg_id) in enumerate(zip(messages, params, ids))
-    ]
 
 
 class SqliteStore:
@@ -322,7 +313,7 @@ class SqliteStore:
         originals, params, body, job = self._append_request(session_id, messages, incarnation)
         first_seq, ids, created_at = self._writer.submit(body, session_id, job=job, what="append")
         # built here, not on the writer thread: the writer is the shared bottleneck
-        return _stored(originals, params, session_id, first_seq, ids, created_at)
+        return stored_messages(originals, params, session_id, first_seq, ids, created_at)
 
     def _append_request(self, session_id: str, messages: Message | Sequence[Message],
                         incarnation: str | None) -> tuple[Sequence[Message], list[Any], WriteFn, AppendJob]:
@@ -353,17 +344,7 @@ class SqliteStore:
         this store has no writer thread (``group_commit=False``): call `append`.
         ``incarnation`` as for `append`."""
         messages, params, body, job = self._append_request(session_id, messages, incarnation)
-        started = time.perf_counter()
-
-        def done(result: tuple[int, list[int], float] | None, error: BaseException | None) -> Wake | None:
-            if error is not None or result is None:
-                return on_done(None, error or TranscriptError("append lost its result"))
-            try:  # on the writer thread: a failing hook must not keep the answer (and the
-                # actor's exclusivity its caller holds until then) from ``on_done``
-                telemetry.appended(len(params), time.perf_counter() - started)
-            except Exception:
-                logger.warning("counting a submitted append failed", exc_info=True)
-            return on_done(functools.partial(_stored, messages, params, session_id, *result), None)
+        done = completion(on_done, messages, params, session_id, logger)
 
         return self._writer.submit_nowait(body, session_id, job=job, what="append", on_done=done)
 

@@ -66,15 +66,21 @@ def summary_end(contents: list[str]) -> int:
     return marks[0] + 1
 
 
-def test_an_idle_actor_lets_the_caller_run_its_append(make_registry):
-    registry = make_registry(faulty=True)
-    threads_seen: list[threading.Thread] = []
+def append_threads(registry) -> list[threading.Thread]:
+    """The threads the store's appends run on, from now on (a `FaultyStore` hook)."""
+    seen: list[threading.Thread] = []
 
     def observe(real, *args, **kwargs):
-        threads_seen.append(threading.current_thread())
+        seen.append(threading.current_thread())
         return real(*args, **kwargs)
 
     registry.store.hooks["append"] = observe
+    return seen
+
+
+def test_an_idle_actor_lets_the_caller_run_its_append(make_registry):
+    registry = make_registry(faulty=True)
+    threads_seen = append_threads(registry)
     handle = registry.session("idle")
     handle.append("user", "one")
     handle.append("assistant", "two")
@@ -88,13 +94,7 @@ def test_a_caller_answered_through_the_mailbox_finds_the_actor_free(make_registr
     the caller's thread, every time (frequent GIL switches make the caller often wake
     before the actor thread has gone on)."""
     registry = make_registry(faulty=True)
-    threads_seen: list[threading.Thread] = []
-
-    def observe(real, *args, **kwargs):
-        threads_seen.append(threading.current_thread())
-        return real(*args, **kwargs)
-
-    registry.store.hooks["append"] = observe
+    threads_seen = append_threads(registry)
     handle = registry.session("answered")
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)  # the caller often wakes before the actor thread goes on
