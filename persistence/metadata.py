@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from protocol import InvalidArgumentError, InvalidMetadataError, SessionInfo, content_limit
-from protocol.checks import MAX_JSON_DEPTH
 from protocol.checks import MAX_JSON_DEPTH, check_count
 
 __all__ = [

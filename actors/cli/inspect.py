@@ -87,7 +87,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 def _next_page_hint(args: argparse.Namespace, last_id: str | None) -> str:
     """How to get the next page: the same command line with ``--after`` the last id shown."""
     if not hasattr(args, "after"):  # no keyset paging in this store version
-        return f"more sessions exist: raise --limit (0 shows all)"
+        return "more sessions exist: raise --limit (0 shows all)"
     argv = _masked(_without_option(list(getattr(args, "argv", None) or ["sessions"]), "--after"))
     return f"more sessions exist; next page: {shlex.join([PROG, *argv, '--after', str(last_id)])}"
 

@@ -12,9 +12,9 @@ import asyncio
 import logging
 import threading
 from collections.abc import Awaitable
-from concurrent.futures import CancelledError, Future
+from concurrent.futures import CancelledError
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, TypeVar
+from typing import TypeVar
 
 __all__ = ["CompressorLoop", "CompressorLoopClosedError"]
 

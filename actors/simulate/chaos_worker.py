@@ -24,7 +24,7 @@ from protocol import Message, StoredMessage
 from .config import WorkerConfig, session_ids
 from .check import Ack
 from .ledger import Ledger, read_ledgers
-from .workload import Gateway, WorkerResult, build_jobs, run_worker
+from .workload import Gateway, build_jobs, run_worker
 
 __all__ = ["LedgerGateway", "chaos_worker_main", "ledger_acks", "remaining_jobs"]
 

@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, fields
-from typing import Any, Protocol
+from typing import Protocol
 
 from protocol import Message, StoredMessage
 
