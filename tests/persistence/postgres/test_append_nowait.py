@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from persistence.postgres import PostgresStore
-from protocol import InvalidMessageError, Message, SessionNotFoundError
+from protocol import InvalidMessageError, Message
 from tests.persistence.postgres.test_group_commit import gate, wait_queued
 from tests.persistence.sqlite.test_append_nowait import Completions
 
@@ -38,19 +38,6 @@ def test_a_batch_of_submitted_appends_is_completed_by_the_writer_and_woken_once(
         first = [m for batch in stored for m in batch if m.session_id == "s0"]
         assert [m.seq for m in first] == list(range(1, 11)) and first[0].content == "0-0"
         assert [(m.id, m.seq) for m in store.transcript("s0")] == [(m.id, m.seq) for m in first]
-
-
-def test_a_failing_submission_is_completed_with_its_error_alone(pg_url: str):
-    with PostgresStore(pg_url) as store:
-        store.create_session("here")
-        done = Completions(expected=2)
-        assert store.append_nowait("missing", [Message("user", "lost")], done.on_done)
-        assert store.append_nowait("here", [Message("user", "kept")], done.on_done)
-        assert done.all_in.wait(10)
-        (built_missing, error, _), (built_here, no_error, _) = done.outcomes
-        assert built_missing is None and isinstance(error, SessionNotFoundError)
-        assert no_error is None and built_here()[0].content == "kept"
-        assert [m.content for m in store.transcript("here")] == ["kept"]
 
 
 def test_bad_messages_are_refused_before_anything_is_queued_and_empty_ones_are_not_submitted(pg_url: str):
