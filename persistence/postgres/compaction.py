@@ -69,6 +69,7 @@ def commit_in_transaction(
     archived_count = cur.rowcount
     cur.execute(queries["supersede_tail"], {"id": sid, "watermark": watermark})
     tail_ids = [row["id"] for row in cur.fetchall()]
+    cur.execute(queries["close_live_range"], {"id": sid})  # none is live now
     new_rows = len(compacted) + len(tail_ids)
 
     if mode == "rotate":

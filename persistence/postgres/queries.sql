@@ -95,7 +95,9 @@ SELECT id, ended_at, end_reason, incarnation FROM sessions WHERE id = %(id)s FOR
 -- name: retract_last
 UPDATE messages
 SET state = 'retracted', archived_at = extract(epoch FROM clock_timestamp())::double precision
-WHERE id = (SELECT id FROM messages WHERE session_id = %(id)s AND state = 'live'
+WHERE id = (SELECT id FROM messages
+            WHERE session_id = %(id)s AND state = 'live'
+              AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s)
             ORDER BY seq DESC LIMIT 1)
 RETURNING id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
           created_at, 'live' AS state, origin_id;
@@ -204,7 +206,9 @@ ORDER BY m.ord;
 -- name: live_messages
 SELECT id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
        created_at, state, origin_id
-FROM messages WHERE session_id = %(id)s AND state = 'live'
+FROM messages
+WHERE session_id = %(id)s AND state = 'live'
+  AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s)  -- a range of the unique index
 ORDER BY seq;
 
 -- name: archived_messages
@@ -289,13 +293,19 @@ SELECT state FROM messages WHERE session_id = %(id)s AND seq = %(watermark)s;
 -- name: archive_compacted
 UPDATE messages
 SET state = 'compacted', archived_at = extract(epoch FROM clock_timestamp())::double precision
-WHERE session_id = %(id)s AND state = 'live' AND seq <= %(watermark)s;
+WHERE session_id = %(id)s AND state = 'live' AND seq <= %(watermark)s
+  AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s);
 
 -- name: supersede_tail
 UPDATE messages
 SET state = 'superseded', archived_at = extract(epoch FROM clock_timestamp())::double precision
 WHERE session_id = %(id)s AND state = 'live' AND seq > %(watermark)s
 RETURNING id;
+
+-- name: close_live_range
+-- Once archive_compacted and supersede_tail archived every live row of the
+-- session: no row below next_seq is live any more (the new rows come after).
+UPDATE sessions SET live_from = next_seq WHERE id = %(id)s;
 
 -- name: copy_tail
 -- Copies are verbatim and in seq order, numbered from first_seq; each carries

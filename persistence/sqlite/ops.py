@@ -218,7 +218,8 @@ def _archive_live(
     tail = [r for r in live if r["seq"] > watermark]
     params = {"session_id": sid, "watermark": watermark, "now": now}
     conn.execute(q["mark_compacted"], params)
-    conn.execute(q["mark_superseded"], params)
+    conn.execute(q["mark_superseded"], params)  # now none is live: transcripts start past them
+    conn.execute(q["close_live_range"], {"session_id": sid})
     return len(live) - len(tail), tail
 
 

@@ -152,7 +152,11 @@ VALUES (:session_id, :seq, :role, :content, :name, :tool_call_id, :tool_calls,
         :meta, :now, 'live', :origin_id)
 
 -- name: transcript
-SELECT * FROM messages WHERE session_id = :session_id AND state = 'live' ORDER BY seq
+-- Live rows sit at or above the session's live_from: a range of the unique index.
+SELECT * FROM messages
+WHERE session_id = :session_id AND state = 'live'
+  AND seq >= (SELECT live_from FROM sessions WHERE id = :session_id)
+ORDER BY seq
 
 -- name: archive
 SELECT * FROM messages WHERE session_id = :session_id AND state <> 'live' ORDER BY seq
@@ -160,17 +164,25 @@ SELECT * FROM messages WHERE session_id = :session_id AND state <> 'live' ORDER 
 -- name: mark_compacted
 UPDATE messages SET state = 'compacted', archived_at = :now
 WHERE session_id = :session_id AND state = 'live' AND seq <= :watermark
+  AND seq >= (SELECT live_from FROM sessions WHERE id = :session_id)
 
 -- name: mark_superseded
 UPDATE messages SET state = 'superseded', archived_at = :now
 WHERE session_id = :session_id AND state = 'live' AND seq > :watermark
+
+-- name: close_live_range
+-- A compaction commit, once it archived every live row of the session: no row
+-- below next_seq is live any more (the compacted and copied rows come after).
+UPDATE sessions SET live_from = next_seq WHERE id = :session_id
 
 -- name: watermark_state
 -- Inside a compaction commit: is the snapshot's last message still there?
 SELECT state FROM messages WHERE session_id = :session_id AND seq = :watermark
 
 -- name: last_live
-SELECT * FROM messages WHERE session_id = :session_id AND state = 'live'
+SELECT * FROM messages
+WHERE session_id = :session_id AND state = 'live'
+  AND seq >= (SELECT live_from FROM sessions WHERE id = :session_id)
 ORDER BY seq DESC LIMIT 1
 
 -- name: retract_message

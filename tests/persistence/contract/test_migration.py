@@ -98,6 +98,9 @@ def test_wave1_database_is_migrated_and_keeps_everything(wave1_url, backend):
         # when each wave-1 row left the live transcript: its compaction's commit time
         when = execute(backend, wave1_url, "SELECT id, archived_at FROM messages ORDER BY id")
         assert when == [(1, 30), (2, 30), (3, 30), (4, None), (5, None), (6, 50), (7, 50), (8, None)]
+        # where each session's live rows start: its lowest live seq, else next_seq
+        assert execute(backend, wave1_url, "SELECT id, live_from FROM sessions ORDER BY id") == [
+            ("r", 3), ("r~1", 1), ("w", 4)]
     finally:
         store.close()
 
