@@ -59,6 +59,8 @@ __all__ = ["SessionActor"]
 
 logger = logging.getLogger("session_actors.actor")
 
+_monotonic = time.monotonic
+
 #: An append following successors more often than this is a lineage bug, not a race.
 MAX_REDIRECTS = 16
 
@@ -129,6 +131,10 @@ class SessionActor(PooledActor):
         # not, so its own `append` is honoured): `submit_here`.
         self._append_nowait: AppendNowait | None = (
             store.append_nowait if callable(getattr(type(store), "append_nowait", None)) else None)  # type: ignore[attr-defined]
+        # Read by every caller-run append: the mailbox's queue (the same deque for the
+        # actor's life) and whether an append may start an automatic compaction at all.
+        self._mailbox = self.actor_inbox.queue
+        self._budgeted = policy.max_tokens is not None and compressor is not None
         slot.runner = self
 
     # -- AttemptHost ------------------------------------------------------------------
@@ -241,7 +247,7 @@ class SessionActor(PooledActor):
             if isinstance(command, Append):
                 if not _claim(reply) or not request.take_gate():
                     return  # the caller gave up: withdrawn, never applied
-                self._answer(reply, self._append(command, request.sender))
+                self._answer(reply, self._append(command.messages, request.sender))
                 self._maybe_auto_compact()
             elif isinstance(command, OpenTurn):
                 if _claim(reply):
@@ -301,7 +307,7 @@ class SessionActor(PooledActor):
 
     # -- appends ----------------------------------------------------------------------
 
-    def append_here(self, command: Append, sender: int) -> list[StoredMessage] | None:
+    def append_here(self, messages: tuple[Message, ...], sender: int) -> list[StoredMessage] | None:
         """The caller-runs path: run this append's step on the caller's thread, or
         None (nothing done) when it must go through the mailbox.
 
@@ -313,38 +319,44 @@ class SessionActor(PooledActor):
         checked while holding the exclusive lock (the turn gate only changes under
         it); a message enqueued after the check waits for that lock, so it is
         ordered after this append, as it arrived after it. A held exclusive lock
-        makes the slot busy, so the actor is not evicted under the append (a slot
+        makes the slot busy, so the actor is not evicted under it (a slot
         found open here and closed just after stops its actor only once this
         append is done: stopping takes the lock too).
+
+        Every caller of the registry runs this: it is kept to a few attribute reads
+        (the conditions of `_may_run_here`, inlined) around the store's ``append``.
         """
-        if not self._exclusive.acquire(blocking=False):
+        exclusive = self._exclusive
+        if not exclusive.acquire(False):
             return None
         try:
             slot = self._slot
-            if not self._may_run_here(sender):
+            if (slot.closed or slot.successor is not None or slot.pending or self._mailbox
+                    or not self._turns.admits(sender)):  # = not self._may_run_here(sender)
                 return None
-            slot.last_used = time.monotonic()
+            slot.last_used = _monotonic()
             try:
-                stored = self._append(command, sender)
+                stored = self._append(messages, sender)
             except _Forwarded:
                 self._stop_later()
                 return None  # the live id is served by another actor: the mailbox forwards
             except SessionNotFoundError:
                 self._registry._retire_erased(slot)  # erased elsewhere, as in `_serve`
                 raise
-            self._check_budget_later()
+            if self._budgeted:
+                self._check_budget_later()
             return stored
         finally:
-            self._exclusive.release()
+            exclusive.release()
 
     def _may_run_here(self, sender: int) -> bool:
         """With the exclusive lock held: may an append of ``sender`` run off the actor
-        thread now (see `append_here`)?"""
+        thread now (see `append_here`, which inlines this)?"""
         slot = self._slot
         return not (slot.closed or slot.successor is not None or slot.pending
-                    or self.actor_inbox.queue or not self._turns.admits(sender))
+                    or self._mailbox or not self._turns.admits(sender))
 
-    def submit_here(self, command: Append, sender: int, answer: Answer) -> bool:
+    def submit_here(self, messages: tuple[Message, ...], sender: int, answer: Answer) -> bool:
         """The submitted path of an append from an event loop: queue it for the store's
         group commit without waiting; False (nothing done) when it must go through
         the mailbox (the conditions of `append_here`, or a store that cannot submit).
@@ -368,9 +380,9 @@ class SessionActor(PooledActor):
                 return False
             self._slot.last_used = time.monotonic()
             session_id = self.live_id
-            self._count_tokens(list(command.messages))  # here: the loop has time, the writer not
-            done = functools.partial(self._submitted_done, command, sender, session_id, answer)
-            submitted = append_nowait(session_id, command.messages, done, incarnation=self._incarnation)
+            self._count_tokens(messages)  # here: the loop has time, the writer not
+            done = functools.partial(self._submitted_done, messages, sender, session_id, answer)
+            submitted = append_nowait(session_id, messages, done, incarnation=self._incarnation)
         except BaseException:
             self._tokens = None  # counted, not appended: recount
             self._exclusive.release()
@@ -381,7 +393,7 @@ class SessionActor(PooledActor):
         # once submitted, the exclusive lock is the completion's (it may be released already)
         return submitted
 
-    def _submitted_done(self, command: Append, sender: int, session_id: str, answer: Answer,
+    def _submitted_done(self, messages: tuple[Message, ...], sender: int, session_id: str, answer: Answer,
                         built: Built | None, error: BaseException | None) -> Callable[[], None] | None:
         """A submitted append has its outcome (writer thread, exclusive lock held): the
         rest of `_append`'s bookkeeping, then the lock goes and the caller is answered
@@ -402,14 +414,14 @@ class SessionActor(PooledActor):
             # lock may be held by a thread waiting on this writer): not on the writer thread
             try:
                 threading.Thread(target=self._finish_submitted, name="session-append-follow",
-                                 args=(command, sender, session_id, answer, error), daemon=True).start()
+                                 args=(messages, sender, session_id, answer, error), daemon=True).start()
                 return None
             except BaseException as exc:
                 error = exc
         self._exclusive.release()
         return answer(None, error)
 
-    def _finish_submitted(self, command: Append, sender: int, session_id: str, answer: Answer,
+    def _finish_submitted(self, messages: tuple[Message, ...], sender: int, session_id: str, answer: Answer,
                           error: BaseException) -> None:
         """A submitted append met a session ended or erased: follow the successor as
         `_append` does (exclusive lock still held), or retire the actor as `_serve` does."""
@@ -418,7 +430,7 @@ class SessionActor(PooledActor):
         try:
             if isinstance(error, SessionEndedError):
                 self._follow(error, session_id)
-                stored, failure = self._append(command, sender), None
+                stored, failure = self._append(messages, sender), None
                 self._check_budget_later()
         except _Forwarded:
             failure = None  # not applied: the mailbox forwards it to the actor serving the live id
@@ -456,18 +468,32 @@ class SessionActor(PooledActor):
             except pykka.ActorDeadError:  # stopping: the append stands, nobody to check
                 pass
 
-    def _append(self, command: Append, sender: int) -> list[Any]:
-        messages = list(command.messages)
-        for _ in range(MAX_REDIRECTS):
-            session_id = self.live_id
-            try:
-                stored = self._store.append(session_id, messages, incarnation=self._incarnation)
-            except SessionEndedError as exc:
-                self._follow(exc, session_id)
-                continue
+    def _append(self, messages: tuple[Message, ...], sender: int) -> list[Any]:
+        """Append to the live id (following successors), then the bookkeeping: the
+        token estimate (only kept while auto-compaction counts) and the open turn."""
+        session_id = self._slot.session_id
+        try:
+            stored = self._store.append(session_id, messages, incarnation=self._incarnation)
+        except SessionEndedError as exc:
+            stored = self._append_followed(exc, session_id, messages)
+        if self._tokens is not None:  # None: nothing to keep (no max_tokens) or recount
             self._count_tokens(messages)
+        if self._turns.turn is not None:  # only an open turn learns its seqs
             self._turns.note_appended(sender, stored)
-            return stored
+        return stored
+
+    def _append_followed(self, exc: SessionEndedError, session_id: str,
+                         messages: tuple[Message, ...]) -> list[Any]:
+        """The first try met ``session_id`` ended: follow successors and append again,
+        at most `MAX_REDIRECTS` tries in all."""
+        for _ in range(MAX_REDIRECTS - 1):
+            self._follow(exc, session_id)
+            session_id = self._slot.session_id
+            try:
+                return self._store.append(session_id, messages, incarnation=self._incarnation)
+            except SessionEndedError as again:
+                exc = again
+        self._follow(exc, session_id)
         raise SessionEndedError(self.live_id, None, None, "too many successor redirects")
 
     def _follow(self, exc: SessionEndedError, session_id: str) -> None:
@@ -488,12 +514,12 @@ class SessionActor(PooledActor):
             self._turns.note_retracted(popped)
         return popped
 
-    def _count_tokens(self, messages: list[Message]) -> None:
+    def _count_tokens(self, messages: tuple[Message, ...]) -> None:
         """Keep the running estimate; a failing counter must not fail a durable append."""
         if self._tokens is None or self._policy.max_tokens is None:
             return
         try:
-            self._tokens += self._policy.token_counter(messages)
+            self._tokens += self._policy.token_counter(list(messages))
         except Exception:
             logger.warning("token counter failed; will recount", exc_info=True)
             self._tokens = None

@@ -102,11 +102,19 @@ class _Handle:
 
     def append(self, first: Any, content: Any = _MISSING, /, **fields: Any) -> Any:
         """Append durably: ``(role, content, **fields)``, a `Message`, or a list of them."""
-        messages, single = _messages(first, content, fields)
-        command = Append(messages, origin=self._origin)
-        stored = self._append_here(command)
-        if stored is None:
-            stored = self._ask(command)
+        if content is _MISSING and not fields and type(first) is Message:  # the common form
+            messages, single = (first,), True
+        else:
+            messages, single = _messages(first, content, fields)
+        # The caller-runs path (`SessionActor.append_here`), inlined: every microsecond a
+        # caller holds the GIL here slows all the other callers (see README, Benchmarks).
+        slot = self._slot
+        if slot.successor is not None:
+            slot = slot.current()
+        runner = slot.runner
+        stored = None if runner is None else runner.append_here(messages, self._key)
+        if stored is None:  # through the mailbox: only now is the command built
+            stored = self._ask(Append(messages, origin=self._origin))
         return stored[0] if single else stored
 
     def retract(self) -> StoredMessage | None:
@@ -115,13 +123,7 @@ class _Handle:
         as it was, or None when the transcript is empty."""
         return self._ask(Retract(origin=self._origin))
 
-    def _append_here(self, command: Append) -> list[StoredMessage] | None:
-        """The caller-runs path (`SessionActor.append_here`): None when the append
-        must go through the mailbox."""
-        runner = self._slot.current().runner
-        return None if runner is None else runner.append_here(command, self._key)
-
-    async def _append_submitted(self, command: Append) -> list[StoredMessage] | None:
+    async def _append_submitted(self, messages: tuple[Message, ...]) -> list[StoredMessage] | None:
         """The submitted path (`SessionActor.submit_here`): None when the append must
         go through the mailbox."""
         runner = self._slot.current().runner
@@ -129,7 +131,7 @@ class _Handle:
             return None
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[list[StoredMessage] | None] = loop.create_future()
-        if not runner.submit_here(command, self._key, functools.partial(LoopReplies.of(loop).post, answer)):
+        if not runner.submit_here(messages, self._key, functools.partial(LoopReplies.of(loop).post, answer)):
             return None
         return await answer  # cancelled meanwhile: it stays submitted (applied, answered to nobody)
 
@@ -180,10 +182,9 @@ class _Handle:
         withdraws it unless the actor already claimed it (never applied twice).
         """
         messages, single = _messages(first, content, fields)
-        command = Append(messages, origin=self._origin)
-        stored = await self._append_submitted(command)
+        stored = await self._append_submitted(messages)
         if stored is None:
-            stored = await self._ask_async(command)
+            stored = await self._ask_async(Append(messages, origin=self._origin))
         return stored[0] if single else stored
 
     async def retract_async(self) -> StoredMessage | None:

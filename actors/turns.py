@@ -42,7 +42,9 @@ class TurnGate:
 
     def __init__(self, max_turn_s: float) -> None:
         self._max_turn_s = max_turn_s
-        self._turn: _Turn | None = None
+        # The open turn, or None. Read from any thread (a None check is how an append
+        # skips the turn bookkeeping at once); set only on the actor thread.
+        self.turn: _Turn | None = None
         self._held: deque[Request] = deque()
         self._numbers = itertools.count(1)
 
@@ -51,7 +53,7 @@ class TurnGate:
     @property
     def busy(self) -> bool:
         """A turn is open or calls are held: the actor must not be evicted."""
-        return self._turn is not None or bool(self._held)
+        return self.turn is not None or bool(self._held)
 
     def admits(self, sender: int) -> bool:
         """May a mutating call from handle ``sender`` apply now?
@@ -59,18 +61,18 @@ class TurnGate:
         Yes when no turn is open and nothing is held (nothing to overtake), or when
         the open turn is ``sender``'s own.
         """
-        turn = self._turn
+        turn = self.turn
         if turn is None:
             return not self._held
         return turn.owner == sender
 
     def owned_by(self, sender: int) -> bool:
         """Is the open turn ``sender``'s?"""
-        turn = self._turn
+        turn = self.turn
         return turn is not None and turn.owner == sender
 
     def overdue(self, now: float) -> bool:
-        turn = self._turn
+        turn = self.turn
         return turn is not None and now - turn.opened_at >= self._max_turn_s
 
     # -- actor thread only ------------------------------------------------------------
@@ -84,41 +86,41 @@ class TurnGate:
 
     def open(self, sender: int) -> int:
         """Open a turn for ``sender``, or join its open one; returns the turn's number."""
-        turn = self._turn
+        turn = self.turn
         if turn is not None:  # must_hold let it through: it is the owner's
             turn.depth += 1
             return turn.number
-        self._turn = _Turn(next(self._numbers), sender, time.monotonic())
-        return self._turn.number
+        self.turn = _Turn(next(self._numbers), sender, time.monotonic())
+        return self.turn.number
 
     def close(self, sender: int, number: int) -> bool:
         """Leave turn ``number``; True when that closed it (the held calls may go).
 
         A late exit of a turn the actor already closed is a no-op.
         """
-        turn = self._turn
+        turn = self.turn
         if turn is None or turn.number != number or turn.owner != sender:
             return False
         turn.depth -= 1
         if turn.depth > 0:
             return False
-        self._turn = None
+        self.turn = None
         return True
 
     def close_overdue(self) -> bool:
         """Close a turn open longer than ``max_turn_s``; True if one was closed."""
-        turn = self._turn
+        turn = self.turn
         if turn is None or not self.overdue(time.monotonic()):
             return False
         logger.warning("turn %d open for more than %ss: closed by the actor (%d message(s) "
                        "appended, %d call(s) held)", turn.number, self._max_turn_s,
                        turn.appended, len(self._held))
-        self._turn = None
+        self.turn = None
         return True
 
     def close_for_stop(self) -> None:
         """The actor is stopping: its turn ends, its held calls must be applied."""
-        self._turn = None
+        self.turn = None
 
     def take_held(self) -> list[Request]:
         """Every held request, oldest first (each is re-checked when served)."""
@@ -126,7 +128,7 @@ class TurnGate:
         return held
 
     def note_appended(self, sender: int, stored: list[StoredMessage]) -> None:
-        turn = self._turn
+        turn = self.turn
         if turn is None or turn.owner != sender or not stored:
             return
         turn.appended += len(stored)
@@ -135,7 +137,7 @@ class TurnGate:
 
     def note_retracted(self, popped: StoredMessage) -> None:
         """The owner retracted one of its turn's messages (the last live one)."""
-        turn = self._turn
+        turn = self.turn
         if turn is None or turn.first is None or turn.appended <= 0:
             return
         if popped.session_id == turn.first[0] and popped.seq >= turn.first[1]:
@@ -145,12 +147,12 @@ class TurnGate:
 
     def note_rewritten(self) -> None:
         """A commit or a move gave the turn's messages new seqs: forget the old ones."""
-        if self._turn is not None:
-            self._turn.first = None
+        if self.turn is not None:
+            self.turn.first = None
 
     def snapshot_bounds(self, session_id: str) -> tuple[int, int | None]:
         """``(turn_messages, turn_first_seq)`` for `protocol.compactable_end`."""
-        turn = self._turn
+        turn = self.turn
         if turn is None:
             return 0, None
         first_seq = turn.first[1] if turn.first is not None and turn.first[0] == session_id else None

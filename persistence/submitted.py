@@ -34,8 +34,10 @@ Done = Callable[[tuple[int, list[int], float] | None, BaseException | None], Wak
 def stored_messages(messages: Sequence[Message], params: Sequence[Mapping[str, Any]], session_id: str,
                     first_seq: int, ids: list[int], created_at: float) -> list[StoredMessage]:
     """The `StoredMessage`s just-committed ``messages`` read back as."""
+    if len(ids) == 1:  # most appends: no comprehension (a frame of its own) for one
+        return [stored_from_params(messages[0], params[0], session_id, first_seq, ids[0], created_at)]
     return [
-        stored_from_params(m, p, session_id=session_id, seq=first_seq + i, id=msg_id, created_at=created_at)
+        stored_from_params(m, p, session_id, first_seq + i, msg_id, created_at)
         for i, (m, p, msg_id) in enumerate(zip(messages, params, ids))
     ]
 

@@ -75,6 +75,8 @@ __all__ = ["SqliteStore", "WriteStats"]
 logger = logging.getLogger("session_actors.sqlite")
 
 T = TypeVar("T")
+#: ``AppendJob(...)`` without the named tuple's Python-level ``__new__`` (one per append).
+_new_tuple = tuple.__new__
 MAX_BATCH = 256
 MAX_IDLE_READERS = 8
 
@@ -320,15 +322,16 @@ class SqliteStore:
         """Check an append's arguments: its messages, their column values, and its
         write (a transaction body, or a job the writer may run in bulk)."""
         checked_session_id(session_id)
-        check_incarnation(incarnation)
-        originals = [messages] if isinstance(messages, Message) else messages
+        if incarnation is not None:
+            check_incarnation(incarnation)
+        originals = (messages,) if isinstance(messages, Message) else messages
         params = check_messages(originals, self._max_content_bytes)
 
         def body(c: sqlite3.Connection) -> tuple[int, list[int], float]:
             now = self.now()
             return (*ops.append_rows(c, self._q, session_id, params, now, incarnation), now)
 
-        return originals, params, body, AppendJob(session_id, params, incarnation)
+        return originals, params, body, _new_tuple(AppendJob, (session_id, params, incarnation))
 
     def append_nowait(self, session_id: str, messages: Message | Sequence[Message],
                       on_done: Callable[[Callable[[], list[StoredMessage]] | None, BaseException | None],

@@ -64,6 +64,8 @@ DoneFn = Callable[[Any, "BaseException | None"], "Wake | None"]
 #: (then every request of the batch runs alone, with its own savepoint).
 BulkFn = Callable[[sqlite3.Connection, list[Any]], "list[Any] | None"]
 _STOP = object()
+_monotonic = time.monotonic
+_new_lock = threading.Lock
 _COMMITTED, _ROLLED_BACK, _REPLAY, _GAVE_UP = object(), object(), object(), object()
 
 
@@ -84,16 +86,18 @@ class _Request:
 
     def __init__(self, fn: WriteFn, session_id: str, job: Any, what: str, patience_s: float,
                  on_done: DoneFn | None = None) -> None:
+        # One per write, built on the caller's thread under the GIL every other caller
+        # waits for: module-level names, no attribute read back.
         self.fn = fn
         self.on_done = on_done  # no waiting thread: the writer completes it (submit_nowait)
-        self.submitted = time.monotonic()
-        self.deadline = self.submitted + patience_s  # for the whole call, queueing included
+        self.submitted = submitted = _monotonic()
+        self.deadline = submitted + patience_s  # for the whole call, queueing included
         self.session_id = session_id
         self.job = job
         self.what = what  # the store method, for test-only kill points
-        self.done = threading.Lock()
-        self.done.acquire()
-        self.claim = threading.Lock()
+        self.done = done = _new_lock()
+        done.acquire()
+        self.claim = _new_lock()
         self.next: _Request | None = None  # the caller to release after this one
         self.result: Any = None
         self.error: BaseException | None = None
@@ -122,8 +126,9 @@ class _Request:
     def wait(self) -> None:
         """Block until released, then release the next caller of the batch."""
         self.done.acquire()
-        if self.next is not None:
-            self.next.release()
+        successor = self.next
+        if successor is not None:
+            successor.release()
 
 
 class GroupCommitWriter:
@@ -185,8 +190,9 @@ class GroupCommitWriter:
                     raise TranscriptError("the store is closed")
                 self._queue.put(request)
         request.wait()
-        if request.error is not None:
-            raise request.error
+        error = request.error
+        if error is not None:
+            raise error
         return request.result
 
     def submit_nowait(self, fn: WriteFn, session_id: str, *, job: Any = None, what: str = "write",
