@@ -319,7 +319,7 @@ class SessionActor(PooledActor):
         checked while holding the exclusive lock (the turn gate only changes under
         it); a message enqueued after the check waits for that lock, so it is
         ordered after this append, as it arrived after it. A held exclusive lock
-        makes the slot busy, so the actor is not evicted under it (a slot
+        makes the slot busy, so the actor is not evicted under the append (a slot
         found open here and closed just after stops its actor only once this
         append is done: stopping takes the lock too).
 

@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from actors.testing import GatedCompressor
+from actors.testing import GatedCompressor, ScriptedCompressor, summary_only
 from protocol import SUMMARY_PREFIX, CompressionStatus, Message
 
 from .helpers import Blocker, conversation, result_of, run_in_thread
@@ -233,3 +233,24 @@ def test_a_list_append_runs_here_as_one_transaction(make_registry):
     handle = registry.session("batch")
     stored = handle.append([Message("user", "q"), Message("assistant", "a")])
     assert [m.seq for m in stored] == [1, 2]
+
+
+def test_an_append_after_a_rotation_elsewhere_follows_the_successor_on_the_callers_thread(make_registry):
+    """Another registry (another process) rotated the session: the caller's append
+    meets it ended, follows to the child and lands there, without the mailbox."""
+    registry = make_registry(faulty=True)
+    handle = registry.session("moved")
+    handle.append(conversation(6))
+    threads_seen = append_threads(registry)
+    elsewhere = make_registry(ScriptedCompressor(summary_only), mode="rotate")
+    outcome = elsewhere.session("moved").compress(force=True)
+    assert outcome.status is CompressionStatus.ROTATED
+    child = outcome.session_id
+    stored = handle.append("user", "after the move")
+    assert stored.session_id == child and handle.session_id == child
+    # the refused try on the ended parent, then the one on the child: both here
+    assert threads_seen == [threading.current_thread()] * 2
+    assert handle.transcript()[-1].content == "after the move"
+    handle.append("assistant", "and on")  # straight to the child now
+    assert len(threads_seen) == 3 and [m.content for m in handle.transcript()][-2:] == [
+        "after the move", "and on"]
