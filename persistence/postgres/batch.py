@@ -18,8 +18,8 @@ from protocol import SessionExistsError, SessionNotFoundError, StoreBusyError, T
 
 from .lineage import ended_error, require_incarnation
 
-__all__ = ["AppendJob", "CreateJob", "DoneFn", "Pending", "Wake", "append_run", "complete_submitted",
-           "create_run", "release_chain", "sweep"]
+__all__ = ["AppendJob", "CreateJob", "DoneFn", "Pending", "Wake", "append_payload", "append_run", "assign_rows",
+           "complete_submitted", "create_run", "one_incarnation_each", "refuse", "release_chain", "sweep"]
 
 log = logging.getLogger("session_actors.postgres.writer")
 
@@ -152,36 +152,57 @@ def create_run(cur: Any, queries: Mapping[str, str], creates: list[Pending]) -> 
 
 
 def append_run(cur: Any, queries: Mapping[str, str], appends: list[Pending], psycopg: Any) -> None:
-    """One statement writes every row; then each request takes its rows back: a
-    session's rows come numbered in batch order, so its requests' chunks follow one
-    another. Rows come back as tuples ``(id, session_id, seq, created_at)``."""
-    appends, later = _one_incarnation_each(appends)
+    """One statement writes every row; then each request takes its rows back
+    (`assign_rows`). Rows come back as tuples ``(id, session_id, seq, created_at)``."""
+    appends, later = one_incarnation_each(appends)
     if later:  # requests meaning another incarnation of an id: their own statement
         append_run(cur, queries, later, psycopg)
+    rows, wanted = append_payload(appends)
+    factory, cur.row_factory = cur.row_factory, psycopg.rows.tuple_row  # cheaper than dicts
+    try:
+        cur.execute(queries["append_batch"], {"rows": rows, "wanted": wanted})
+        fetched = cur.fetchall()
+    finally:
+        cur.row_factory = factory
+    refuse(cur, queries, assign_rows(appends, fetched), psycopg)
+
+
+def append_payload(appends: list[Pending]) -> tuple[str, str]:
+    """The ``rows`` and ``wanted`` parameters of the batch statement for ``appends``
+    (one incarnation meant per id: `one_incarnation_each`)."""
     wanted = {p.job.session_id: p.job.incarnation for p in appends}
     rows = [(pending.job.session_id, p["role"], p["content"], p["name"], p["tool_call_id"],
              p["tool_calls"], p["meta"])
             for pending in appends for p in pending.job.params]
-    factory, cur.row_factory = cur.row_factory, psycopg.rows.tuple_row  # cheaper than dicts
-    try:
-        cur.execute(queries["append_batch"], {"rows": _ROWS.encode(rows), "wanted": _ROWS.encode(wanted)})
-        fetched = cur.fetchall()
-    finally:
-        cur.row_factory = factory
+    return _ROWS.encode(rows), _ROWS.encode(wanted)
+
+
+def assign_rows(appends: list[Pending], fetched: list[tuple[Any, ...]]) -> list[Pending]:
+    """Set each request's result from the rows the statement returned: a session's
+    rows come numbered in batch order, so its requests' chunks follow one another.
+    Returns the requests that got no rows (refused: `refuse` says why)."""
     written: dict[str, list[tuple[Any, ...]]] = {}
     for row in fetched:
         written.setdefault(row[1], []).append(row)
     for rows in written.values():
         rows.sort(key=_seq)
+    refused = []
     for pending in appends:
         rows = written.get(pending.job.session_id)
         if not rows:
-            pending.error = _refusal(cur, queries, pending.job, psycopg)
+            refused.append(pending)
             continue
         count = len(pending.job.params)
         mine = rows[:count]
         del rows[:count]
         pending.result = (mine[0][2], [row[0] for row in mine], mine[0][3])
+    return refused
+
+
+def refuse(cur: Any, queries: Mapping[str, str], refused: list[Pending], psycopg: Any) -> None:
+    """Fail each refused request with why (read after the statement committed)."""
+    for pending in refused:
+        pending.error = _refusal(cur, queries, pending.job, psycopg)
 
 
 def _refusal(cur: Any, queries: Mapping[str, str], job: AppendJob, psycopg: Any) -> TranscriptError:
@@ -209,7 +230,7 @@ def _seq(row: tuple[Any, ...]) -> int:
     return row[2]
 
 
-def _one_incarnation_each(appends: list[Pending]) -> tuple[list[Pending], list[Pending]]:
+def one_incarnation_each(appends: list[Pending]) -> tuple[list[Pending], list[Pending]]:
     """Split off the requests meaning another incarnation of an id than the first
     request for it (rare: two registries of one process across an erasure)."""
     meant: dict[str, str | None] = {}

@@ -143,11 +143,13 @@ RETURNING id;
 -- incarnation or null for any}), gets no rows back: its requests fail alone.
 -- The rows arrive as one JSON array of [session_id, role, content, name,
 -- tool_call_id, tool_calls, meta] arrays (text or null): one parameter, far
--- cheaper for the client to send than seven arrays.
+-- cheaper for the client to send than seven arrays. Read as jsonb, parsed once:
+-- each ->> of a json value scans its text again (a quarter of the statement's
+-- server CPU for a batch of 30).
 WITH input AS (
     SELECT r ->> 0 AS session_id, r ->> 1 AS role, r ->> 2 AS content, r ->> 3 AS name,
            r ->> 4 AS tool_call_id, r ->> 5 AS tool_calls, r ->> 6 AS meta, m.ord
-    FROM json_array_elements(%(rows)s::json) WITH ORDINALITY AS m(r, ord)
+    FROM jsonb_array_elements(%(rows)s::jsonb) WITH ORDINALITY AS m(r, ord)
 ),
 locked AS (
     SELECT id FROM sessions

@@ -16,7 +16,13 @@ first, then ``--rounds`` rounds rotate which mode goes first and the medians are
 compared (per-round ratios printed too). After each run the acknowledged appends
 are compared with the rows in the table. The machine may be shared: read the
 ratios, which are measured side by side, rather than the absolute figures.
-Not collected by pytest.
+
+Each round also prints the load average and the oldest transaction snapshot other
+clients of the database held when it ended: group commit updates each session's
+row (``next_seq``) once per batch, and while an older snapshot pins the xmin
+horizon those row versions cannot be pruned, so every look-up of a session walks
+them (a store writing alone is not slowed). The naive loop never updates a
+session row. Not collected by pytest.
 
     python -m tests.benchmarks.bench_postgres
     python -m tests.benchmarks.bench_postgres --seconds 2 --rounds 7 --commits 20
@@ -25,6 +31,7 @@ Not collected by pytest.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import threading
 import time
@@ -43,6 +50,18 @@ NAIVE_INSERT = """
 INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
                       created_at)
 VALUES (%s, %s, %s, %s, %s, %s, %s, %s, extract(epoch FROM clock_timestamp()))"""
+
+
+#: Age of the oldest snapshot another client of this database holds (s), if any.
+OLDEST_SNAPSHOT = """
+SELECT coalesce(max(extract(epoch FROM clock_timestamp() - xact_start)), 0) FROM pg_stat_activity
+WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_xmin IS NOT NULL"""
+
+
+def conditions(url: str) -> str:
+    """The load average and the oldest snapshot others hold, for a round's line."""
+    held = pg_rows(url, OLDEST_SNAPSHOT)[0][0]
+    return f"load {os.getloadavg()[0]:.1f}" + (f", a {held:.1f} s old snapshot held" if held >= 0.1 else "")
 
 
 def rows_of(url: str, prefix: str) -> int:
@@ -114,7 +133,7 @@ def bench_throughput(url: str, seconds: float, rounds: int) -> None:
             for mode in MODES[shift:] + MODES[:shift]:
                 run = run_mode(url, store, mode, f"r{number}", seconds)
                 runs[mode].append(run)
-                print(f"  round {number + 1}: {run.line()}  (= rows in the table)")
+                print(f"  round {number + 1}: {run.line()}  (= rows in the table; {conditions(url)})")
     finally:
         store.close()
     rate = {mode: statistics.median(r.rate for r in rs) for mode, rs in runs.items()}
