@@ -19,12 +19,26 @@ import select
 from collections import deque
 from typing import Any
 
-__all__ = ["AppendPipeline", "numbered_placeholders"]
+__all__ = ["AppendPipeline", "numbered_placeholders", "socket_ready"]
 
 #: The batch statement's name on the writer's connection.
 STATEMENT = b"session_actors_append_batch"
 #: A late batch's own timeouts, in its transaction (the statement after it).
 _SET_LOCAL_TIMEOUTS = b"SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $1, true)"
+
+
+def socket_ready(fd: int, *, write: bool = False, timeout_s: float | None = None) -> bool:
+    """Wait until ``fd`` can be read (or, with ``write``, written), at most
+    ``timeout_s`` (None: no limit); whether it can be read now (an error or hang-up
+    counts: reading reports it). poll, not select: select() refuses descriptors from
+    1024 up (ValueError), which a process with many files and sockets open reaches."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | (select.POLLOUT if write else 0))
+    events = poller.poll(None if timeout_s is None else timeout_s * 1000)
+    return any(mask & _READABLE for _, mask in events)
+
+
+_READABLE = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP | select.POLLNVAL
 
 
 def numbered_placeholders(sql: str, names: tuple[str, ...]) -> bytes:
@@ -80,8 +94,7 @@ class AppendPipeline:
         pg.send_flush_request()  # the rows are sent before the commit, not held back with its answer
         pg.pipeline_sync()
         while pg.flush():  # 1: more to send; read meanwhile, the server may be writing to us
-            readable, _, _ = select.select([pg.socket], [pg.socket], [])
-            if readable:
+            if socket_ready(pg.socket, write=True):
                 pg.consume_input()
 
     def rows(self) -> list[tuple[int, str, int, float]]:
@@ -140,7 +153,7 @@ class AppendPipeline:
         """The next result (``end``: the end of the current one may be None)."""
         pg = self._pg
         while pg.is_busy():
-            select.select([pg.socket], [], [])
+            socket_ready(pg.socket)
             pg.consume_input()
         result = pg.get_result()
         if result is None:

@@ -31,7 +31,6 @@ from __future__ import annotations
 import logging
 import queue
 import random
-import select
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -48,7 +47,7 @@ from .batch import (
     refuse, release_chain, sweep,
 )
 from .driver import busy_reason, set_local_timeouts, set_timeouts_sql
-from .pipeline import AppendPipeline, numbered_placeholders
+from .pipeline import AppendPipeline, numbered_placeholders, socket_ready
 
 __all__ = ["AppendJob", "CreateJob", "PgWriter"]
 
@@ -217,8 +216,9 @@ class PgWriter:
         return True
 
     def _send_first(self, batch: list[Pending]) -> bool:
-        """Send ``batch`` with nothing else in flight; False if that failed (nothing
-        was committed: the plain way takes it, and reconnects if need be)."""
+        """Send ``batch`` with nothing else in flight; False if that failed, whatever
+        the error (the Sync is the last thing sent, so nothing was committed: the plain
+        way takes it, and reconnects if need be)."""
         preparing = False
         try:
             conn = self._connection()
@@ -227,9 +227,12 @@ class PgWriter:
                 self._pipe = AppendPipeline(conn, self._batch_sql, self._psycopg)
                 preparing = False
             self._send(self._pipe, batch)
-        except self._psycopg.Error as exc:
+        except Exception as exc:  # any: the writer must not die with callers waiting
             self._unanswered.clear()
-            if preparing and not isinstance(exc, self._psycopg.OperationalError):
+            psycopg = self._psycopg
+            if not isinstance(exc, psycopg.Error):
+                log.exception("sending a write batch down the pipeline failed; writing it the plain way")
+            elif preparing and not isinstance(exc, psycopg.OperationalError):
                 log.warning("the batch statement cannot be prepared; writing without a pipeline: %s", exc)
                 self._no_pipeline = True
             self._disconnect()
@@ -473,7 +476,7 @@ class PgWriter:
         its termination (a dead connection found here wrote nothing, so its batch
         is simply sent on a new one)."""
         conn = self._conn
-        if conn is not None and not conn.closed and select.select([conn.fileno()], [], [], 0)[0]:
+        if conn is not None and not conn.closed and socket_ready(conn.fileno(), timeout_s=0):
             self._disconnect()
             conn = None
         if conn is None or conn.closed:

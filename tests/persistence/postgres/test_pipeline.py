@@ -254,3 +254,70 @@ def test_terminations_under_load_lose_nothing_acknowledged_and_report_the_unknow
         seqs = sorted(seq for s, seq in stored.values() if s == sid)
         assert seqs == list(range(1, len(seqs) + 1))
     assert len(acked) > 1000
+
+
+@contextmanager
+def files_open(count: int) -> Iterator[None]:
+    """``count`` more descriptors open in this process (/dev/null), so that the next
+    sockets get numbers from 1024 up, as in a busy server process."""
+    import os
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = count + 256
+    if soft < wanted:
+        if hard != resource.RLIM_INFINITY and hard < wanted:
+            pytest.skip(f"RLIMIT_NOFILE hard limit {hard} is below {wanted}")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    fds = [os.open(os.devnull, os.O_RDONLY) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for fd in fds:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_the_writer_keeps_writing_with_its_connection_above_descriptor_1024(pg_url: str):
+    """select() refuses descriptors from 1024 up (ValueError): with the writer's
+    connection there, the writer thread died at its first pipelined batch and every
+    append waited for ever. Appends and their completions still arrive."""
+    with files_open(1100):
+        with PostgresStore(pg_url) as store:
+            for sid in ("a", "b"):
+                store.create_session(sid)
+            done = Completions(expected=40)
+            for i in range(20):
+                for sid in ("a", "b"):
+                    assert store.append_nowait(sid, [Message("user", f"{sid}-{i}")], done.on_done)
+            assert done.all_in.wait(10), f"{len(done.outcomes)} of 40 appends answered"
+            assert all(error is None for _, error, _ in done.outcomes)
+            (stored,) = store.append("a", Message("user", "waited"))
+            assert stored.seq == 21
+            assert [m.content for m in store.transcript("b")] == [f"b-{i}" for i in range(20)]
+
+
+def test_a_batch_whose_sending_fails_unexpectedly_is_written_the_plain_way(pg_url: str, monkeypatch):
+    """Sending the first batch down the pipeline fails with something else than a
+    driver error (injected): the writer thread died there and the append's
+    completion never came. The batch is written the plain way instead."""
+    from persistence.postgres.pipeline import AppendPipeline
+
+    real_send, failures = AppendPipeline.send, []
+
+    def send_failing_once(self, *args, **kwargs):
+        if not failures:
+            failures.append(1)
+            raise RuntimeError("injected")
+        return real_send(self, *args, **kwargs)
+
+    with PostgresStore(pg_url) as store:
+        store.create_session("a")
+        monkeypatch.setattr(AppendPipeline, "send", send_failing_once)
+        done = Completions(expected=1)
+        assert store.append_nowait("a", [Message("user", "first")], done.on_done)
+        assert done.all_in.wait(10), "the append was never answered"
+        assert failures and done.outcomes[0][1] is None
+        (stored,) = store.append("a", Message("user", "second"))
+        assert stored.seq == 2
+        assert [m.content for m in store.transcript("a")] == ["first", "second"]
