@@ -26,7 +26,11 @@ the first of:
   loop's (its writes stay in program order) and those of loops that are not
   running (stopped with the callback pending);
 - the writer's close, before its stop marker: held submissions commit like
-  queued ones, and later ones are refused (the store is closed).
+  queued ones, and later ones are refused (the store is closed);
+- a submission that is not added to a held buffer (made off any loop, or the
+  first of its loop's iteration) hands over those of loops that are not running:
+  a loop stopped with its hand-over pending may hold earlier submissions of the
+  same thread, which stay first.
 
 Only the loop's thread adds to its buffer; the hand-overs from other threads
 take it under the same lock. The lock is re-entrant: a finalizer may hand over on
@@ -72,10 +76,14 @@ class LoopSubmissions:
         with self._lock:
             if self._closed:
                 raise TranscriptError("the store is closed")
+            buffer = None if loop is None else self._buffers.get(loop)
+            if buffer is None and self._buffers:
+                # a loop that is not running (stopped with its hand-over pending) may hold
+                # earlier submissions of this very thread: they go first
+                self._hand_over_where(_not_running)
             if loop is None:
                 self._put(request)
                 return
-            buffer = self._buffers.get(loop)
             fresh = buffer is None
             if buffer is None:
                 buffer = self._buffers[loop] = []
@@ -106,9 +114,12 @@ class LoopSubmissions:
     def hand_over_where(self, which: Callable[[asyncio.AbstractEventLoop], bool]) -> None:
         """Hand over the buffers of the loops ``which`` picks."""
         with self._lock:
-            for loop in list(self._buffers):
-                if which(loop):
-                    self._hand_over(loop)
+            self._hand_over_where(which)
+
+    def _hand_over_where(self, which: Callable[[asyncio.AbstractEventLoop], bool]) -> None:
+        for loop in list(self._buffers):
+            if which(loop):
+                self._hand_over(loop)
 
     def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
         buffer = self._buffers.pop(loop, None)
@@ -203,6 +214,10 @@ class _Flush:
             self._submissions.hand_over(self._loop)
         except BaseException:  # a finalizer must not raise; nothing else can do it now
             logger.exception("handing over a dropped loop's submissions failed")
+
+
+def _not_running(loop: asyncio.AbstractEventLoop) -> bool:
+    return not loop.is_running()
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

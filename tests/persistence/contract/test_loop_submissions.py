@@ -151,6 +151,40 @@ def test_a_stopped_loops_submissions_go_with_the_next_blocking_write(store):
         loop.close()
 
 
+def test_a_stopped_loops_submissions_go_before_a_later_one_of_its_thread_off_the_loop(store):
+    store.create_session("s")
+    done = Completions(expected=2)
+    loop = asyncio.new_event_loop()
+    try:
+        loop.call_soon(loop.stop)
+        loop.call_soon(store.append_nowait, "s", user("first"), done.on_done)
+        loop.run_forever()  # held: its hand-over was left for an iteration that has not run
+        store.append_nowait("s", user("second"), done.on_done)  # the same thread, later, no loop
+        assert done.all_in.wait(10)
+        assert contents(store, "s") == ["first", "second"]
+    finally:
+        loop.close()
+
+
+def test_a_stopped_loops_submissions_go_before_those_of_the_next_loop_of_its_thread(store):
+    store.create_session("s")
+    done = Completions(expected=2)
+    loop = asyncio.new_event_loop()
+    try:
+        loop.call_soon(loop.stop)
+        loop.call_soon(store.append_nowait, "s", user("first"), done.on_done)
+        loop.run_forever()
+
+        async def next_loop() -> None:
+            store.append_nowait("s", user("second"), done.on_done)
+
+        asyncio.run(next_loop())  # the same thread, later, another loop
+        assert done.all_in.wait(10)
+        assert contents(store, "s") == ["first", "second"]
+    finally:
+        loop.close()
+
+
 class RefusingLoop(asyncio.SelectorEventLoop):
     """Injects the fault: ``call_soon`` refuses (as a closing loop does) while ``refuse``."""
 
