@@ -77,7 +77,7 @@ class PgWriter:
         self._conn: Any = None
         self._lock_timeout: dict[int, float] = {}  # the connection's current lock_timeout
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._submissions = LoopSubmissions(self._queue.put, max_batch)  # submit_nowait's, per loop
+        self._submissions = LoopSubmissions(self._queue_submitted, max_batch)  # submit_nowait's, per loop
         self._lock = threading.Lock()  # closing vs submitting
         self._closed = False
         self._transactions = 0  # committed batches
@@ -112,6 +112,13 @@ class PgWriter:
         iteration and queued with the loop's other submissions of that iteration,
         in order (`persistence.loop_submissions`); close() still runs it."""
         self._submissions.submit(Pending(job, on_done))
+
+    def _queue_submitted(self, pending: Pending) -> None:
+        """Queue a submitted job (a loop may have held it): its patience, which sets the
+        time limits of the batch it joins, counts from now; the time a loop held it
+        was nobody's wait."""
+        pending.queued_at = time.monotonic()
+        self._queue.put(pending)
 
     def stats(self) -> WriteStats:
         queued = self._queue.qsize() + self._submissions.held()

@@ -148,7 +148,7 @@ class GroupCommitWriter:
         self._checkpoint_pending = False  # until a checkpoint after a full disk succeeds
         self._max_batch = max_batch
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._submissions = LoopSubmissions(self._queue.put, max_batch)  # submit_nowait's, per loop
+        self._submissions = LoopSubmissions(self._queue_submitted, max_batch)  # submit_nowait's, per loop
         self._lock = threading.Lock()  # closing vs submitting
         self._closed = False
         self._transactions = 0  # committed batches
@@ -212,6 +212,13 @@ class GroupCommitWriter:
             return False
         self._submissions.submit(_Request(fn, session_id, job, what, self._patience_s, on_done))
         return True
+
+    def _queue_submitted(self, request: _Request) -> None:
+        """Queue a submitted request (a loop may have held it): its patience counts from
+        now, as if just submitted; the time a loop held it was nobody's wait."""
+        request.submitted = now = _monotonic()
+        request.deadline = now + self._patience_s
+        self._queue.put(request)
 
     def stats(self) -> WriteStats:
         queued = self._queue.qsize() + self._submissions.held()

@@ -185,6 +185,28 @@ def test_a_stopped_loops_submissions_go_before_those_of_the_next_loop_of_its_thr
         loop.close()
 
 
+def test_an_append_held_longer_than_patience_s_is_not_refused_for_it(store_url):
+    """``patience_s`` bounds a write's wait for the database (queue included), not the
+    time a loop kept it before handing it over: nobody was waiting for anything."""
+    store = open_store(store_url, patience_s=0.3)
+    try:
+        store.create_session("s")
+        done = Completions(expected=1)
+        loop = asyncio.new_event_loop()
+        try:
+            loop.call_soon(loop.stop)
+            loop.call_soon(store.append_nowait, "s", user("x"), done.on_done)
+            loop.run_forever()  # held: its hand-over is left for the loop's next run
+            time.sleep(0.5)  # the scenario, not a wait: the loop stays idle past patience_s
+            loop.run_until_complete(asyncio.sleep(0))  # the hand-over runs now
+            assert done.all_in.wait(10)
+        finally:
+            loop.close()
+        assert done.outcomes[0][1] is None and contents(store, "s") == ["x"]
+    finally:
+        store.close()
+
+
 class RefusingLoop(asyncio.SelectorEventLoop):
     """Injects the fault: ``call_soon`` refuses (as a closing loop does) while ``refuse``."""
 
