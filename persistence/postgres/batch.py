@@ -18,10 +18,19 @@ from protocol import SessionExistsError, SessionNotFoundError, StoreBusyError, T
 
 from .lineage import ended_error, require_incarnation
 
-__all__ = ["AppendJob", "CreateJob", "DoneFn", "Pending", "Wake", "append_payload", "append_run", "assign_rows",
-           "complete_submitted", "create_run", "one_incarnation_each", "refuse", "release_chain", "sweep"]
+__all__ = ["JSONB_TEXT_LIMIT", "AppendJob", "CreateJob", "DoneFn", "Pending", "Wake", "append_payload", "append_run",
+           "assign_rows", "complete_submitted", "create_run", "one_incarnation_each", "refuse", "release_chain",
+           "sweep"]
 
 log = logging.getLogger("session_actors.postgres.writer")
+
+#: The longest ``rows`` text the batch statement reads as jsonb. A jsonb value holds
+#: at most 268435455 bytes (PostgreSQL's limit on a container or a string), and a
+#: batch takes up to about 1.7 times its JSON text as jsonb (a header per row); a
+#: longer batch is read as json (each ``->>`` scans its row again: more server CPU,
+#: but good up to the 1 GB of a parameter), as the statement read every batch before.
+JSONB_TEXT_LIMIT = 128 * 1024 * 1024
+_AS_JSONB = "jsonb_array_elements(%(rows)s::jsonb)"
 
 #: A wake-up a completion may return: the writer calls each distinct one once per batch.
 Wake = Callable[[], None]
@@ -158,13 +167,23 @@ def append_run(cur: Any, queries: Mapping[str, str], appends: list[Pending], psy
     if later:  # requests meaning another incarnation of an id: their own statement
         append_run(cur, queries, later, psycopg)
     rows, wanted = append_payload(appends)
+    sql = queries["append_batch"]
+    if len(rows) > JSONB_TEXT_LIMIT:  # too big for jsonb
+        sql = _read_as_json(sql)
     factory, cur.row_factory = cur.row_factory, psycopg.rows.tuple_row  # cheaper than dicts
     try:
-        cur.execute(queries["append_batch"], {"rows": rows, "wanted": wanted})
+        cur.execute(sql, {"rows": rows, "wanted": wanted})
         fetched = cur.fetchall()
     finally:
         cur.row_factory = factory
     refuse(cur, queries, assign_rows(appends, fetched), psycopg)
+
+
+def _read_as_json(sql: str) -> str:
+    """The batch statement reading its rows as json instead of jsonb."""
+    if _AS_JSONB not in sql:
+        raise AssertionError(f"append_batch no longer reads its rows as {_AS_JSONB}")
+    return sql.replace(_AS_JSONB, "json_array_elements(%(rows)s::json)")
 
 
 def append_payload(appends: list[Pending]) -> tuple[str, str]:

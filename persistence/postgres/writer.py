@@ -43,8 +43,8 @@ from ..batching import drain, fill_batch
 from ..loop_submissions import LoopSubmissions, hand_over_pending
 from ..store import WriteStats
 from .batch import (
-    AppendJob, CreateJob, DoneFn, Pending, append_payload, append_run, assign_rows, complete_submitted, create_run,
-    refuse, release_chain, sweep,
+    JSONB_TEXT_LIMIT, AppendJob, CreateJob, DoneFn, Pending, append_payload, append_run, assign_rows,
+    complete_submitted, create_run, refuse, release_chain, sweep,
 )
 from .driver import busy_reason, set_local_timeouts, set_timeouts_sql
 from .pipeline import AppendPipeline, numbered_placeholders, socket_ready
@@ -121,7 +121,7 @@ class PgWriter:
         self._queue.put(pending)
 
     def stats(self) -> WriteStats:
-        queued = self._queue.qsize() + self._submissions.held()
+        queued = self._queue.qsize() + len(self._held) + self._submissions.held()  # held: for the next batch
         return WriteStats(self._transactions, self._requests, self._in_flight, queued)
 
     def close(self) -> None:
@@ -233,7 +233,8 @@ class PgWriter:
                 preparing, self._pipe = True, None
                 self._pipe = AppendPipeline(conn, self._batch_sql, self._psycopg)
                 preparing = False
-            self._send(self._pipe, batch)
+            if not self._send(self._pipe, batch):
+                return False
         except Exception as exc:  # any: the writer must not die with callers waiting
             self._unanswered.clear()
             psycopg = self._psycopg
@@ -246,16 +247,20 @@ class PgWriter:
             return False
         return True
 
-    def _send(self, pipe: AppendPipeline, batch: list[Pending]) -> None:
+    def _send(self, pipe: AppendPipeline, batch: list[Pending]) -> bool:
         """Send ``batch`` down the pipeline; a late one (see `_bound_lock_waits`) with
-        timeouts of its own, for its transaction alone."""
+        timeouts of its own, for its transaction alone. False, nothing sent, for a
+        batch too big for the prepared statement's jsonb (the plain way reads it as json)."""
         rows, wanted = append_payload(batch)
+        if len(rows) > JSONB_TEXT_LIMIT:
+            return False
         remaining = min(p.queued_at for p in batch) + self._patience_s - time.monotonic()
         timeout = self._patience_s if remaining >= self._patience_s - _LATE_S else max(0.001, remaining)
         own = timeout != self._lock_timeout.get(id(self._conn), self._patience_s)
         self._in_flight += len(batch)
         self._unanswered.append(batch)
         pipe.send(rows.encode(), wanted.encode(), max(1, int(timeout * 1000)) if own else None)  # ASCII: batch._ROWS
+        return True
 
     def _answer(self, batch: list[Pending]) -> list[Pending]:
         """``batch`` leaves the pipeline's books (it is settled from here on)."""
@@ -295,12 +300,14 @@ class PgWriter:
         following, unsent = None, None
         if send_next and not refused:  # a refusal is read after the commit, with nothing in flight
             batch, stopping = self._take(stopping, busy=flight)
+            piped = False  # (a batch too big for the pipeline waits for the plain way)
             if batch and self._can_pipeline(batch):
-                following = batch
                 try:
-                    self._send(pipe, batch)
+                    piped = self._send(pipe, batch)
                 except self._psycopg.Error as exc:
-                    unsent = exc
+                    piped, unsent = True, exc
+            if piped:
+                following = batch
             elif batch:
                 self._held[:0] = batch
         try:

@@ -321,3 +321,54 @@ def test_a_batch_whose_sending_fails_unexpectedly_is_written_the_plain_way(pg_ur
         (stored,) = store.append("a", Message("user", "second"))
         assert stored.seq == 2
         assert [m.content for m in store.transcript("a")] == ["first", "second"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_batch_too_big_for_jsonb_is_still_written(pg_url: str):
+    """A jsonb value holds at most 268435455 bytes: an append (or a batch) whose rows
+    take more failed, every caller told it may or may not have been written, where
+    the statement reading json wrote it. Two messages of 130 MiB are written, once."""
+    from protocol import set_content_limit
+
+    size = 130 * 1024 * 1024
+    previous = set_content_limit(256 * 1024 * 1024)
+    try:
+        messages = [Message("user", "x" * size), Message("assistant", "y" * size)]
+    finally:
+        set_content_limit(previous)
+    with PostgresStore(pg_url, patience_s=240, max_content_bytes=256 * 1024 * 1024) as store:
+        store.create_session("big")
+        stored = store.append("big", messages)
+        del messages
+        assert [m.seq for m in stored] == [1, 2]
+        assert store.append("big", Message("user", "after"))[0].seq == 3
+    assert pg_rows(pg_url, "SELECT seq, octet_length(content) FROM messages ORDER BY seq") == [
+        (1, size + 2), (2, size + 2), (3, 7)]
+
+
+def test_a_request_held_back_for_the_batch_after_counts_as_queued(pg_url: str):
+    """A request whose session is in the batch in flight is taken from the queue and
+    held for the batch after: write_stats counted it nowhere (neither in flight nor
+    queued), so a store with three requests outstanding showed two."""
+    app = f"pipe-{uuid.uuid4().hex[:8]}"
+    url = with_application_name(pg_url, app)
+    install_hold(pg_url)
+    with PostgresStore(url) as store:
+        for sid in ("g", "b"):
+            store.create_session(sid)
+        calls = Calls()
+        with held_commits(pg_url):
+            with gate(pg_url, "g"):
+                calls.start("held", lambda: store.append("g", Message("user", "hold me")))
+                wait_queued(store, 0)
+                calls.start("g2", lambda: store.append("g", Message("user", "g2")))
+                wait_queued(store, 1)
+                calls.start("b", lambda: store.append("b", Message("user", "b1")))
+                wait_queued(store, 2)
+            wait_for(lambda: committing(pg_url, app), "the first batch waits in its commit")
+            wait_for(lambda: store.write_stats().in_flight == 2, "b's batch in flight behind it")
+            assert in_flight_and_queued(store) == (2, 1)  # g2 waits for the batch after
+        out = calls.join()
+    assert [m.seq for m in out["held"]] == [1] and [m.seq for m in out["g2"]] == [2]
+    assert [m.seq for m in out["b"]] == [1]
