@@ -165,6 +165,8 @@ class HandOverLock:
         self._lock = threading.Lock()
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if timeout != -1:
+            _check_timeout(blocking, timeout)  # as a lock: never "wait for ever" by mistake
         if self._lock.acquire(False):
             return True
         if not blocking:
@@ -214,6 +216,14 @@ class _Flush:
             self._submissions.hand_over(self._loop)
         except BaseException:  # a finalizer must not raise; nothing else can do it now
             logger.exception("handing over a dropped loop's submissions failed")
+
+
+def _check_timeout(blocking: bool, timeout: float) -> None:
+    """Refuse what `threading.Lock.acquire` refuses."""
+    if not blocking:
+        raise ValueError("can't specify a timeout for a non-blocking call")
+    if timeout < 0:
+        raise ValueError("timeout value must be a non-negative number or -1")
 
 
 def _not_running(loop: asyncio.AbstractEventLoop) -> bool:

@@ -30,6 +30,25 @@ def test_a_waiter_keeps_its_timeout_and_a_free_lock_is_a_plain_lock():
     assert not lock.locked()
 
 
+@pytest.mark.parametrize("held", [False, True], ids=["free", "held"])
+def test_the_timeouts_a_lock_refuses_are_refused(held):
+    """As `threading.Lock`, free or held: a non-blocking call with a timeout, or a
+    negative timeout other than -1 (a deadline already past, say), raises ValueError
+    instead of being taken for "try once" or "wait for ever"."""
+    lock = HandOverLock()
+    if held:
+        lock.acquire()
+    try:
+        for args, kwargs in (((False, 1.0), {}), ((), {"timeout": -0.5})):
+            thread, box = run_in_thread(lambda: lock.acquire(*args, **kwargs))
+            with pytest.raises(ValueError):
+                result_of(thread, box, timeout=5)
+        assert lock.locked() is held
+    finally:
+        if lock.locked():
+            lock.release()  # (a waiter stuck for ever would take it and end)
+
+
 def test_a_waiter_hands_over_the_held_submission_that_holds_the_lock(tmp_path):
     store = SqliteStore(str(tmp_path / "state.db"))
     lock = HandOverLock()
