@@ -186,5 +186,28 @@ def test_closing_the_registry_on_the_loop_that_holds_an_append(store_url):
         store.close()
 
 
+def test_an_append_a_stopped_loop_held_past_patience_s_commits_when_it_runs_again(store_url):
+    """Fire and forget at the end of ``run_until_complete``: the task's append is held
+    until the loop runs again, however long after; it is not refused for that wait."""
+    store = open_store(store_url, patience_s=0.3)
+    registry = SessionRegistry(store, policy=CompactionPolicy(ask_timeout_s=ASK_TIMEOUT_S))
+    loop = asyncio.new_event_loop()
+    try:
+        (handle,) = warm(registry, 1)
+
+        async def fire_and_forget() -> asyncio.Task[Any]:
+            return asyncio.ensure_future(handle.append_async("user", "x"))
+
+        task = loop.run_until_complete(fire_and_forget())  # its step submits in the last iteration
+        assert not task.done() and store.write_stats().queued == 1  # held
+        time.sleep(0.5)  # the scenario, not a wait: the loop stays idle past patience_s
+        assert loop.run_until_complete(task).content == "x"
+        assert contents(handle) == ["warm", "x"]
+    finally:
+        loop.close()
+        registry.close()
+        store.close()
+
+
 def contents_of(store: Any, session_id: str) -> list[str]:
     return [m.content for m in store.transcript(session_id)]
