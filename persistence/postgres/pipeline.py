@@ -68,6 +68,7 @@ class AppendPipeline:
         self._ok = psycopg.pq.ExecStatus
         self._bad = psycopg.pq.ConnStatus.BAD
         self._sqlstate = psycopg.pq.DiagnosticField.SQLSTATE
+        self._encoding = conn.info.encoding  # the client encoding (a LATIN1 database, PGCLIENTENCODING)
         self._stages: deque[str] = deque()  # per batch in flight: "rows", then "sync"
         result = self._pg.prepare(STATEMENT, sql)
         if result.status != self._ok.COMMAND_OK:
@@ -114,7 +115,7 @@ class AppendPipeline:
             raise self._lost("more than one result for a batch statement")
         self._stages[0] = "sync"
         get = result.get_value
-        return [(int(get(i, 0)), get(i, 1).decode(), int(get(i, 2)), float(get(i, 3)))
+        return [(int(get(i, 0)), get(i, 1).decode(self._encoding), int(get(i, 2)), float(get(i, 3)))
                 for i in range(result.ntuples)]
 
     def committed(self) -> None:
@@ -169,4 +170,4 @@ class AppendPipeline:
         return self._psycopg.OperationalError(f"connection lost with a pipeline in flight: {text}")
 
     def _error(self, result: Any) -> Exception:
-        return self._psycopg.errors.error_from_result(result, encoding="utf-8")
+        return self._psycopg.errors.error_from_result(result, encoding=self._encoding)

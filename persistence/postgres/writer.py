@@ -270,7 +270,8 @@ class PgWriter:
     def _land_guarded(self, flight: list[Pending], stopping: bool
                       ) -> tuple[list[Pending], list[Pending] | None, bool]:
         """`_land`, never letting the writer die with callers waiting: a crash fails
-        every batch in the pipeline not yet settled (on a new connection from here)."""
+        every batch in the pipeline not yet settled (on a new connection from here),
+        as unknown: its Sync was sent, so the server may well have committed it."""
         try:
             return self._land(flight, stopping)
         except BaseException as exc:
@@ -278,7 +279,8 @@ class PgWriter:
             self._disconnect()
             done: list[Pending] = []
             for batch in self._unanswered:
-                _fail_all(batch, TranscriptError(f"write failed: {exc!r}"), exc)
+                _fail_all(batch, StoreBusyError(
+                    f"write failed while in flight; it may or may not have been applied: {exc!r}"), exc)
                 done += self._complete(batch)
             self._unanswered.clear()
             self._in_flight = 0

@@ -372,3 +372,37 @@ def test_a_request_held_back_for_the_batch_after_counts_as_queued(pg_url: str):
         out = calls.join()
     assert [m.seq for m in out["held"]] == [1] and [m.seq for m in out["g2"]] == [2]
     assert [m.seq for m in out["b"]] == [1]
+
+
+def test_a_session_id_outside_ascii_is_answered_under_another_client_encoding(pg_url: str):
+    """The pipeline read the session ids of its rows as UTF-8 whatever the client
+    encoding (a LATIN1 database, PGCLIENTENCODING): "café" came back as b"caf\\xe9",
+    and every append to it was answered "write failed" although it committed."""
+    with PostgresStore(f"{pg_url}&client_encoding=LATIN1") as store:
+        store.create_session("café")
+        assert [store.append("café", Message("user", f"m{i}"))[0].seq for i in range(3)] == [1, 2, 3]
+    assert contents(pg_url) == [("café", 1, '"m0"'), ("café", 2, '"m1"'), ("café", 3, '"m2"')]
+
+
+def test_a_crash_while_landing_a_sent_batch_answers_that_it_may_have_been_written(pg_url: str, monkeypatch):
+    """Reading a batch's rows crashes (injected) after its Sync was sent: the server
+    commits it anyway, so its caller must hear that the outcome is unknown, never a
+    plain failure (which says nothing was written: a retry would write it twice)."""
+    from persistence.postgres.pipeline import AppendPipeline
+
+    real_rows = AppendPipeline.rows
+
+    def rows_then_crash(self):
+        real_rows(self)
+        raise RuntimeError("injected")
+
+    with PostgresStore(pg_url) as store:
+        store.create_session("a")
+        monkeypatch.setattr(AppendPipeline, "rows", rows_then_crash)
+        with pytest.raises(TranscriptError) as failed:
+            store.append("a", Message("user", "sent"))
+        monkeypatch.setattr(AppendPipeline, "rows", real_rows)
+        wait_for(lambda: contents(pg_url) != [], "the sent batch committed by the server")
+        assert isinstance(failed.value, StoreBusyError) and "may or may not" in str(failed.value)
+        assert store.append("a", Message("user", "next"))[0].seq == 2
+    assert contents(pg_url) == [("a", 1, '"sent"'), ("a", 2, '"next"')]
