@@ -12,8 +12,6 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from persistence.loop_submissions import HandOverLock
-
 if TYPE_CHECKING:
     import pykka
 
@@ -29,10 +27,9 @@ class Slot:
 
     def __init__(self, session_id: str) -> None:
         self.lock = threading.Lock()
-        # The actor's exclusive lock: held while it handles a message, while a caller
-        # runs an append on its own thread (`SessionActor.append_here`), or from an
-        # append's submission to its commit (`SessionActor.submit_here`).
-        self.exclusive = HandOverLock()  # a submitted append may hold it: see the class
+        # The actor's exclusive lock: held while it handles a message, or while a
+        # caller runs an append on its own thread (`SessionActor.append_here`).
+        self.exclusive = threading.Lock()
         self.session_id = session_id  # the live id the actor serves (follows moves)
         self.ids: set[str] = {session_id}  # every id routed here (aliases, old parents)
         self.actor_ref: pykka.ActorRef[Any] | None = None

@@ -40,7 +40,6 @@ from protocol import StorageFullError, StoreBusyError, TranscriptError
 
 from .. import killpoints, telemetry
 from ..batching import drain, fill_batch
-from ..loop_submissions import LoopSubmissions, hand_over_pending
 from ..store import WriteStats
 from .batch import (
     JSONB_TEXT_LIMIT, AppendJob, CreateJob, DoneFn, Pending, append_payload, append_run, assign_rows,
@@ -77,7 +76,6 @@ class PgWriter:
         self._conn: Any = None
         self._lock_timeout: dict[int, float] = {}  # the connection's current lock_timeout
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._submissions = LoopSubmissions(self._queue_submitted, max_batch)  # submit_nowait's, per loop
         self._lock = threading.Lock()  # closing vs submitting
         self._closed = False
         self._transactions = 0  # committed batches
@@ -93,7 +91,6 @@ class PgWriter:
 
     def submit(self, job: AppendJob | CreateJob) -> Any:
         """Queue ``job``; its result once committed (or its error)."""
-        hand_over_pending()  # this thread's held submissions go first (we may wait on them)
         pending = Pending(job)
         with self._lock:
             if self._closed:
@@ -105,29 +102,19 @@ class PgWriter:
         """Queue ``job`` without waiting: ``on_done(result, error)`` is called once, on
         the writer thread, when the batch holding it has its outcome; it must be quick
         and must not wait on this store. It may return a wake-up the writer calls
-        once per batch (each distinct one), after all of the batch's completions.
-        Raises `TranscriptError` (nothing queued) once the store is closed.
-
-        From a running event loop the job is held until the end of the loop's
-        iteration and queued with the loop's other submissions of that iteration,
-        in order (`persistence.loop_submissions`); close() still runs it."""
-        self._submissions.submit(Pending(job, on_done))
-
-    def _queue_submitted(self, pending: Pending) -> None:
-        """Queue a submitted job (a loop may have held it): its patience, which sets the
-        time limits of the batch it joins, counts from now; the time a loop held it
-        was nobody's wait."""
-        pending.queued_at = time.monotonic()
-        self._queue.put(pending)
+        once per batch (each distinct one), after all of the batch's completions."""
+        pending = Pending(job, on_done)
+        with self._lock:
+            if self._closed:
+                raise TranscriptError("the store is closed")
+            self._queue.put(pending)
 
     def stats(self) -> WriteStats:
-        queued = self._queue.qsize() + len(self._held) + self._submissions.held()  # held: for the next batch
+        queued = self._queue.qsize() + len(self._held)  # held: for the next batch
         return WriteStats(self._transactions, self._requests, self._in_flight, queued)
 
     def close(self) -> None:
-        """Commit what is queued (submissions an event loop still holds included), stop
-        the thread, close the connection. Idempotent."""
-        self._submissions.close()  # queued before the stop marker: they run
+        """Commit what is queued, stop the thread, close the connection. Idempotent."""
         with self._lock:
             if self._closed:
                 return

@@ -21,9 +21,7 @@ A request submitted with `GroupCommitWriter.submit_nowait` has no waiting
 thread: the writer completes it itself, right after the batch that holds it has
 its outcome, and then calls each distinct wake-up the completions returned, once
 (an event loop submits this way: one wake-up of the loop serves a whole batch,
-see `actors.reply.LoopReplies`). A loop's submissions reach the queue together,
-once per loop iteration (`persistence.loop_submissions`), so the writer wakes
-to a whole burst instead of to its first request.
+see `actors.reply.LoopReplies`).
 
 With ``group_commit=False`` there is no writer thread: each caller runs its own
 ``BEGIN IMMEDIATE ... COMMIT`` on the shared connection, in its own thread,
@@ -46,7 +44,6 @@ from protocol import ReadOnlyStoreError, StorageFullError, StoreBusyError, Trans
 
 from .. import killpoints, telemetry
 from ..batching import drain, fill_batch
-from ..loop_submissions import LoopSubmissions, hand_over_pending
 from ..store import WriteStats
 from .connection import is_busy, map_sqlite_error
 
@@ -148,7 +145,6 @@ class GroupCommitWriter:
         self._checkpoint_pending = False  # until a checkpoint after a full disk succeeds
         self._max_batch = max_batch
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._submissions = LoopSubmissions(self._queue_submitted, max_batch)  # submit_nowait's, per loop
         self._lock = threading.Lock()  # closing vs submitting
         self._closed = False
         self._transactions = 0  # committed batches
@@ -170,7 +166,6 @@ class GroupCommitWriter:
         would have returned for each.
         Raises what ``fn`` raised (driver errors mapped to ours), or `StoreBusyError`.
         """
-        hand_over_pending()  # this thread's held submissions go first (we may wait on them)
         request = _Request(fn, session_id, job, what, self._patience_s)
         if self._direct is not None:
             # held by close() too: no write outlives the store; waiting for it counts
@@ -202,36 +197,25 @@ class GroupCommitWriter:
         (or the request failed alone); it must be quick and must not block on this
         store. It may return a wake-up (`Wake`): the writer calls each distinct one
         once, after completing the whole batch. False (nothing queued) when there is
-        no writer thread to complete it (``group_commit=False``): use `submit`.
-        Raises `TranscriptError` (nothing queued) once the store is closed.
-
-        From a running event loop the request is held until the end of the loop's
-        iteration and queued with the loop's other submissions of that iteration,
-        in order (`persistence.loop_submissions`); close() still runs it."""
+        no writer thread to complete it (``group_commit=False``): use `submit`."""
         if self._direct is not None:
             return False
-        self._submissions.submit(_Request(fn, session_id, job, what, self._patience_s, on_done))
+        request = _Request(fn, session_id, job, what, self._patience_s, on_done)
+        with self._lock:
+            if self._closed:
+                raise TranscriptError("the store is closed")
+            self._queue.put(request)
         return True
 
-    def _queue_submitted(self, request: _Request) -> None:
-        """Queue a submitted request (a loop may have held it): its patience counts from
-        now, as if just submitted; the time a loop held it was nobody's wait."""
-        request.submitted = now = _monotonic()
-        request.deadline = now + self._patience_s
-        self._queue.put(request)
-
     def stats(self) -> WriteStats:
-        queued = self._queue.qsize() + self._submissions.held()
-        return WriteStats(self._transactions, self._requests, self._in_flight, queued)
+        return WriteStats(self._transactions, self._requests, self._in_flight, self._queue.qsize())
 
     def close(self) -> None:
-        """Finish queued requests (submissions an event loop still holds included),
-        then stop the thread. Idempotent."""
+        """Finish queued requests, then stop the thread. Idempotent."""
         if self._direct is not None:
             with self._direct:  # waits for the write in progress
                 self._closed = True
             return
-        self._submissions.close()  # queued before the stop marker: they run
         with self._lock:
             if not self._closed:
                 self._closed = True

@@ -3,16 +3,14 @@ waiting thread, completed by the writer after its commit (the event loop's path)
 
 from __future__ import annotations
 
-import asyncio
 import threading
-import time
 from typing import Any
 
 import pytest
 
 from persistence.postgres import PostgresStore
 from protocol import InvalidMessageError, Message
-from tests.persistence.postgres.test_group_commit import Calls, gate, wait_queued
+from tests.persistence.postgres.test_group_commit import gate, wait_queued
 from tests.persistence.sqlite.test_append_nowait import Completions
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(60)]
@@ -91,33 +89,3 @@ def test_a_failing_telemetry_hook_still_completes_the_submission(pg_url: str, mo
         assert done.all_in.wait(10)
         [(built, error, _)] = done.outcomes
         assert error is None and built()[0].content == "counted or not"
-
-
-def test_an_append_held_past_patience_s_does_not_fail_the_fresh_appends_of_its_batch(pg_url: str):
-    """A loop iteration kept its first append longer than ``patience_s`` before the
-    hand-over: the batch it joins keeps a fresh batch's time limits (they follow its
-    oldest request, counted from the hand-over), so it and its batch-mates commit."""
-    with PostgresStore(pg_url, patience_s=1.0) as store:
-        for sid in ("gate", "held", "fresh"):
-            store.create_session(sid)
-        done, calls = Completions(expected=2), Calls()
-        go = threading.Event()
-
-        async def one_long_iteration() -> None:
-            store.append_nowait("held", [Message("user", "h")], done.on_done)
-            assert go.wait(10)  # blocks this iteration: the append stays held
-            store.append_nowait("fresh", [Message("user", "f")], done.on_done)
-
-        calls.start("loop", lambda: asyncio.run(one_long_iteration()))
-        time.sleep(1.2)  # the scenario, not a wait: the iteration lasts longer than patience_s
-        with gate(pg_url, "gate"):
-            calls.start("gate", lambda: store.append("gate", [Message("user", "g")]))
-            wait_queued(store, 1)  # the writer waits at the gate (the held one counts as queued)
-            go.set()  # the iteration ends: both appends are handed over, one batch behind the gate
-            wait_queued(store, 2)
-        outcomes = calls.join()
-        assert done.all_in.wait(10)
-        assert outcomes["gate"][0].content == "g" and outcomes["loop"] is None
-        assert [error for _, error, _ in done.outcomes] == [None, None]
-        assert [m.content for m in store.transcript("held")] == ["h"]
-        assert [m.content for m in store.transcript("fresh")] == ["f"]
