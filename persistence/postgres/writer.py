@@ -43,7 +43,7 @@ from ..batching import drain, fill_batch
 from ..store import WriteStats
 from .batch import (
     JSONB_TEXT_LIMIT, AppendJob, CreateJob, DoneFn, Pending, append_payload, append_run, assign_rows,
-    complete_submitted, create_run, refuse, release_chain, sweep,
+    complete_submitted, create_run, one_incarnation_each, refuse, release_chain, sweep,
 )
 from .driver import busy_reason, set_local_timeouts, set_timeouts_sql
 from .pipeline import AppendPipeline, numbered_placeholders, socket_ready
@@ -202,12 +202,9 @@ class PgWriter:
         point of a write transaction exists on the plain way only)."""
         if self._pgbouncer or killpoints.ARMED or self._no_pipeline:
             return False
-        meant: dict[str, str | None] = {}
-        for pending in batch:
-            job = pending.job
-            if type(job) is not AppendJob or meant.setdefault(job.session_id, job.incarnation) != job.incarnation:
-                return False
-        return True
+        if any(type(pending.job) is not AppendJob for pending in batch):
+            return False
+        return not one_incarnation_each(batch)[1]  # those split off need a statement of their own
 
     def _send_first(self, batch: list[Pending]) -> bool:
         """Send ``batch`` with nothing else in flight; False if that failed, whatever

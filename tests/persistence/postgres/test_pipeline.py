@@ -80,17 +80,24 @@ def committing(url: str, app: str) -> list[int]:
         url, "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND wait_event = 'advisory'", (app,))]
 
 
+@contextmanager
+def held_store(pg_url: str, *sessions: str) -> Iterator[tuple[PostgresStore, str]]:
+    """A store whose connections carry their own application name (returned, to find
+    its backends), with the commit hold installed and ``sessions`` created."""
+    app = f"pipe-{uuid.uuid4().hex[:8]}"
+    install_hold(pg_url)
+    with PostgresStore(with_application_name(pg_url, app)) as store:
+        for sid in sessions:
+            store.create_session(sid)
+        yield store, app
+
+
 def contents(url: str) -> list[tuple[str, int, str]]:
     return pg_rows(url, "SELECT session_id, seq, content FROM messages ORDER BY session_id, seq")
 
 
 def test_a_batch_is_answered_only_after_its_commit_and_the_next_one_rides_behind_it(pg_url: str):
-    app = f"pipe-{uuid.uuid4().hex[:8]}"
-    url = with_application_name(pg_url, app)
-    install_hold(pg_url)
-    with PostgresStore(url) as store:
-        for sid in ("g", "b"):
-            store.create_session(sid)
+    with held_store(pg_url, "g", "b") as (store, app):
         calls = Calls()
         with held_commits(pg_url):
             with gate(pg_url, "g"):
@@ -113,12 +120,7 @@ def test_terminated_while_committing_with_the_next_batch_in_flight_both_run_once
     """pg_terminate_backend of the writer's backend during the first batch's commit:
     the server rolled it back and never started the second, so both are sent again,
     on a new connection, and each is written exactly once."""
-    app = f"pipe-{uuid.uuid4().hex[:8]}"
-    url = with_application_name(pg_url, app)
-    install_hold(pg_url)
-    with PostgresStore(url) as store:
-        for sid in ("g", "b", "c"):
-            store.create_session(sid)
+    with held_store(pg_url, "g", "b", "c") as (store, app):
         calls = Calls()
         with held_commits(pg_url):
             with gate(pg_url, "g"):
@@ -144,12 +146,7 @@ def test_a_batch_failing_at_commit_lets_the_next_commit_and_then_fails_only_its_
     flight on the same, live, connection: the second commits; the first is tried
     again, fails again, and is replayed request by request: only the poisoned
     request fails, and nothing of it is written."""
-    app = f"pipe-{uuid.uuid4().hex[:8]}"
-    url = with_application_name(pg_url, app)
-    install_hold(pg_url)
-    with PostgresStore(url) as store:
-        for sid in ("g", "p", "q", "r"):
-            store.create_session(sid)
+    with held_store(pg_url, "g", "p", "q", "r") as (store, app):
         calls = Calls()
         with held_commits(pg_url):
             with gate(pg_url, "p"):
@@ -351,12 +348,7 @@ def test_a_request_held_back_for_the_batch_after_counts_as_queued(pg_url: str):
     """A request whose session is in the batch in flight is taken from the queue and
     held for the batch after: write_stats counted it nowhere (neither in flight nor
     queued), so a store with three requests outstanding showed two."""
-    app = f"pipe-{uuid.uuid4().hex[:8]}"
-    url = with_application_name(pg_url, app)
-    install_hold(pg_url)
-    with PostgresStore(url) as store:
-        for sid in ("g", "b"):
-            store.create_session(sid)
+    with held_store(pg_url, "g", "b") as (store, app):
         calls = Calls()
         with held_commits(pg_url):
             with gate(pg_url, "g"):
