@@ -1,11 +1,39 @@
-"""What both group-commit writers do with their queue: take a batch, drain on close."""
+"""What both group-commit writers do with their queue: take a batch, drain on close,
+and link a committed batch's waiting callers into release chains."""
 
 from __future__ import annotations
 
 import queue
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol, TypeVar
 
-__all__ = ["drain", "fill_batch"]
+__all__ = ["RELEASE_CHAINS", "drain", "fill_batch", "linked_chains"]
+
+#: Release chains a committed batch's callers are split into. Each woken caller
+#: releases the one after it in its chain; a woken thread takes tens of
+#: microseconds to run again on a VM (a lock ping-pong between two threads here:
+#: ~80 us a round trip), several times the Python a caller runs before it blocks
+#: again, so with one chain the GIL sits idle while each next caller wakes. A few
+#: chains side by side overlap those wake-ups; many would wake callers at once to
+#: fight over the GIL. (``python -m tests.benchmarks.bench_chains`` compares counts.)
+RELEASE_CHAINS = 2
+
+
+class _Chained(Protocol):
+    next: Any
+
+
+_C = TypeVar("_C", bound=_Chained)
+
+
+def linked_chains(batch: Sequence[_C]) -> list[_C]:
+    """Link ``batch`` into `RELEASE_CHAINS` interleaved release chains (request ``i``
+    is released by request ``i - RELEASE_CHAINS``); returns their heads, for the
+    writer to release. The module constant is read at each call (a benchmark varies it)."""
+    chains = RELEASE_CHAINS
+    for request, successor in zip(batch, batch[chains:]):
+        request.next = successor
+    return list(batch[:chains])
 
 
 def fill_batch(source: queue.SimpleQueue[Any], batch: list[Any], limit: int) -> list[Any]:

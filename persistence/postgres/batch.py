@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from protocol import SessionExistsError, SessionNotFoundError, StoreBusyError, TranscriptError
 
+from ..batching import linked_chains
 from .lineage import ended_error, require_incarnation
 
 __all__ = ["JSONB_TEXT_LIMIT", "AppendJob", "CreateJob", "DoneFn", "Pending", "Wake", "append_payload", "append_run",
@@ -60,11 +61,11 @@ class Pending:
     """One queued job and its outcome. ``done`` is a lock held until the outcome is
     set: a much cheaper one-shot latch than an Event for thousands of waiters.
 
-    The callers of a batch are released in a chain: the writer releases the first,
-    and each caller releases the next as soon as it wakes, so they wake one after
-    another instead of all at once fighting for the GIL (which the writer needs for
-    the next batch) and the writer makes one wake-up call per batch, not one per
-    caller. ``claim`` makes a release one-shot, so the writer can sweep a chain a
+    The callers of a batch are released in a few chains (`batching.linked_chains`):
+    the writer releases each chain's first, and each caller releases the next of its
+    chain as soon as it wakes, so they wake a few at a time instead of all at once
+    fighting for the GIL (which the writer needs for the next batch) and the writer
+    makes a few wake-up calls per batch, not one per caller. ``claim`` makes a release one-shot, so the writer can sweep a chain a
     caller stalled (interrupted while it waited) without releasing anyone twice.
 
     A request submitted without a waiting thread (``on_done`` set) is completed by
@@ -126,11 +127,10 @@ def complete_submitted(batch: list[Pending]) -> list[Pending]:
 
 
 def release_chain(batch: list[Pending]) -> None:
-    """Release the callers of ``batch``, each by the one before it."""
-    for pending, successor in zip(batch, batch[1:]):
-        pending.next = successor
-    if batch:
-        batch[0].release()
+    """Release the callers of ``batch``, each by the one before it in its chain
+    (`batching.linked_chains`)."""
+    for head in linked_chains(batch):
+        head.release()
 
 
 def sweep(batch: list[Pending]) -> None:

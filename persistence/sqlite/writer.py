@@ -10,7 +10,7 @@ is undone alone and the rest of the batch commits.
 
 Releasing callers is where the time goes once fsync is fast: every woken caller
 wants the GIL, which the writer needs between its statements. So the callers of
-a committed batch are released in a chain (`_Request`), and, when more requests
+a committed batch are released in a few chains (`_Request`), and, when more requests
 are already queued, only once the next batch has been written, just before its
 COMMIT: they run while the writer waits on the disk instead of fighting it for
 the GIL while it builds the batch. Only a batch of appends (a bulk run, short
@@ -43,7 +43,7 @@ from typing import Any
 from protocol import ReadOnlyStoreError, StorageFullError, StoreBusyError, TranscriptError
 
 from .. import killpoints, telemetry
-from ..batching import drain, fill_batch
+from ..batching import drain, fill_batch, linked_chains
 from ..store import WriteStats
 from .connection import is_busy, map_sqlite_error
 
@@ -70,11 +70,12 @@ class _Request:
     """One queued write. ``done`` is a lock held until the outcome is set: a plain
     lock is a much cheaper one-shot latch than an Event for thousands of waiters.
 
-    Callers of a committed batch are released in a chain: the writer releases
-    the first, and each caller releases the next as soon as it wakes. Waking
-    them all at once would make dozens of threads fight over the GIL (and the
-    writer, which needs it for the next batch) at the same moment; the chain
-    wakes them one after another while the writer goes on. ``claim`` makes the
+    Callers of a committed batch are released in a few chains
+    (`batching.linked_chains`): the writer releases each chain's first, and each
+    caller releases the next of its chain as soon as it wakes. Waking them all at
+    once would make dozens of threads fight over the GIL (and the writer, which
+    needs it for the next batch) at the same moment; the chains wake them a few
+    at a time while the writer goes on. ``claim`` makes the
     release one-shot, so the writer can sweep a stalled chain safely.
     """
 
@@ -150,7 +151,7 @@ class GroupCommitWriter:
         self._transactions = 0  # committed batches
         self._requests = 0  # requests those batches held
         self._in_flight = 0  # size of the batch being attempted
-        self._held: _Request | None = None  # head of a committed chain not yet released
+        self._held: list[_Request] = []  # heads of a committed batch's chains, not yet released
         # group_commit=False: callers take turns on the connection instead of queueing
         self._direct = None if group_commit else threading.Lock()
         self._thread = None
@@ -250,17 +251,15 @@ class GroupCommitWriter:
                         _sweep(released)
                         batch = _completed_submitted(batch)
                         released = batch
-                        for request, successor in zip(batch, batch[1:]):
-                            request.next = successor
-                        self._held = batch[0] if batch else None  # see the module docstring
+                        self._held = linked_chains(batch)  # see the module docstring
         finally:
             self._release_held()
             _sweep(released)
 
     def _release_held(self) -> None:
-        held, self._held = self._held, None
-        if held is not None:
-            held.release()
+        held, self._held = self._held, []
+        for head in held:
+            head.release()
 
     def _run_batch(self, batch: list[_Request]) -> list[_Request]:
         """Run ``batch`` to an outcome for each request; returns the requests that were

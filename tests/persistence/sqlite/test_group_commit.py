@@ -345,3 +345,58 @@ def test_group_commit_off_runs_appends_in_the_callers_threads(sqlite_path):
         store.close()
     with pytest.raises(TranscriptError):
         store.append("s", Message("user", "after close"))
+
+
+@pytest.mark.timeout(60)
+def test_callers_of_a_batch_all_return_when_one_never_passes_the_release_on(sqlite_path, monkeypatch):
+    """A committed batch's callers release one another in a few interleaved chains
+    (`persistence.batching.RELEASE_CHAINS`). A caller interrupted while it waited
+    never passes the release on: every other caller of its batch still returns with
+    its own rows, those in other chains and those after it in its own (the writer
+    sweeps a stalled chain)."""
+    from persistence.sqlite import writer as writer_module
+
+    class Interrupted(BaseException):
+        """What an interrupt (KeyboardInterrupt, an async exception) is to the waiter."""
+
+    original = writer_module._Request.wait
+
+    def interrupted(self):  # the fault: wakes, then dies before releasing the next caller
+        if self.job is not None and self.job.session_id == "stalls":
+            self.done.acquire()
+            raise Interrupted()
+        return original(self)
+
+    monkeypatch.setattr(writer_module._Request, "wait", interrupted)
+    store = SqliteStore(sqlite_path)
+    try:
+        queued = ["a", "stalls", "c", "d", "e", "f", "g"]  # one batch, more callers than chains
+        for sid in ["first"] + queued:
+            store.create_session(sid)
+        lock = _hold_write_lock(sqlite_path)
+        calls = [lambda: store.append("first", Message("user", "first"))]
+        threads, results = _run_in_threads(calls)
+        wait_for(lambda: store.write_stats().in_flight == 1)  # "first" waits on the lock alone
+        for n, sid in enumerate(queued):  # queued in this order: the chains' order
+            more, more_results = _run_in_threads([lambda sid=sid: store.append(sid, Message("user", sid))])
+            threads += more
+            wait_for(lambda n=n: store.write_stats().queued == n + 1)
+            results[sid] = more_results
+        lock.rollback()
+        lock.close()
+        for t in threads:
+            t.join(timeout=20)
+        assert not any(t.is_alive() for t in threads)
+        assert results[0][0].content == "first"
+        assert isinstance(results["stalls"][0], Interrupted)
+        for sid in queued:
+            if sid != "stalls":
+                assert [m.content for m in results[sid][0]] == [sid]
+        outside = sqlite3.connect(sqlite_path)
+        try:
+            rows = [r[0] for r in outside.execute("SELECT session_id FROM messages ORDER BY id")]
+        finally:
+            outside.close()
+        assert rows == ["first"] + queued  # the interrupted caller's row was committed too
+    finally:
+        store.close()
