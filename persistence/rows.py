@@ -106,16 +106,25 @@ def _content_json(message: Message, limit: int) -> str:
     return text
 
 
+#: Every byte JSON escapes in a string (a control character below 0x20, '"' or
+#: '\\') maps to 0x80, every other ASCII byte to itself: ASCII text still ASCII
+#: after this translation needs no escape. ``str.isprintable`` answered the same
+#: (DEL aside, which JSON leaves as it is) at twice the cost: it looks each
+#: character up in the Unicode database (0.64 vs 0.38 us for 220 characters here).
+_ESCAPED_TO_HIGH = bytes(0x80 if byte < 0x20 or byte in b'"\\' else byte for byte in range(256))
+
+
 def _text_json(content: str, limit: int) -> str:
     """Text content as a JSON string, size-checked: the encoder's exact output.
 
     Most content is ASCII with nothing to escape (no quote, backslash or control
     character): its JSON is the text in quotes and its UTF-8 size its length, found
-    with a few C scans instead of the encoder's character-by-character loop.
+    with two C passes over its bytes (`_ESCAPED_TO_HIGH`) instead of the encoder's
+    character-by-character loop.
     """
     if content.isascii():  # O(1): a flag of the str object
         size = len(content)
-        if content.isprintable() and '"' not in content and "\\" not in content:
+        if content.encode().translate(_ESCAPED_TO_HIGH).isascii():
             text = '"' + content + '"'
         else:
             text = _ENCODER.encode(content)

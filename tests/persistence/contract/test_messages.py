@@ -113,7 +113,7 @@ def test_seqs_gapless_and_ids_increasing_under_threads(store):
 TRICKY_TEXTS = [
     "", "plain ascii text", 'a "quoted" word', "back\\slash", "tab\there", "new\nline", "nul\x00byte",
     "del\x7fchar", "\x1f unit separator", "café", "emoji 👩‍💻 with a joiner", "line\u2028separator",
-    "x" * 5000,
+    "x" * 5000, *(f"ascii {code} [{chr(code)}]" for code in range(128)),
 ]
 
 
