@@ -14,7 +14,8 @@ mode on a fresh SQLite file on the same disk (the SDK's default pragmas: WAL; ou
 
 Each run is time-boxed (``--seconds``); an unrecorded warm-up of each mode comes
 first, then ``--rounds`` rounds rotate which mode goes first and the medians are
-compared, with per-round ratios. The machine may be shared with other work:
+compared, with per-round ratios and their median (each round's modes ran minutes
+apart at most, so a paired ratio shrugs off the machine's drift between rounds). The machine may be shared with other work:
 read the ratios, measured side by side, rather than the absolute figures.
 Needs the ``bench`` extra (``pip install 'session-actors[bench]'``). Not
 collected by pytest.
@@ -138,12 +139,14 @@ def main() -> None:
     for mode in ("registry", "registry async", "store"):
         per_round = [a.rate / b.rate for a, b in zip(runs[mode], sdk)]
         print(f"  {mode} / sdk SQLiteSession: {rate[mode] / rate['sdk SQLiteSession']:.1f}x "
-              f"(per round: {', '.join(f'{r:.1f}' for r in per_round)})")
+              f"(per round: {', '.join(f'{r:.1f}' for r in per_round)}; their median "
+              f"{statistics.median(per_round):.1f}x)")
     for mode in ("registry", "registry async"):
         per_round = [a.rate / b.rate for a, b in zip(runs[mode], runs["store"])]
         extra_cpu = [a.cpu_us - b.cpu_us for a, b in zip(runs[mode], runs["store"])]
         print(f"  {mode} / store: {rate[mode] / rate['store']:.2f} "
-              f"(per round: {', '.join(f'{r:.2f}' for r in per_round)}); CPU us/append over the store's: "
+              f"(per round: {', '.join(f'{r:.2f}' for r in per_round)}; their median "
+              f"{statistics.median(per_round):.2f}); CPU us/append over the store's: "
               f"median {statistics.median(extra_cpu):+.0f} (per round: {', '.join(f'{c:+.0f}' for c in extra_cpu)})")
 
 
