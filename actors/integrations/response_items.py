@@ -4,7 +4,9 @@ Pure functions (no SDK import), so the mapping is testable without the
 ``openai-agents`` extra. Why this shape:
 
 - the exact item travels in ``meta["agents_item"]`` (JSON, as the SDK's own
-  SQLiteSession keeps it), so every item type round-trips exactly;
+  SQLiteSession keeps it), so every item type round-trips exactly; a plain text
+  message item (``{"role": ..., "content": "..."}`` and nothing else, what a user's
+  input usually is) is its message exactly, so it is stored once, without a copy;
 - a client-executed tool call (``function_call``, ``computer_call``, ...) becomes an
   assistant message with one ``tool_calls`` entry and its output a ``tool``
   message, so the actor's valid-result check and the compressors' tool-run rules
@@ -48,9 +50,12 @@ _TEXT_PART = {"user": "input_text", "system": "input_text", "developer": "input_
 
 
 def item_to_message(item: Any) -> Message:
-    """The message that stores ``item`` (a detached JSON copy of it rides in ``meta``)."""
+    """The message that stores ``item`` (a detached JSON copy of it rides in ``meta``,
+    unless the message renders back as exactly the item: a plain text message)."""
     if not isinstance(item, Mapping):
         raise InvalidMessageError(f"an item must be a dict, got {type(item).__name__}")
+    if _is_plain_text(item):
+        return Message(item["role"], item["content"])
     item = _json_copy(item)
     fields = _chat_fields(item)
     meta: dict[str, Any] = {ITEM_KEY: item}
@@ -69,6 +74,13 @@ def message_to_items(message: Message) -> list[dict[str, Any]]:
 
 
 # -- item -> chat fields ----------------------------------------------------------------
+
+def _is_plain_text(item: Mapping[str, Any]) -> bool:
+    """``{"role": "user" | "assistant" | "system" | "developer", "content": str}`` and
+    no other key: `_render` gives back exactly this item from its message."""
+    return (len(item) == 2 and type(item.get("content")) is str
+            and item.get("role") in _TEXT_PART and type(item["role"]) is str)
+
 
 def _chat_fields(item: dict[str, Any]) -> dict[str, Any]:
     kind = item.get("type")
@@ -154,9 +166,13 @@ def _parts(content: Any, text_type: str) -> Any:
 def _json_copy(item: Mapping[str, Any]) -> dict[str, Any]:
     """A detached copy as the store will give it back (JSON types only)."""
     try:
-        return json.loads(json.dumps(item, allow_nan=False))
+        return json.loads(_COPY_ENCODER.encode(item))
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidMessageError(f"item is not JSON-able: {exc}") from exc
+
+
+#: ``json.dumps(item, allow_nan=False)`` without building an encoder on every call.
+_COPY_ENCODER = json.JSONEncoder(allow_nan=False)
 
 
 def _compact_json(value: Any) -> str:

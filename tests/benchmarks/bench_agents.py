@@ -9,6 +9,9 @@ mode on a fresh SQLite file on the same disk (the SDK's default pragmas: WAL; ou
   (``await handle.append_async``), no thread per call;
 - ``store``: ``store.append`` called directly from 64 threads (group commit), the
   ceiling the registry is measured against;
+- ``agents Session``: our `AgentsSession` over a registry, the drop-in for the SDK's
+  session, 64 tasks on one event loop (``await session.add_items([item])``), the
+  same items as the SDK's;
 - ``sdk SQLiteSession``: the SDK's session, 64 tasks on one event loop
   (``await session.add_items([item])``), as the SDK is meant to be used.
 
@@ -35,11 +38,11 @@ import time
 from collections.abc import Awaitable, Callable
 
 from actors import CompactionPolicy, SessionRegistry
-from persistence import open_store
+from persistence import Store, open_store
 from tests.benchmarks.timeboxed import DISTINCT_MESSAGES, Run, client_messages, time_boxed
 
 SESSIONS = 64
-MODES = ("registry", "registry async", "store", "sdk SQLiteSession")
+MODES = ("registry", "registry async", "store", "agents Session", "sdk SQLiteSession")
 
 
 async def time_boxed_async(appenders: list[Callable[[object], Awaitable[object]]],
@@ -69,6 +72,8 @@ def run_mode(directory: str, mode: str, seconds: float, tag: str) -> Run:
     if mode == "sdk SQLiteSession":
         return sdk_run(path, ids, seconds)
     store = open_store(path)
+    if mode == "agents Session":
+        return agents_session_run(store, ids, seconds)
     try:
         if mode == "store":
             for sid in ids:
@@ -90,14 +95,43 @@ def run_mode(directory: str, mode: str, seconds: float, tag: str) -> Run:
     return Run(mode, acked, elapsed, cpu, 0)
 
 
+def sdk_items(k: int) -> list[dict[str, str]]:
+    """Client ``k``'s messages as the SDK's input items (the same text as every mode's)."""
+    return [{"role": m.role, "content": m.content} for m in client_messages(k)]
+
+
+def agents_session_run(store: Store, ids: list[str], seconds: float) -> Run:
+    """Our `AgentsSession` (over a registry on ``store``), used as the SDK's session is."""
+    from actors.integrations.openai_agents import AgentsSession
+
+    try:
+        with SessionRegistry(store, policy=CompactionPolicy(max_resident=2 * SESSIONS)) as registry:
+            async def main() -> tuple[int, float, float, int]:
+                sessions = [AgentsSession(registry, sid) for sid in ids]
+                try:
+                    acked, elapsed, cpu = await time_boxed_async(
+                        [lambda item, s=s: s.add_items([item]) for s in sessions],
+                        [sdk_items(k) for k in range(SESSIONS)], seconds)
+                    stored = sum([len(await s.get_items()) for s in sessions])
+                finally:
+                    for s in sessions:
+                        s.close()
+                return acked, elapsed, cpu, stored
+
+            acked, elapsed, cpu, stored = asyncio.run(main())
+    finally:
+        store.close()
+    assert stored == acked, f"agents Session: {acked} acknowledged, {stored} stored"
+    return Run("agents Session", acked, elapsed, cpu, 0)
+
+
 def sdk_run(path: str, ids: list[str], seconds: float) -> Run:
     from agents import SQLiteSession
 
     async def main() -> tuple[int, float, float, int]:
         sessions = [SQLiteSession(sid, path) for sid in ids]
         try:
-            items = [[{"role": m.role, "content": m.content} for m in client_messages(k)]
-                     for k in range(SESSIONS)]
+            items = [sdk_items(k) for k in range(SESSIONS)]
             acked, elapsed, cpu = await time_boxed_async(
                 [lambda item, s=s: s.add_items([item]) for s in sessions], items, seconds)
             stored = sum([len(await s.get_items()) for s in sessions])
@@ -136,7 +170,7 @@ def main() -> None:
         cpu = statistics.median(r.cpu_us for r in runs[mode])
         print(f"  median {mode:<18} {rate[mode]:7,.0f}/s  cpu {cpu:4.0f} us/append")
     sdk = runs["sdk SQLiteSession"]
-    for mode in ("registry", "registry async", "store"):
+    for mode in ("registry", "registry async", "store", "agents Session"):
         per_round = [a.rate / b.rate for a, b in zip(runs[mode], sdk)]
         print(f"  {mode} / sdk SQLiteSession: {rate[mode] / rate['sdk SQLiteSession']:.1f}x "
               f"(per round: {', '.join(f'{r:.1f}' for r in per_round)}; their median "

@@ -122,3 +122,22 @@ def _deep(levels: int) -> dict:
 def test_bad_items_raise_invalid_message_error(bad):
     with pytest.raises(InvalidMessageError):
         item_to_message(bad)
+
+
+def test_a_plain_text_item_is_stored_once_as_its_message():
+    """``{"role": ..., "content": "..."}`` and nothing else is exactly what its message
+    renders back: no copy rides in meta (the text is not stored twice)."""
+    for role in ("user", "assistant", "system", "developer"):
+        item = {"role": role, "content": f"{role} says hi"}
+        message = item_to_message(item)
+        assert (message.role, message.content, dict(message.meta)) == (role, item["content"], {})
+        assert message_to_items(message) == [item]
+        reread = Message.from_dict(json.loads(json.dumps(message.to_dict())))
+        assert message_to_items(reread) == [item]
+    # anything more than that keeps its exact copy
+    for item in ({"role": "user", "content": "hi", "type": "message"},
+                 {"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+                 {"role": "tool", "content": "not a message role of the Responses API"}):
+        message = item_to_message(item)
+        assert message.meta[ITEM_KEY] == item
+        assert message_to_items(message) == [item]
