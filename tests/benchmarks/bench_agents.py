@@ -36,6 +36,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from actors import CompactionPolicy, SessionRegistry
 from persistence import Store, open_store
@@ -106,34 +107,25 @@ def agents_session_run(store: Store, ids: list[str], seconds: float) -> Run:
 
     try:
         with SessionRegistry(store, policy=CompactionPolicy(max_resident=2 * SESSIONS)) as registry:
-            async def main() -> tuple[int, float, float, int]:
-                sessions = [AgentsSession(registry, sid) for sid in ids]
-                try:
-                    acked, elapsed, cpu = await time_boxed_async(
-                        [lambda item, s=s: s.add_items([item]) for s in sessions],
-                        [sdk_items(k) for k in range(SESSIONS)], seconds)
-                    stored = sum([len(await s.get_items()) for s in sessions])
-                finally:
-                    for s in sessions:
-                        s.close()
-                return acked, elapsed, cpu, stored
-
-            acked, elapsed, cpu, stored = asyncio.run(main())
+            return items_run("agents Session", [AgentsSession(registry, sid) for sid in ids], seconds)
     finally:
         store.close()
-    assert stored == acked, f"agents Session: {acked} acknowledged, {stored} stored"
-    return Run("agents Session", acked, elapsed, cpu, 0)
 
 
 def sdk_run(path: str, ids: list[str], seconds: float) -> Run:
     from agents import SQLiteSession
 
+    return items_run("sdk SQLiteSession", [SQLiteSession(sid, path) for sid in ids], seconds)
+
+
+def items_run(mode: str, sessions: list[Any], seconds: float) -> Run:
+    """Task k awaits ``sessions[k].add_items([item])`` (the SDK's ``Session`` protocol) on
+    one event loop until the time is up; every acknowledged item must read back."""
     async def main() -> tuple[int, float, float, int]:
-        sessions = [SQLiteSession(sid, path) for sid in ids]
         try:
-            items = [sdk_items(k) for k in range(SESSIONS)]
             acked, elapsed, cpu = await time_boxed_async(
-                [lambda item, s=s: s.add_items([item]) for s in sessions], items, seconds)
+                [lambda item, s=s: s.add_items([item]) for s in sessions],
+                [sdk_items(k) for k in range(SESSIONS)], seconds)
             stored = sum([len(await s.get_items()) for s in sessions])
         finally:
             for s in sessions:
@@ -141,8 +133,8 @@ def sdk_run(path: str, ids: list[str], seconds: float) -> Run:
         return acked, elapsed, cpu, stored
 
     acked, elapsed, cpu, stored = asyncio.run(main())
-    assert stored == acked, f"sdk: {acked} acknowledged, {stored} stored"
-    return Run("sdk SQLiteSession", acked, elapsed, cpu, 0)
+    assert stored == acked, f"{mode}: {acked} acknowledged, {stored} stored"
+    return Run(mode, acked, elapsed, cpu, 0)
 
 
 def main() -> None:
