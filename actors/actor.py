@@ -53,7 +53,7 @@ from .pool import WorkerPool
 from .pooled import PooledActor
 from .routing import Request, Router
 from .slot import Slot
-from .turns import TurnGate
+from .turns import MovedTurn, ResumeTurn, TurnGate
 
 __all__ = ["SessionActor"]
 
@@ -188,7 +188,7 @@ class SessionActor(PooledActor):
             finally:
                 self._answers = None
         try:
-            if isinstance(message, Request):
+            if isinstance(message, (Request, MovedTurn)):  # both counted pending when sent
                 self._registry._request_done(self._slot)
         finally:
             _deliver(answers)
@@ -212,6 +212,9 @@ class SessionActor(PooledActor):
                 self._close_overdue_turn()
             elif isinstance(message, _CheckBudget):
                 self._maybe_auto_compact()
+            elif isinstance(message, MovedTurn):  # from an actor that handed over to this one
+                for request in message.requests():
+                    self._serve(request)
             self._stop_if_handed_over()
         except BaseException:  # never let pykka see it: it would stop every actor
             logger.exception("session actor %s failed handling %r", self.live_id, message)
@@ -252,6 +255,8 @@ class SessionActor(PooledActor):
             elif isinstance(command, OpenTurn):
                 if _claim(reply):
                     self._answer(reply, self._turns.open(request.sender))
+            elif isinstance(command, ResumeTurn):
+                self._turns.resume(command.turn)
             elif isinstance(command, CloseTurn):
                 if self._turns.close(request.sender, command.turn):
                     self._release_held()  # held callers are acknowledged now
@@ -530,7 +535,7 @@ class SessionActor(PooledActor):
             return True
         self._tokens = None
         self._turns.note_rewritten()
-        return self._registry._relocate(self._slot, live_id)
+        return self._registry._relocate(self._slot, live_id, self._turns)
 
     # -- compaction -------------------------------------------------------------------
 

@@ -45,6 +45,7 @@ from .passivation import ResidentSet
 from .pool import WorkerPool
 from .routing import Request
 from .slot import Slot
+from .turns import TurnGate
 
 __all__ = ["RegistryClosedError", "SessionRegistry", "default_holder"]
 
@@ -301,8 +302,13 @@ class SessionRegistry:
             slot.pending -= 1
             slot.last_used = time.monotonic()
 
-    def _relocate(self, slot: Slot, live_id: str) -> bool:
-        """Point ``slot`` at ``live_id``; False if another slot serves it (hand-over done)."""
+    def _relocate(self, slot: Slot, live_id: str, turns: TurnGate) -> bool:
+        """Point ``slot`` at ``live_id``; False if another slot serves it (hand-over done).
+
+        On a hand-over the open turn of ``turns`` (the handing actor's gate, its
+        exclusive lock held) and the calls held behind it go to the other actor's
+        mailbox before this slot closes: whatever reaches the other actor through
+        this slot afterwards finds the turn open there (`TurnGate.hand_over`)."""
         with self._lock:
             other = self._slots.get(live_id)
             if other is None or other.closed or other is slot or self._closed:
@@ -311,6 +317,7 @@ class SessionRegistry:
                 self._slots[live_id] = slot
                 return True
             with slot.lock:
+                self._move_turn(turns, other)
                 slot.closed = True
                 slot.successor = other
                 slot.session_id = live_id
@@ -324,6 +331,22 @@ class SessionRegistry:
             self._counters["actors_stopped"] += 1
             logger.info("actor for %s hands over to the resident actor of %s", slot.ids, live_id)
             return False
+
+    @staticmethod
+    def _move_turn(turns: TurnGate, other: Slot) -> None:
+        moved = turns.hand_over()
+        if moved is None:
+            return
+        with other.lock:  # counted pending like a request: never evicted with it unserved
+            if other.actor_ref is not None:
+                other.pending += 1
+                try:
+                    other.actor_ref.tell(moved)
+                    return
+                except pykka.ActorDeadError:
+                    other.pending -= 1
+        turns.take_back(moved)  # applied when the handing actor stops, as before
+        logger.warning("an open turn could not move to the actor of %s", other.session_id)
 
     def _interrupt(self, slot: Slot) -> bool:
         """Cancel the attempt in flight for ``slot`` (or the slot it handed over to).

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from .compaction.loop import CompressorLoop
     from .compaction.policy import CompactionPolicy
     from .slot import Slot
+    from .turns import TurnGate
 
 __all__ = ["Request", "Router"]
 
@@ -84,7 +85,7 @@ class Router(Protocol):
         """One request of ``slot`` was handled (for the busy count and the idle clock)."""
         ...
 
-    def _relocate(self, slot: Slot, live_id: str) -> bool:
+    def _relocate(self, slot: Slot, live_id: str, turns: TurnGate) -> bool:
         """Point ``slot`` at ``live_id``; False if another slot serves it (hand-over)."""
         ...
 

@@ -13,18 +13,16 @@ import itertools
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 
 from protocol import Append, OpenTurn, Retract, StoredMessage
 
 from .routing import Request
 
-__all__ = ["HELD_COMMANDS", "TurnGate"]
+__all__ = ["HELD_COMMANDS", "MovedTurn", "ResumeTurn", "TurnGate"]
 
 logger = logging.getLogger("session_actors.turns")
-
-#: Commands held while another handle's turn is open (mutating ones, and turns).
-HELD_COMMANDS: tuple[type, ...] = (Append, Retract, OpenTurn)
 
 
 @dataclass(slots=True)
@@ -35,6 +33,35 @@ class _Turn:
     depth: int = 1  # re-entrant opens of the same handle
     appended: int = 0  # messages appended in this turn (the last ones of the transcript)
     first: tuple[str, int] | None = None  # (session id, seq) of its first message
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeTurn:
+    """Internal command: reopen a turn that moved here from a handed-over actor (held,
+    like an `OpenTurn`, while another handle's turn is open here)."""
+
+    turn: _Turn
+
+
+#: Commands held while another handle's turn is open (mutating ones, and turns).
+HELD_COMMANDS: tuple[type, ...] = (Append, Retract, OpenTurn, ResumeTurn)
+
+
+@dataclass(slots=True)
+class MovedTurn:
+    """Internal message: the open turn of an actor that handed over to the one it is
+    sent to, and the calls held behind it, oldest first."""
+
+    turn: _Turn | None
+    held: list[Request] = field(default_factory=list)
+
+    def requests(self) -> list[Request]:
+        """What the receiving actor serves in order: the turn's reopening, then the
+        held calls (held again behind it)."""
+        if self.turn is None:
+            return list(self.held)
+        resume = Request(ResumeTurn(self.turn), Future(), self.turn.owner)
+        return [resume, *self.held]
 
 
 class TurnGate:
@@ -117,6 +144,27 @@ class TurnGate:
                        turn.appended, len(self._held))
         self.turn = None
         return True
+
+    def hand_over(self) -> MovedTurn | None:
+        """The actor hands over to another resident actor (its exclusive lock held):
+        its open turn and the calls held behind it leave with it, to be reopened and
+        held there (`MovedTurn`); None when there is neither."""
+        turn, held = self.turn, self.take_held()
+        self.turn = None
+        return None if turn is None and not held else MovedTurn(turn, held)
+
+    def take_back(self, moved: MovedTurn) -> None:
+        """The actor handed to could not take ``moved``: it stays here (applied when
+        this actor stops, as before)."""
+        self.turn = moved.turn
+        self._held.extendleft(reversed(moved.held))
+
+    def resume(self, turn: _Turn) -> None:
+        """Reopen ``turn``, moved here (`ResumeTurn`, let through by `must_hold`)."""
+        if self.turn is None:
+            self.turn = turn
+        else:  # the owner's own turn already open here: join it
+            self.turn.depth += turn.depth
 
     def close_for_stop(self) -> None:
         """The actor is stopping: its turn ends, its held calls must be applied."""

@@ -1,0 +1,108 @@
+"""An open turn survives its actor handing over to another resident actor.
+
+Another process rotated the session while this registry already served the child
+(a handle opened on the child's id): the parent's next append meets the parent
+ended and its actor hands over to the child's. A turn open on the parent's actor
+must go with it: the owner's messages stay contiguous, and every other handle's
+mutating call waits for the turn to close, on the child's actor too.
+
+Real registries and one SQLite file; a second registry stands for another process.
+One event loop makes the orderings deterministic: a coroutine's request is sent
+before its first await.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from actors.testing import GatedCompressor
+from protocol import CompressionStatus
+
+from .helpers import conversation, wait_until
+from .test_append_submitted import contents, db, make  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def rotated_elsewhere(make, session_id: str) -> str:
+    """Rotate ``session_id`` from another registry (process); the child's id."""
+    gated = GatedCompressor()
+    gated.release()
+    other, _ = make(gated, mode="rotate")
+    outcome = other.session(session_id).compress()
+    assert outcome.status is CompressionStatus.ROTATED
+    return outcome.session_id
+
+
+def test_a_turn_open_when_its_actor_hands_over_stays_contiguous(make):
+    registry, store = make()
+    owner, bystander = registry.session("moving"), registry.session("moving")
+    owner.append(conversation(4))
+    child = rotated_elsewhere(make, "moving")
+    registry.session(child)  # this registry serves the child already: a hand-over is coming
+
+    async def scenario() -> None:
+        async with owner.turn():
+            await owner.append_async("user", "ask")  # meets the parent ended: hands over
+            interloper = asyncio.ensure_future(bystander.append_async("assistant", "interloper"))
+            await asyncio.sleep(0)  # its request is sent: it must wait for the turn
+            await owner.append_async("assistant", "answer")
+            assert not interloper.done()
+        await asyncio.wait_for(interloper, 10)
+
+    asyncio.run(scenario())
+    assert contents(store, child)[-3:] == ["ask", "answer", "interloper"]
+
+
+def test_calls_held_behind_a_turn_wait_for_it_on_the_actor_handed_to(make):
+    """Calls already held behind the turn when the hand-over happens are moved to
+    the child's actor still held, in their order, behind the same turn."""
+    registry, store = make()
+    owner, first, second = (registry.session("holding") for _ in range(3))
+    owner.append(conversation(4))
+    child = rotated_elsewhere(make, "holding")
+    registry.session(child)
+
+    async def scenario() -> None:
+        async with owner.turn():
+            held = [asyncio.ensure_future(first.append_async("user", "held one")),
+                    asyncio.ensure_future(second.append_async("user", "held two"))]
+            await asyncio.sleep(0)
+            await owner.append_async("user", "ask")  # hands over with two calls held
+            await owner.append_async("assistant", "answer")
+            assert not any(task.done() for task in held)
+        await asyncio.wait_for(asyncio.gather(*held), 10)
+
+    asyncio.run(scenario())
+    assert contents(store, child)[-4:] == ["ask", "answer", "held one", "held two"]
+
+
+def test_a_moved_turn_waits_for_the_turn_open_on_the_actor_handed_to(make):
+    """The child's actor has a turn of its own open when the parent's turn arrives:
+    the moved turn reopens only once that one closes, and stays whole."""
+    registry, store = make()
+    owner = registry.session("queued")
+    owner.append(conversation(4))
+    child = rotated_elsewhere(make, "queued")
+    child_handle = registry.session(child)
+
+    async def owner_turn() -> None:
+        async with owner.turn():
+            await owner.append_async("user", "ask")  # hands over, then waits
+            await owner.append_async("assistant", "answer")
+
+    async def scenario() -> None:
+        stopped = registry.stats()["actors_stopped"]
+        async with child_handle.turn():
+            await child_handle.append_async("user", "child ask")
+            moving = asyncio.ensure_future(owner_turn())
+            await asyncio.to_thread(wait_until, lambda: registry.stats()["actors_stopped"] > stopped,
+                                    10, "the hand-over")
+            await child_handle.append_async("assistant", "child answer")
+            assert not moving.done()
+        await asyncio.wait_for(moving, 10)
+
+    asyncio.run(scenario())
+    assert contents(store, child)[-4:] == ["child ask", "child answer", "ask", "answer"]
