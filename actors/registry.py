@@ -334,11 +334,12 @@ class SessionRegistry:
 
     @staticmethod
     def _move_turn(turns: TurnGate, other: Slot) -> None:
+        """Send the handing actor's open turn and held calls to ``other``'s actor."""
         moved = turns.hand_over()
         if moved is None:
             return
         with other.lock:  # counted pending like a request: never evicted with it unserved
-            if other.actor_ref is not None:
+            if not other.closed and other.actor_ref is not None:
                 other.pending += 1
                 try:
                     other.actor_ref.tell(moved)

@@ -127,6 +127,7 @@ class TurnGate:
         """
         turn = self.turn
         if turn is None or turn.number != number or turn.owner != sender:
+            self._leave_held_resume(sender, number)
             return False
         turn.depth -= 1
         if turn.depth > 0:
@@ -160,11 +161,25 @@ class TurnGate:
         self._held.extendleft(reversed(moved.held))
 
     def resume(self, turn: _Turn) -> None:
-        """Reopen ``turn``, moved here (`ResumeTurn`, let through by `must_hold`)."""
-        if self.turn is None:
-            self.turn = turn
-        else:  # the owner's own turn already open here: join it
-            self.turn.depth += turn.depth
+        """Reopen ``turn``, moved here (`ResumeTurn`, let through by `must_hold`: no
+        turn is open here, since a handle's turn lives on one actor at a time)."""
+        if self.turn is not None:
+            logger.error("turn %d moved here while turn %d is open: not reopened",
+                         turn.number, self.turn.number)
+            return
+        self.turn = turn
+
+    def _leave_held_resume(self, sender: int, number: int) -> None:
+        """The owner left a moved turn still held here (behind another handle's turn):
+        leave it there too, so it does not reopen with nobody in it."""
+        for request in self._held:
+            command = request.command
+            if (isinstance(command, ResumeTurn) and command.turn.owner == sender
+                    and command.turn.number == number):
+                command.turn.depth -= 1
+                if command.turn.depth <= 0:
+                    self._held.remove(request)
+                return
 
     def close_for_stop(self) -> None:
         """The actor is stopping: its turn ends, its held calls must be applied."""

@@ -81,16 +81,19 @@ def test_calls_held_behind_a_turn_wait_for_it_on_the_actor_handed_to(make):
 
 def test_a_moved_turn_waits_for_the_turn_open_on_the_actor_handed_to(make):
     """The child's actor has a turn of its own open when the parent's turn arrives:
-    the moved turn reopens only once that one closes, and stays whole."""
+    the moved turn reopens once that one closes, and holds the calls sent after the
+    hand-over until it closes in turn."""
     registry, store = make()
-    owner = registry.session("queued")
+    owner, bystander = registry.session("queued"), registry.session("queued")
     owner.append(conversation(4))
     child = rotated_elsewhere(make, "queued")
     child_handle = registry.session(child)
+    answered = asyncio.Event()
 
     async def owner_turn() -> None:
         async with owner.turn():
-            await owner.append_async("user", "ask")  # hands over, then waits
+            await owner.append_async("user", "ask")  # hands over, then waits for the child's turn
+            answered.set()
             await owner.append_async("assistant", "answer")
 
     async def scenario() -> None:
@@ -100,9 +103,44 @@ def test_a_moved_turn_waits_for_the_turn_open_on_the_actor_handed_to(make):
             moving = asyncio.ensure_future(owner_turn())
             await asyncio.to_thread(wait_until, lambda: registry.stats()["actors_stopped"] > stopped,
                                     10, "the hand-over")
+            late = asyncio.ensure_future(bystander.append_async("user", "late"))
+            await asyncio.sleep(0)  # sent: held behind the child's turn, after the moved one
             await child_handle.append_async("assistant", "child answer")
-            assert not moving.done()
+            assert not moving.done() and not late.done()
         await asyncio.wait_for(moving, 10)
+        await asyncio.wait_for(late, 10)
 
     asyncio.run(scenario())
-    assert contents(store, child)[-4:] == ["child ask", "child answer", "ask", "answer"]
+    assert contents(store, child)[-5:] == ["child ask", "child answer", "ask", "answer", "late"]
+
+
+def test_an_owner_leaving_its_moved_turn_while_it_waits_closes_it(make):
+    """The owner gives up while its moved turn waits behind the child's turn (its
+    held append withdrawn, its turn exited): the turn must not reopen later with
+    nobody in it, holding everyone else for ``max_turn_s``."""
+    registry, store = make(max_turn_s=300)
+    owner, bystander = registry.session("leaving"), registry.session("leaving")
+    owner.append(conversation(4))
+    child = rotated_elsewhere(make, "leaving")
+    child_handle = registry.session(child)
+
+    async def owner_turn() -> None:
+        async with owner.turn():
+            await owner.append_async("user", "never applied")  # held: cancelled below
+
+    async def scenario() -> None:
+        stopped = registry.stats()["actors_stopped"]
+        async with child_handle.turn():
+            await child_handle.append_async("user", "child ask")
+            moving = asyncio.ensure_future(owner_turn())
+            await asyncio.to_thread(wait_until, lambda: registry.stats()["actors_stopped"] > stopped,
+                                    10, "the hand-over")
+            moving.cancel()  # the held append is withdrawn, the turn's exit is sent
+            with pytest.raises(asyncio.CancelledError):
+                await moving
+            late = asyncio.ensure_future(bystander.append_async("user", "late"))
+            await asyncio.sleep(0)
+        await asyncio.wait_for(late, 10)  # not held by a turn nobody is in
+
+    asyncio.run(scenario())
+    assert contents(store, child)[-2:] == ["child ask", "late"]
