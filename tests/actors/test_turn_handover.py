@@ -14,6 +14,8 @@ before its first await.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
@@ -34,6 +36,28 @@ def rotated_elsewhere(make, session_id: str) -> str:
     outcome = other.session(session_id).compress()
     assert outcome.status is CompressionStatus.ROTATED
     return outcome.session_id
+
+
+def parent_handles_and_child(make, registry, session_id: str) -> tuple[object, object, object]:
+    """Two handles on ``session_id`` (same actor) and one on the child another process
+    rotated it into: this registry serves the child already, so a hand-over is coming."""
+    owner, bystander = registry.session(session_id), registry.session(session_id)
+    owner.append(conversation(4))
+    return owner, bystander, registry.session(rotated_elsewhere(make, session_id))
+
+
+@contextlib.asynccontextmanager
+async def handed_over_inside(child_turn_of: object, registry: object,
+                             owner_turn: Callable[[], Awaitable[None]]) -> AsyncIterator[asyncio.Task[None]]:
+    """Inside a turn of ``child_turn_of`` (a handle on the child, after its "child ask"):
+    ``owner_turn`` running as a task, once the parent's actor has handed over."""
+    stopped = registry.stats()["actors_stopped"]
+    async with child_turn_of.turn():
+        await child_turn_of.append_async("user", "child ask")
+        moving = asyncio.ensure_future(owner_turn())
+        await asyncio.to_thread(wait_until, lambda: registry.stats()["actors_stopped"] > stopped,
+                                10, "the hand-over")
+        yield moving
 
 
 def test_a_turn_open_when_its_actor_hands_over_stays_contiguous(make):
@@ -84,25 +108,16 @@ def test_a_moved_turn_waits_for_the_turn_open_on_the_actor_handed_to(make):
     the moved turn reopens once that one closes, and holds the calls sent after the
     hand-over until it closes in turn."""
     registry, store = make()
-    owner, bystander = registry.session("queued"), registry.session("queued")
-    owner.append(conversation(4))
-    child = rotated_elsewhere(make, "queued")
-    child_handle = registry.session(child)
-    answered = asyncio.Event()
+    owner, bystander, child_handle = parent_handles_and_child(make, registry, "queued")
+    child = child_handle.session_id
 
     async def owner_turn() -> None:
         async with owner.turn():
             await owner.append_async("user", "ask")  # hands over, then waits for the child's turn
-            answered.set()
             await owner.append_async("assistant", "answer")
 
     async def scenario() -> None:
-        stopped = registry.stats()["actors_stopped"]
-        async with child_handle.turn():
-            await child_handle.append_async("user", "child ask")
-            moving = asyncio.ensure_future(owner_turn())
-            await asyncio.to_thread(wait_until, lambda: registry.stats()["actors_stopped"] > stopped,
-                                    10, "the hand-over")
+        async with handed_over_inside(child_handle, registry, owner_turn) as moving:
             late = asyncio.ensure_future(bystander.append_async("user", "late"))
             await asyncio.sleep(0)  # sent: held behind the child's turn, after the moved one
             await child_handle.append_async("assistant", "child answer")
@@ -119,22 +134,15 @@ def test_an_owner_leaving_its_moved_turn_while_it_waits_closes_it(make):
     held append withdrawn, its turn exited): the turn must not reopen later with
     nobody in it, holding everyone else for ``max_turn_s``."""
     registry, store = make(max_turn_s=300)
-    owner, bystander = registry.session("leaving"), registry.session("leaving")
-    owner.append(conversation(4))
-    child = rotated_elsewhere(make, "leaving")
-    child_handle = registry.session(child)
+    owner, bystander, child_handle = parent_handles_and_child(make, registry, "leaving")
+    child = child_handle.session_id
 
     async def owner_turn() -> None:
         async with owner.turn():
             await owner.append_async("user", "never applied")  # held: cancelled below
 
     async def scenario() -> None:
-        stopped = registry.stats()["actors_stopped"]
-        async with child_handle.turn():
-            await child_handle.append_async("user", "child ask")
-            moving = asyncio.ensure_future(owner_turn())
-            await asyncio.to_thread(wait_until, lambda: registry.stats()["actors_stopped"] > stopped,
-                                    10, "the hand-over")
+        async with handed_over_inside(child_handle, registry, owner_turn) as moving:
             moving.cancel()  # the held append is withdrawn, the turn's exit is sent
             with pytest.raises(asyncio.CancelledError):
                 await moving
