@@ -3,8 +3,12 @@
 `handle.turn()` makes the messages a handle appends contiguous: while its turn is
 open, mutating calls (appends, another handle's turn) from every other handle wait
 here, in arrival order, and apply right after the turn closes. The gate is mutated
-only on the actor thread; other threads read it (`busy` for eviction, `admits` for
-a caller-runs append path, `overdue` for the registry's janitor).
+only under the actor's exclusive lock (on the actor thread, or by a caller-run append
+that hands the actor over: `hand_over`); other threads read it (`busy` for eviction,
+`admits` for a caller-runs append path, `overdue` for the registry's janitor).
+
+When the actor hands over to another resident actor, its open turn and the calls held
+behind it move there (`MovedTurn`) and the turn reopens there (`ResumeTurn`).
 """
 
 from __future__ import annotations
