@@ -92,6 +92,20 @@ def held_store(pg_url: str, *sessions: str) -> Iterator[tuple[PostgresStore, str
         yield store, app
 
 
+def first_batch_committing(pg_url: str, store: PostgresStore, app: str, calls: Calls,
+                           *more: tuple[str, str, Message | list[Message]]) -> None:
+    """Under a gate on session "g": "held" appends to it (its batch stops at the gate),
+    then each ``(name, session, messages)`` is queued, in this order. Returns once the
+    gate opened and the first batch ran its statement and waits in its commit."""
+    with gate(pg_url, "g"):
+        calls.start("held", lambda: store.append("g", Message("user", "hold me")))
+        wait_queued(store, 0)
+        for n, (name, sid, messages) in enumerate(more):
+            calls.start(name, lambda sid=sid, messages=messages: store.append(sid, messages))
+            wait_queued(store, n + 1)
+    wait_for(lambda: committing(pg_url, app), "the first batch waits in its commit")
+
+
 def contents(url: str) -> list[tuple[str, int, str]]:
     return pg_rows(url, "SELECT session_id, seq, content FROM messages ORDER BY session_id, seq")
 
@@ -100,13 +114,8 @@ def test_a_batch_is_answered_only_after_its_commit_and_the_next_one_rides_behind
     with held_store(pg_url, "g", "b") as (store, app):
         calls = Calls()
         with held_commits(pg_url):
-            with gate(pg_url, "g"):
-                calls.start("held", lambda: store.append("g", Message("user", "hold me")))
-                wait_queued(store, 0)
-                calls.start("behind", lambda: store.append("b", Message("user", "behind")))
-                wait_queued(store, 1)
+            first_batch_committing(pg_url, store, app, calls, ("behind", "b", Message("user", "behind")))
             # the statement ran; its commit waits at the hold, the next batch was sent
-            wait_for(lambda: committing(pg_url, app), "the first batch waits in its commit")
             wait_for(lambda: store.write_stats().in_flight == 2, "the second batch in flight")
             assert store.write_stats().queued == 0
             assert calls.outcomes == {}  # neither answered: the first is not committed yet
@@ -123,13 +132,9 @@ def test_terminated_while_committing_with_the_next_batch_in_flight_both_run_once
     with held_store(pg_url, "g", "b", "c") as (store, app):
         calls = Calls()
         with held_commits(pg_url):
-            with gate(pg_url, "g"):
-                calls.start("held", lambda: store.append("g", Message("user", "hold me")))
-                wait_queued(store, 0)
-                calls.start("b", lambda: store.append("b", [Message("user", "b1"), Message("user", "b2")]))
-                calls.start("c", lambda: store.append("c", Message("user", "c1")))
-                wait_queued(store, 2)
-            wait_for(lambda: committing(pg_url, app), "the first batch waits in its commit")
+            first_batch_committing(pg_url, store, app, calls,
+                                   ("b", "b", [Message("user", "b1"), Message("user", "b2")]),
+                                   ("c", "c", Message("user", "c1")))
             wait_for(lambda: store.write_stats().in_flight == 3, "the second batch in flight")
             (pid,) = committing(pg_url, app)
             assert pg_rows(pg_url, "SELECT pg_terminate_backend(%s)", (pid,)) == [(True,)]
@@ -351,14 +356,8 @@ def test_a_request_held_back_for_the_batch_after_counts_as_queued(pg_url: str):
     with held_store(pg_url, "g", "b") as (store, app):
         calls = Calls()
         with held_commits(pg_url):
-            with gate(pg_url, "g"):
-                calls.start("held", lambda: store.append("g", Message("user", "hold me")))
-                wait_queued(store, 0)
-                calls.start("g2", lambda: store.append("g", Message("user", "g2")))
-                wait_queued(store, 1)
-                calls.start("b", lambda: store.append("b", Message("user", "b1")))
-                wait_queued(store, 2)
-            wait_for(lambda: committing(pg_url, app), "the first batch waits in its commit")
+            first_batch_committing(pg_url, store, app, calls,
+                                   ("g2", "g", Message("user", "g2")), ("b", "b", Message("user", "b1")))
             wait_for(lambda: store.write_stats().in_flight == 2, "b's batch in flight behind it")
             assert in_flight_and_queued(store) == (2, 1)  # g2 waits for the batch after
         out = calls.join()
