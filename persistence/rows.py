@@ -150,7 +150,7 @@ def message_params(message: Message, max_content_bytes: int | None) -> dict[str,
     role, content, name, tool_call_id, tool_calls, meta = (
         message.role, message.content, message.name, message.tool_call_id, message.tool_calls,
         message.meta)
-    if role not in ROLES:
+    if type(role) is not str or role not in ROLES:
         raise InvalidMessageError(f"role must be one of {sorted(ROLES)}, got {role!r}")
     if name is not None:
         check_text(name, "name", allow_empty=True, error=InvalidMessageError)

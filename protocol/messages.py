@@ -135,7 +135,7 @@ class Message:
     )
 
     def __post_init__(self) -> None:
-        if self.role not in ROLES:
+        if type(self.role) is not str or self.role not in ROLES:  # an unhashable role: typed too
             raise InvalidMessageError(f"role must be one of {sorted(ROLES)}, got {self.role!r}")
         self._validate_content()
         # stored as text columns: no NUL (PostgreSQL cannot store it)

@@ -78,8 +78,8 @@ def message_to_items(message: Message) -> list[dict[str, Any]]:
 def _is_plain_text(item: Mapping[str, Any]) -> bool:
     """``{"role": "user" | "assistant" | "system" | "developer", "content": str}`` and
     no other key: `_render` gives back exactly this item from its message."""
-    return (len(item) == 2 and type(item.get("content")) is str
-            and item.get("role") in _TEXT_PART and type(item["role"]) is str)
+    role = item.get("role")
+    return len(item) == 2 and type(item.get("content")) is str and type(role) is str and role in _TEXT_PART
 
 
 def _chat_fields(item: dict[str, Any]) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from protocol import (
 )
 
 
-@pytest.mark.parametrize("role", ["bot", "", "USER", None])
+@pytest.mark.parametrize("role", ["bot", "", "USER", None, ["user"], {"user": 1}])
 def test_wrong_role_is_rejected(role):
     with pytest.raises(InvalidMessageError):
         Message(role, "x")

@@ -118,6 +118,7 @@ def _deep(levels: int) -> dict:
     {"role": "user", "content": float("nan")},
     {"role": "user", "content": object()},
     {"role": "critic", "content": "unknown role"},
+    {"role": ["user"], "content": "an unhashable role"},
 ])
 def test_bad_items_raise_invalid_message_error(bad):
     with pytest.raises(InvalidMessageError):
