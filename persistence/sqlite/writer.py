@@ -18,10 +18,16 @@ and bounded) may hold a chain: it is released at once when the queue is empty,
 when the next batch holds any other request, fails or retries, and on close.
 
 A request submitted with `GroupCommitWriter.submit_nowait` has no waiting
-thread: the writer completes it itself, right after the batch that holds it has
-its outcome, and then calls each distinct wake-up the completions returned, once
+thread: the writer completes it itself once the batch that holds it has its
+outcome, and then calls each distinct wake-up the completions returned, once
 (an event loop submits this way: one wake-up of the loop serves a whole batch,
-see `actors.reply.LoopReplies`).
+see `actors.reply.LoopReplies`). Their completions are held like the chains,
+until the next batch is about to COMMIT: an event loop runs every task it wakes
+in one stretch that keeps the GIL, and the writer cannot run a statement of the
+next batch until that stretch ends, so a loop woken right after a COMMIT and the
+writer take turns; woken just before the next COMMIT, the loop runs its tasks
+while the writer waits on the disk (``python -m tests.benchmarks.bench_agents``,
+"registry async").
 
 With ``group_commit=False`` there is no writer thread: each caller runs its own
 ``BEGIN IMMEDIATE ... COMMIT`` on the shared connection, in its own thread,
@@ -152,6 +158,7 @@ class GroupCommitWriter:
         self._requests = 0  # requests those batches held
         self._in_flight = 0  # size of the batch being attempted
         self._held: list[_Request] = []  # heads of a committed batch's chains, not yet released
+        self._held_submitted: list[_Request] = []  # its submitted requests, not yet completed
         # group_commit=False: callers take turns on the connection instead of queueing
         self._direct = None if group_commit else threading.Lock()
         self._thread = None
@@ -249,14 +256,27 @@ class GroupCommitWriter:
                         # whoever is still waiting in it (a caller interrupted while waiting)
                         self._release_held()
                         _sweep(released)
-                        batch = _completed_submitted(batch)
                         released = batch
-                        self._held = linked_chains(batch)  # see the module docstring
+                        self._hold(batch)  # see the module docstring
         finally:
             self._release_held()
             _sweep(released)
 
+    def _hold(self, batch: list[_Request]) -> None:
+        """Keep a finished batch's answers for `_release_held`: its waiting callers as
+        release chains, its submitted requests' completions (module docstring)."""
+        waiting, submitted = [], []
+        for request in batch:
+            (waiting if request.on_done is None else submitted).append(request)
+        self._held = linked_chains(waiting)
+        self._held_submitted = submitted
+
     def _release_held(self) -> None:
+        """Complete the held submitted requests (their consumers woken once each), then
+        release the held chains' heads."""
+        submitted, self._held_submitted = self._held_submitted, []
+        if submitted:
+            _completed(submitted)
         held, self._held = self._held, []
         for head in held:
             head.release()
@@ -444,21 +464,15 @@ class _BulkRefused(Exception):
     """The bulk function declined the run: replay request by request."""
 
 
-def _completed_submitted(batch: list[_Request]) -> list[_Request]:
-    """Complete the batch's submitted requests (their outcome is final); the others,
-    whose callers wait, in order, for the release chain."""
-    if all(request.on_done is None for request in batch):
-        return batch
-    waiting, wakes = [], {}
-    for request in batch:
-        if request.on_done is None:
-            waiting.append(request)
-        else:
-            wake = request.complete()
-            if wake is not None:
-                wakes[wake] = None  # each consumer once, in order
+def _completed(submitted: list[_Request]) -> None:
+    """Complete submitted requests (their outcome is final), then call each distinct
+    wake-up they returned, once, in order."""
+    wakes: dict[Wake, None] = {}
+    for request in submitted:
+        wake = request.complete()
+        if wake is not None:
+            wakes[wake] = None
     _woken(wakes)
-    return waiting
 
 
 def _woken(wakes: Iterable[Wake]) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from persistence.sqlite import SqliteStore
 from protocol import InvalidMessageError, Message
+from tests.persistence.contract.db import wait_for
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -86,3 +87,81 @@ def test_without_group_commit_nothing_is_submitted(tmp_path):
         assert plain.transcript("s") == []
     finally:
         plain.close()
+
+
+class Answered:
+    """One submitted append's completion: when it came, and what the writer was doing."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        self.event = threading.Event()
+        self.in_flight_then: int | None = None
+        self.error: BaseException | None = None
+        self._store = store
+
+    def on_done(self, built: Any, error: BaseException | None) -> None:
+        self.in_flight_then = self._store.write_stats().in_flight
+        self.error = error
+        self.event.set()
+
+
+def _first_committed_with_another_queued(store: SqliteStore, path: str) -> tuple[Answered, Answered]:
+    """Submit ``a`` while another connection holds the write lock (the writer takes
+    it alone and waits), then ``b`` (queued behind it); then let ``a`` commit."""
+    first, second = Answered(store), Answered(store)
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        assert store.append_nowait("a", [Message("user", "a")], first.on_done)
+        wait_for(lambda: store.write_stats().in_flight == 1)
+        assert store.append_nowait("b", [Message("user", "b")], second.on_done)
+        wait_for(lambda: store.write_stats().queued == 1)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    return first, second
+
+
+def test_a_committed_submission_is_answered_while_the_next_batch_waits_on_the_disk(store, tmp_path):
+    """With more queued, a committed batch's submitted appends are answered once the
+    next batch is written and about to COMMIT (an event loop runs its tasks while the
+    writer waits on the disk), not while the writer still builds that batch."""
+    for sid in ("a", "b"):
+        store.create_session(sid)
+    first, second = _first_committed_with_another_queued(store, str(tmp_path / "state.db"))
+    assert first.event.wait(10) and second.event.wait(10)
+    assert first.error is None and second.error is None
+    assert first.in_flight_then == 1  # answered during b's batch
+    assert second.in_flight_then == 0  # nothing queued after b: answered at once
+    assert [m.content for m in store.transcript("a")] == ["a"]
+    assert [m.content for m in store.transcript("b")] == ["b"]
+
+
+def test_a_committed_submission_never_waits_on_the_next_batch_finding_the_store_busy(store, tmp_path, monkeypatch):
+    """The fault: another connection takes the write lock right after the first COMMIT,
+    so the next batch retries. The committed append is answered at once all the same:
+    it never waits for another process's transaction."""
+    from persistence import killpoints
+
+    path = str(tmp_path / "state.db")
+    for sid in ("a", "b"):
+        store.create_session(sid)
+    foreign = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    took_lock = threading.Event()
+
+    def lock_after_first_commit(point: str, operations: Any) -> None:
+        if point == "after_commit" and not took_lock.is_set():
+            foreign.execute("BEGIN IMMEDIATE")
+            took_lock.set()
+
+    monkeypatch.setattr(killpoints, "ARMED", True)
+    monkeypatch.setattr(killpoints, "reached", lock_after_first_commit)
+    try:
+        first, second = _first_committed_with_another_queued(store, path)
+        assert first.event.wait(10) and first.error is None
+        assert took_lock.is_set() and not second.event.is_set()  # b still waits on the lock
+    finally:
+        if foreign.in_transaction:
+            foreign.execute("ROLLBACK")
+        foreign.close()
+    assert second.event.wait(10) and second.error is None
+    assert [m.content for m in store.transcript("b")] == ["b"]
