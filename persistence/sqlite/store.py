@@ -68,7 +68,7 @@ from .connection import (
 from .bulk import AppendJob, bulk_append
 from ..store import WriteStats
 from .schema import DIALECT, check_schema, prepare_database
-from .writer import GroupCommitWriter, ReadOnlyWriter, Wake, WriteFn
+from .writer import GroupCommitWriter, ReadOnlyWriter, Wake
 
 __all__ = ["SqliteStore", "WriteStats"]
 
@@ -141,6 +141,7 @@ class SqliteStore:
             max_batch=MAX_BATCH,
             name=f"sqlite-writer:{self.path}",
             bulk=lambda conn, jobs: bulk_append(conn, self._q, jobs, self.now),
+            one=self._append_one,
             group_commit=group_commit,
             path=self.path,
             on_full=lambda: checkpoint_after_full(writer_conn, self.path),
@@ -312,26 +313,27 @@ class SqliteStore:
     @telemetry.timed_append
     def append(self, session_id: str, messages: Message | Sequence[Message], *,
                incarnation: str | None = None) -> list[StoredMessage]:
-        originals, params, body, job = self._append_request(session_id, messages, incarnation)
-        first_seq, ids, created_at = self._writer.submit(body, session_id, job=job, what="append")
+        originals, params, job = self._append_request(session_id, messages, incarnation)
+        first_seq, ids, created_at = self._writer.submit(None, session_id, job=job, what="append")
         # built here, not on the writer thread: the writer is the shared bottleneck
         return stored_messages(originals, params, session_id, first_seq, ids, created_at)
 
     def _append_request(self, session_id: str, messages: Message | Sequence[Message],
-                        incarnation: str | None) -> tuple[Sequence[Message], list[Any], WriteFn, AppendJob]:
+                        incarnation: str | None) -> tuple[Sequence[Message], list[Any], AppendJob]:
         """Check an append's arguments: its messages, their column values, and its
-        write (a transaction body, or a job the writer may run in bulk)."""
+        write (a job the writer runs in bulk, or alone with `_append_one`)."""
         checked_session_id(session_id)
         if incarnation is not None:
             check_incarnation(incarnation)
         originals = (messages,) if isinstance(messages, Message) else messages
         params = check_messages(originals, self._max_content_bytes)
+        return originals, params, _new_tuple(AppendJob, (session_id, params, incarnation))
 
-        def body(c: sqlite3.Connection) -> tuple[int, list[int], float]:
-            now = self.now()
-            return (*ops.append_rows(c, self._q, session_id, params, now, incarnation), now)
-
-        return originals, params, body, _new_tuple(AppendJob, (session_id, params, incarnation))
+    def _append_one(self, c: sqlite3.Connection, job: AppendJob) -> tuple[int, list[int], float]:
+        """One append job alone, in the writer's transaction (no closure per append:
+        fewer objects for the garbage collector, see `_Request`)."""
+        now = self.now()
+        return (*ops.append_rows(c, self._q, job.session_id, job.params, now, job.incarnation), now)
 
     def append_nowait(self, session_id: str, messages: Message | Sequence[Message],
                       on_done: Callable[[Callable[[], list[StoredMessage]] | None, BaseException | None],
@@ -346,10 +348,9 @@ class SqliteStore:
         batch (see `GroupCommitWriter.submit_nowait`). False (nothing queued) when
         this store has no writer thread (``group_commit=False``): call `append`.
         ``incarnation`` as for `append`."""
-        messages, params, body, job = self._append_request(session_id, messages, incarnation)
+        messages, params, job = self._append_request(session_id, messages, incarnation)
         done = completion(on_done, messages, params, session_id, logger)
-
-        return self._writer.submit_nowait(body, session_id, job=job, what="append", on_done=done)
+        return self._writer.submit_nowait(None, session_id, job=job, what="append", on_done=done)
 
     def _messages(self, query: str, session_id: str) -> list[StoredMessage]:
         checked_session_id(session_id)

@@ -66,7 +66,13 @@ DoneFn = Callable[[Any, "BaseException | None"], "Wake | None"]
 #: Runs many jobs at once; returns one result per job, or None when it cannot
 #: (then every request of the batch runs alone, with its own savepoint).
 BulkFn = Callable[[sqlite3.Connection, list[Any]], "list[Any] | None"]
+#: Runs one job alone: what a request with a job and no ``fn`` runs when it is not
+#: part of a bulk run (a lone request, or a replay).
+OneFn = Callable[[sqlite3.Connection, Any], Any]
 _STOP = object()
+#: Hold a committed batch's submitted completions until the next batch is about to
+#: COMMIT (module docstring); read at each batch (`bench_held` compares both).
+HOLD_SUBMITTED = True
 _monotonic = time.monotonic
 _new_lock = threading.Lock
 _COMMITTED, _ROLLED_BACK, _REPLAY, _GAVE_UP = object(), object(), object(), object()
@@ -83,25 +89,34 @@ class _Request:
     needs it for the next batch) at the same moment; the chains wake them a few
     at a time while the writer goes on. ``claim`` makes the
     release one-shot, so the writer can sweep a stalled chain safely.
+
+    A submitted request (``on_done``) has neither lock: only the writer thread
+    completes it, once (``on_done`` is cleared). Fewer objects per request matter
+    here: an event loop keeps dozens of submitted requests alive at a time, and
+    every container that outlives a garbage collection pass is promoted, which
+    brings on full collections (whose cost grows with the application's heap).
     """
 
     __slots__ = ("fn", "session_id", "job", "what", "submitted", "deadline", "done", "claim", "next",
                  "result", "error", "on_done")
 
-    def __init__(self, fn: WriteFn, session_id: str, job: Any, what: str, patience_s: float,
+    def __init__(self, fn: WriteFn | None, session_id: str, job: Any, what: str, patience_s: float,
                  on_done: DoneFn | None = None) -> None:
         # One per write, built on the caller's thread under the GIL every other caller
         # waits for: module-level names, no attribute read back.
-        self.fn = fn
+        self.fn = fn  # None: a job the writer runs with its ``one`` function
         self.on_done = on_done  # no waiting thread: the writer completes it (submit_nowait)
         self.submitted = submitted = _monotonic()
         self.deadline = submitted + patience_s  # for the whole call, queueing included
         self.session_id = session_id
         self.job = job
         self.what = what  # the store method, for test-only kill points
-        self.done = done = _new_lock()
-        done.acquire()
-        self.claim = _new_lock()
+        if on_done is None:
+            self.done = done = _new_lock()
+            done.acquire()
+            self.claim = _new_lock()
+        else:
+            self.done = self.claim = None
         self.next: _Request | None = None  # the caller to release after this one
         self.result: Any = None
         self.error: BaseException | None = None
@@ -109,8 +124,9 @@ class _Request:
     def release(self) -> None:
         """Let the caller go (its outcome is set), or complete a submitted request.
         Only the first call counts."""
-        if self.on_done is None:
-            if self.claim.acquire(False):
+        claim = self.claim
+        if claim is not None:
+            if claim.acquire(False):
                 self.done.release()
             return
         wake = self.complete()
@@ -118,11 +134,14 @@ class _Request:
             _woken([wake])
 
     def complete(self) -> Wake | None:
-        """A submitted request: run ``on_done`` (once); returns its wake-up."""
-        if not self.claim.acquire(False) or self.on_done is None:
+        """A submitted request: run ``on_done`` (once, on the writer thread); returns
+        its wake-up."""
+        on_done = self.on_done
+        if on_done is None:
             return None
+        self.on_done = None
         try:
-            return self.on_done(self.result, self.error)
+            return on_done(self.result, self.error)
         except BaseException:  # never let the writer die of a completion
             logger.exception("completing a submitted %s failed", self.what)
             return None
@@ -141,11 +160,12 @@ class GroupCommitWriter:
 
     def __init__(
         self, conn: sqlite3.Connection, *, patience_s: float, max_batch: int, name: str,
-        bulk: BulkFn | None = None, group_commit: bool = True, path: str = "?",
+        bulk: BulkFn | None = None, one: OneFn | None = None, group_commit: bool = True, path: str = "?",
         on_full: Callable[[], bool] | None = None,
     ) -> None:
         self._conn = conn
         self._bulk = bulk
+        self._one = one
         self._patience_s = patience_s
         self._path = path
         self._on_full = on_full  # after a write failed for space (the store checkpoints)
@@ -166,12 +186,13 @@ class GroupCommitWriter:
             self._thread = threading.Thread(target=self._run, name=name, daemon=True)
             self._thread.start()
 
-    def submit(self, fn: WriteFn, session_id: str = "?", *, job: Any = None, what: str = "write") -> Any:
+    def submit(self, fn: WriteFn | None, session_id: str = "?", *, job: Any = None, what: str = "write") -> Any:
         """Run ``fn(conn)`` in a write transaction; return its result once committed.
 
         A request with a ``job`` may instead run together with neighbouring jobs
         through the writer's ``bulk`` function, which must return what ``fn``
-        would have returned for each.
+        would have returned for each; with a job, ``fn`` may be None: the job then
+        runs alone through the writer's ``one`` function.
         Raises what ``fn`` raised (driver errors mapped to ours), or `StoreBusyError`.
         """
         request = _Request(fn, session_id, job, what, self._patience_s)
@@ -198,7 +219,7 @@ class GroupCommitWriter:
             raise error
         return request.result
 
-    def submit_nowait(self, fn: WriteFn, session_id: str, *, job: Any = None, what: str = "write",
+    def submit_nowait(self, fn: WriteFn | None, session_id: str, *, job: Any = None, what: str = "write",
                       on_done: DoneFn) -> bool:
         """Queue ``fn`` like `submit` without waiting: ``on_done(result, error)`` is
         called once, on the writer thread, when the batch holding it has committed
@@ -267,9 +288,12 @@ class GroupCommitWriter:
         release chains, its submitted requests' completions (module docstring)."""
         waiting, submitted = [], []
         for request in batch:
-            (waiting if request.on_done is None else submitted).append(request)
+            (submitted if request.claim is None else waiting).append(request)
         self._held = linked_chains(waiting)
-        self._held_submitted = submitted
+        if HOLD_SUBMITTED:
+            self._held_submitted = submitted
+        else:
+            _completed(submitted)
 
     def _release_held(self) -> None:
         """Complete the held submitted requests (their consumers woken once each), then
@@ -413,7 +437,7 @@ class GroupCommitWriter:
                     index += len(run)
                 else:
                     blame = batch[index]
-                    blame.result = blame.fn(conn)
+                    blame.result = self._run_one(conn, blame)
                     index += 1
         except Exception as exc:
             if is_busy(exc):
@@ -425,11 +449,18 @@ class GroupCommitWriter:
             return False
         return True
 
-    @staticmethod
-    def _run_isolated(conn: sqlite3.Connection, request: _Request) -> None:
+    def _run_one(self, conn: sqlite3.Connection, request: _Request) -> Any:
+        """A request's own write: its ``fn``, or (a job without one) the writer's ``one``."""
+        fn = request.fn
+        if fn is None:
+            assert self._one is not None, "a request without fn needs a writer with `one`"
+            return self._one(conn, request.job)
+        return fn(conn)
+
+    def _run_isolated(self, conn: sqlite3.Connection, request: _Request) -> None:
         conn.execute("SAVEPOINT request")
         try:
-            request.result, request.error = request.fn(conn), None
+            request.result, request.error = self._run_one(conn, request), None
         except Exception as exc:
             if is_busy(exc):
                 raise  # the whole batch retries
@@ -444,12 +475,12 @@ class ReadOnlyWriter:
     def __init__(self, path: str) -> None:
         self._path = path
 
-    def submit(self, fn: WriteFn, session_id: str = "?", *, job: Any = None, what: str = "write") -> Any:
+    def submit(self, fn: WriteFn | None, session_id: str = "?", *, job: Any = None, what: str = "write") -> Any:
         if what == "write":  # unnamed: the store method's name from its transaction body
             what = getattr(fn, "__qualname__", "").split(".<locals>", 1)[0].rsplit(".", 1)[-1] or what
         raise ReadOnlyStoreError(what, f"{what}: {self._path!r} was opened read-only")
 
-    def submit_nowait(self, fn: WriteFn, session_id: str = "?", *, job: Any = None,
+    def submit_nowait(self, fn: WriteFn | None, session_id: str = "?", *, job: Any = None,
                       what: str = "write", on_done: DoneFn) -> bool:
         return self.submit(fn, session_id, job=job, what=what)  # raises: nothing is queued
 

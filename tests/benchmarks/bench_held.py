@@ -1,0 +1,94 @@
+"""``append_async`` appends/s with a batch's answers held until the next COMMIT, or not.
+
+The SQLite writer answers a committed batch's submitted appends (``append_async``)
+just before the next batch's COMMIT, so the event loop runs its tasks while the
+writer waits on the disk (``persistence.sqlite.writer.HOLD_SUBMITTED``, read at
+each batch). This script measures both ways in one process, side by side: 64
+asyncio tasks on one loop, each appending to its own session through a registry
+handle, with the answers held and answered right after their COMMIT (the
+behaviour before); the store called directly from 64 threads runs alongside as
+the reference the goal names. Rounds rotate which goes first, every run on a
+fresh database; medians, per-round (paired) ratios and their median are printed.
+
+    python -m tests.benchmarks.bench_held
+    python -m tests.benchmarks.bench_held --rounds 12 --seconds 1
+
+Not collected by pytest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import tempfile
+
+from actors import CompactionPolicy, SessionRegistry
+from persistence import open_store
+from persistence.sqlite import writer
+from tests.benchmarks.bench_agents import SESSIONS, time_boxed_async
+from tests.benchmarks.timeboxed import Run, client_messages, time_boxed
+
+MODES = ("append_async held", "append_async at once", "store (threads)")
+
+
+def run_mode(directory: str, mode: str, seconds: float, tag: str) -> Run:
+    store = open_store(os.path.join(directory, f"{tag}-{mode.split()[-1].strip('()')}.db"))
+    ids = [f"{tag}-{k}" for k in range(SESSIONS)]
+    try:
+        if mode == "store (threads)":
+            for sid in ids:
+                store.create_session(sid)
+            acked, elapsed, cpu = time_boxed([lambda m, s=sid: store.append(s, m) for sid in ids], seconds)
+        else:
+            writer.HOLD_SUBMITTED = mode == "append_async held"
+            with SessionRegistry(store, policy=CompactionPolicy(max_resident=2 * SESSIONS)) as registry:
+                handles = [registry.session(sid) for sid in ids]
+                messages = [client_messages(k) for k in range(SESSIONS)]
+                acked, elapsed, cpu = asyncio.run(time_boxed_async(
+                    [h.append_async for h in handles], messages, seconds))
+        stored = sum(len(store.transcript(sid)) for sid in ids)
+    finally:
+        writer.HOLD_SUBMITTED = True
+        store.close()
+    assert stored == acked, f"{mode}: {acked} acknowledged, {stored} stored"
+    return Run(mode, acked, elapsed, cpu, 0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=1.5, help="length of each run")
+    parser.add_argument("--rounds", type=int, default=8, help="rounds; medians are compared")
+    parser.add_argument("--dir", default=None, help="directory for the database files")
+    args = parser.parse_args()
+    runs: dict[str, list[Run]] = {mode: [] for mode in MODES}
+    with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-held-") as directory:
+        for mode in MODES:  # warm-up, not recorded
+            run_mode(directory, mode, min(args.seconds, 0.3), "warm")
+        print(f"durable appends/s, {SESSIONS} sessions x one caller, {args.seconds:g} s per run, "
+              f"{args.rounds} rounds, order rotating; load average {_load()} at the start")
+        for number in range(args.rounds):
+            shift = number % len(MODES)
+            for mode in MODES[shift:] + MODES[:shift]:
+                run = run_mode(directory, mode, args.seconds, f"r{number}")
+                runs[mode].append(run)
+                print(f"  round {number + 1}: {run.mode:<21} {run.rate:7,.0f}/s  cpu {run.cpu_us:4.0f} us/append")
+    print(f"  load average {_load()} at the end")
+    rate = {mode: statistics.median(r.rate for r in rs) for mode, rs in runs.items()}
+    for mode in MODES:
+        print(f"  median {mode:<21} {rate[mode]:7,.0f}/s  cpu "
+              f"{statistics.median(r.cpu_us for r in runs[mode]):4.0f} us/append")
+    for mode, base in (("append_async held", "append_async at once"), ("append_async held", "store (threads)"),
+                       ("append_async at once", "store (threads)")):
+        per_round = [a.rate / b.rate for a, b in zip(runs[mode], runs[base])]
+        print(f"  {mode} / {base}: {rate[mode] / rate[base]:.2f} (per round: "
+              f"{', '.join(f'{r:.2f}' for r in per_round)}; their median {statistics.median(per_round):.2f})")
+
+
+def _load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+if __name__ == "__main__":
+    main()
