@@ -29,18 +29,16 @@ collected by pytest.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import statistics
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from actors import CompactionPolicy, SessionRegistry
 from persistence import Store, open_store
-from tests.benchmarks.timeboxed import DISTINCT_MESSAGES, Run, client_messages, time_boxed
+from tests.benchmarks.timeboxed import DISTINCT_MESSAGES, Run, client_messages, printed_medians, rotating_rounds, round_arguments, time_boxed
 
 SESSIONS = 64
 MODES = ("registry", "registry async", "store", "agents Session", "sdk SQLiteSession")
@@ -138,29 +136,10 @@ def items_run(mode: str, sessions: list[Any], seconds: float) -> Run:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=1.5, help="length of each run")
-    parser.add_argument("--rounds", type=int, default=5, help="rounds; medians are compared")
-    parser.add_argument("--dir", default=None, help="directory for the database files")
-    args = parser.parse_args()
-    runs: dict[str, list[Run]] = {mode: [] for mode in MODES}
-    with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-agents-") as directory:
-        for mode in MODES:  # warm-up, not recorded
-            run_mode(directory, mode, min(args.seconds, 0.3), "warm")
-        print(f"durable appends/s, {SESSIONS} sessions x one caller, {args.seconds:g} s per run, "
-              f"{args.rounds} rounds, order rotating; load average {_load()} at the start")
-        for number in range(args.rounds):
-            shift = number % len(MODES)
-            for mode in MODES[shift:] + MODES[:shift]:
-                run = run_mode(directory, mode, args.seconds, f"r{number}")
-                runs[mode].append(run)
-                print(f"  round {number + 1}: {run.mode:<18} {run.appends:>6} appends in "
-                      f"{run.seconds:5.2f}s = {run.rate:7,.0f}/s  cpu {run.cpu_us:4.0f} us/append")
-    print(f"  load average {_load()} at the end (other work on this machine shares its cores)")
-    rate = {mode: statistics.median(r.rate for r in rs) for mode, rs in runs.items()}
-    for mode in MODES:
-        cpu = statistics.median(r.cpu_us for r in runs[mode])
-        print(f"  median {mode:<18} {rate[mode]:7,.0f}/s  cpu {cpu:4.0f} us/append")
+    args = round_arguments(__doc__.splitlines()[0], rounds=5)
+    runs = rotating_rounds(MODES, run_mode, rounds=args.rounds, seconds=args.seconds, directory=args.dir,
+                           sessions=SESSIONS)
+    rate = printed_medians(runs)
     sdk = runs["sdk SQLiteSession"]
     for mode in ("registry", "registry async", "store", "agents Session"):
         per_round = [a.rate / b.rate for a, b in zip(runs[mode], sdk)]
@@ -174,10 +153,6 @@ def main() -> None:
               f"(per round: {', '.join(f'{r:.2f}' for r in per_round)}; their median "
               f"{statistics.median(per_round):.2f}); CPU us/append over the store's: "
               f"median {statistics.median(extra_cpu):+.0f} (per round: {', '.join(f'{c:+.0f}' for c in extra_cpu)})")
-
-
-def _load() -> str:
-    return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 if __name__ == "__main__":

@@ -18,17 +18,15 @@ Not collected by pytest.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import statistics
-import tempfile
 
 from actors import CompactionPolicy, SessionRegistry
 from persistence import open_store
 from persistence.sqlite import writer
 from tests.benchmarks.bench_agents import SESSIONS, time_boxed_async
-from tests.benchmarks.timeboxed import Run, client_messages, time_boxed
+from tests.benchmarks.timeboxed import Run, client_messages, printed_medians, rotating_rounds, round_arguments, time_boxed
 
 MODES = ("append_async held", "append_async at once", "store (threads)")
 
@@ -57,37 +55,15 @@ def run_mode(directory: str, mode: str, seconds: float, tag: str) -> Run:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=1.5, help="length of each run")
-    parser.add_argument("--rounds", type=int, default=8, help="rounds; medians are compared")
-    parser.add_argument("--dir", default=None, help="directory for the database files")
-    args = parser.parse_args()
-    runs: dict[str, list[Run]] = {mode: [] for mode in MODES}
-    with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-held-") as directory:
-        for mode in MODES:  # warm-up, not recorded
-            run_mode(directory, mode, min(args.seconds, 0.3), "warm")
-        print(f"durable appends/s, {SESSIONS} sessions x one caller, {args.seconds:g} s per run, "
-              f"{args.rounds} rounds, order rotating; load average {_load()} at the start")
-        for number in range(args.rounds):
-            shift = number % len(MODES)
-            for mode in MODES[shift:] + MODES[:shift]:
-                run = run_mode(directory, mode, args.seconds, f"r{number}")
-                runs[mode].append(run)
-                print(f"  round {number + 1}: {run.mode:<21} {run.rate:7,.0f}/s  cpu {run.cpu_us:4.0f} us/append")
-    print(f"  load average {_load()} at the end")
-    rate = {mode: statistics.median(r.rate for r in rs) for mode, rs in runs.items()}
-    for mode in MODES:
-        print(f"  median {mode:<21} {rate[mode]:7,.0f}/s  cpu "
-              f"{statistics.median(r.cpu_us for r in runs[mode]):4.0f} us/append")
+    args = round_arguments(__doc__.splitlines()[0], rounds=8)
+    runs = rotating_rounds(MODES, run_mode, rounds=args.rounds, seconds=args.seconds, directory=args.dir,
+                           sessions=SESSIONS)
+    rate = printed_medians(runs)
     for mode, base in (("append_async held", "append_async at once"), ("append_async held", "store (threads)"),
                        ("append_async at once", "store (threads)")):
         per_round = [a.rate / b.rate for a, b in zip(runs[mode], runs[base])]
         print(f"  {mode} / {base}: {rate[mode] / rate[base]:.2f} (per round: "
               f"{', '.join(f'{r:.2f}' for r in per_round)}; their median {statistics.median(per_round):.2f})")
-
-
-def _load() -> str:
-    return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 if __name__ == "__main__":

@@ -7,14 +7,21 @@ write transactions committed, so modes are compared on the same load.
 
 from __future__ import annotations
 
+import argparse
+import os
+import statistics
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from protocol import Message
 
-__all__ = ["DISTINCT_MESSAGES", "Run", "client_messages", "time_boxed"]
+__all__ = [
+    "DISTINCT_MESSAGES", "Run", "client_messages", "load_average", "printed_medians", "round_arguments",
+    "rotating_rounds", "time_boxed",
+]
 
 DISTINCT_MESSAGES = 32  # per client, reused in turn (messages are immutable values)
 
@@ -84,3 +91,49 @@ def time_boxed(appenders: list[Callable[[Message], object]], seconds: float) -> 
     if errors:
         raise errors[0]
     return sum(counts), elapsed, cpu
+
+
+def rotating_rounds(modes: Sequence[str], run_mode: Callable[[str, str, float, str], Run], *, rounds: int,
+                    seconds: float, directory: str | None, sessions: int) -> dict[str, list[Run]]:
+    """Run every mode once unrecorded (a warm-up), then ``rounds`` rounds that rotate
+    which mode goes first, printing each run; ``run_mode(directory, mode, seconds, tag)``
+    runs one on fresh files in a temporary directory under ``directory``."""
+    runs: dict[str, list[Run]] = {mode: [] for mode in modes}
+    width = max(len(mode) for mode in modes)
+    with tempfile.TemporaryDirectory(dir=directory, prefix="bench-") as scratch:
+        for mode in modes:
+            run_mode(scratch, mode, min(seconds, 0.3), "warm")
+        print(f"durable appends/s, {sessions} sessions x one caller, {seconds:g} s per run, "
+              f"{rounds} rounds, order rotating; load average {load_average()} at the start")
+        for number in range(rounds):
+            shift = number % len(modes)
+            for mode in [*modes[shift:], *modes[:shift]]:
+                run = run_mode(scratch, mode, seconds, f"r{number}")
+                runs[mode].append(run)
+                print(f"  round {number + 1}: {run.mode:<{width}} {run.appends:>6} appends in "
+                      f"{run.seconds:5.2f}s = {run.rate:7,.0f}/s  cpu {run.cpu_us:4.0f} us/append")
+    print(f"  load average {load_average()} at the end (other work on this machine shares its cores)")
+    return runs
+
+
+def round_arguments(description: str, rounds: int) -> argparse.Namespace:
+    """``--seconds``, ``--rounds`` and ``--dir``, the options of a rotating-rounds benchmark."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--seconds", type=float, default=1.5, help="length of each run")
+    parser.add_argument("--rounds", type=int, default=rounds, help="rounds; medians are compared")
+    parser.add_argument("--dir", default=None, help="directory for the database files")
+    return parser.parse_args()
+
+
+def printed_medians(runs: dict[str, list[Run]]) -> dict[str, float]:
+    """Print each mode's median rate and CPU per append; returns the median rates."""
+    width = max(len(mode) for mode in runs)
+    rate = {mode: statistics.median(r.rate for r in rs) for mode, rs in runs.items()}
+    for mode, rs in runs.items():
+        print(f"  median {mode:<{width}} {rate[mode]:7,.0f}/s  cpu "
+              f"{statistics.median(r.cpu_us for r in rs):4.0f} us/append")
+    return rate
+
+
+def load_average() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
