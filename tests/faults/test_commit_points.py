@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Sequence
 
 import pytest
 
@@ -47,7 +48,21 @@ def test_kill_at_commit_point(store_url: str, tmp_path, operation: str, point: s
     assert tally.failures[failures_before:] == []
 
 
-def _one_trial(db: str, workdir, operation: str, point: str, rng: random.Random) -> list[str]:
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("point", [p for p in POINTS if p != "after_fence"])
+def test_kill_at_commit_point_of_a_submitted_append(store_url: str, tmp_path, point: str, tally: Tally) -> None:
+    """The same with the worker on an event loop (``append_async``, ``compress_async``):
+    its appends are submitted to the group commit and acknowledged by the writer's
+    completions, which the SQLite writer may hold until the next batch's COMMIT."""
+    failures_before = len(tally.failures)
+    for trial in range(trials()):
+        rng = random.Random(f"submitted:{point}:{trial}")
+        tally.record(_one_trial(store_url, tmp_path / f"trial-{trial}", "append", point, rng, ["--async"]))
+    assert tally.failures[failures_before:] == []
+
+
+def _one_trial(db: str, workdir, operation: str, point: str, rng: random.Random,
+               worker_args: Sequence[str] = ()) -> list[str]:
     workdir.mkdir()
     root = f"kp-{uuid.uuid4().hex[:8]}"
     ledger = workdir / "ledger"
@@ -55,7 +70,7 @@ def _one_trial(db: str, workdir, operation: str, point: str, rng: random.Random)
     nth = rng.randint(1, 6) if operation == "append" else rng.randint(1, 2)
     mode = rng.choice(("in_place", "rotate"))
     code, err = finish(spawn_worker(db, root, ledger, kill_at=f"{operation}:{point}:{nth}",
-                                    args=["--mode", mode, "--rounds", "12"]))
+                                    args=["--mode", mode, "--rounds", "12", *worker_args]))
     if code != -9:
         return [f"worker was not killed at {operation}:{point}:{nth} (exit {code}): {err}"]
     acks = ledger_acks([ledger])

@@ -11,6 +11,7 @@ holds the lease then) and keeps compressing slowly, for freeze trials.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -73,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--patience", type=float, default=None, help="the store's patience_s")
     parser.add_argument("--resume-file", default=None,
                         help="after a failed append, wait until this file exists before going on")
+    parser.add_argument("--async", dest="use_async", action="store_true",
+                        help="append and compress from an event loop (append_async: the submitted path)")
     args = parser.parse_args(argv)
     policy = CompactionPolicy(lease_ttl_s=args.ttl, keep_last=2, target_tokens=50, cooldown_s=0,
                               ask_timeout_s=30.0, max_compaction_s=60.0)
@@ -83,26 +86,63 @@ def main(argv: list[str] | None = None) -> int:
             store, compressor=compressor, policy=policy, holder=args.holder,
         ) as registry:
             handle = _open_session(registry, args.session)
-            for n in range(args.rounds):
-                batch = [Message("user", f"ask {args.holder} {n}"),
-                         Message("assistant", f"reply {args.holder} {n}")]
-                try:  # a failed call (e.g. a terminated connection) is not acknowledged
-                    for m in handle.append(batch):
-                        ledger.record("ack", args.session, m.id, m.text)
-                except TranscriptError as exc:
-                    ledger.record("failed", type(exc).__name__, [m.text for m in batch])
-                    if args.resume_file:
-                        _wait_for(Path(args.resume_file))
-                    continue
-                if n % 3 == 2:
-                    try:
-                        outcome = handle.compress(force=True, mode=args.mode)
-                        ledger.record("outcome", outcome.status.value, outcome.reason)
-                    except TranscriptError as exc:
-                        ledger.record("error", type(exc).__name__, str(exc))
+            if args.use_async:
+                asyncio.run(_rounds_async(handle, ledger, args))
+            else:
+                for n in range(args.rounds):
+                    _round(handle, ledger, args, n)
     finally:
         store.close()
     return 0
+
+
+def _round(handle, ledger: Ledger, args: argparse.Namespace, n: int) -> None:
+    """One round: append a question and its answer (acknowledged in the ledger), and
+    every third round force a compaction."""
+    try:  # a failed call (e.g. a terminated connection) is not acknowledged
+        _acknowledged(ledger, args.session, handle.append(_batch(args.holder, n)))
+    except TranscriptError as exc:
+        _failed(ledger, exc, args, n)
+        return
+    if n % 3 == 2:
+        try:
+            _outcome(ledger, handle.compress(force=True, mode=args.mode))
+        except TranscriptError as exc:
+            ledger.record("error", type(exc).__name__, str(exc))
+
+
+async def _rounds_async(handle, ledger: Ledger, args: argparse.Namespace) -> None:
+    """`_round` from an event loop: the same writes through the async twins."""
+    for n in range(args.rounds):
+        try:
+            _acknowledged(ledger, args.session, await handle.append_async(_batch(args.holder, n)))
+        except TranscriptError as exc:
+            _failed(ledger, exc, args, n)
+            continue
+        if n % 3 == 2:
+            try:
+                _outcome(ledger, await handle.compress_async(force=True, mode=args.mode))
+            except TranscriptError as exc:
+                ledger.record("error", type(exc).__name__, str(exc))
+
+
+def _batch(holder: str, n: int) -> list[Message]:
+    return [Message("user", f"ask {holder} {n}"), Message("assistant", f"reply {holder} {n}")]
+
+
+def _acknowledged(ledger: Ledger, session: str, stored: Sequence[StoredMessage]) -> None:
+    for m in stored:
+        ledger.record("ack", session, m.id, m.text)
+
+
+def _failed(ledger: Ledger, exc: TranscriptError, args: argparse.Namespace, n: int) -> None:
+    ledger.record("failed", type(exc).__name__, [m.text for m in _batch(args.holder, n)])
+    if args.resume_file:
+        _wait_for(Path(args.resume_file))
+
+
+def _outcome(ledger: Ledger, outcome) -> None:
+    ledger.record("outcome", outcome.status.value, outcome.reason)
 
 
 if __name__ == "__main__":
