@@ -31,7 +31,7 @@ from protocol import (
     validate_session_id,
     SessionNotFoundError,
 )
-from protocol.checks import check_count, check_duration, check_json_value, check_text
+from protocol.checks import check_count, check_duration, check_text, encode_json_bounded
 from protocol.messages import MAX_CONTENT_LIMIT, MAX_SESSION_ID_LENGTH, ROLES
 
 from .metadata import metadata_from_column
@@ -72,10 +72,11 @@ _DECODER = json.JSONDecoder()
 
 
 def _dumps(value: Any, what: str, *, utf8_checked: bool = False) -> str:
-    if not utf8_checked:  # a container (mutable after the Message was built): bound its depth
-        check_json_value(value, what, error=InvalidMessageError)
     try:
-        text = _ENCODER.encode(value)
+        if utf8_checked:  # a str: no depth to bound
+            text = _ENCODER.encode(value)
+        else:  # a container (mutable after the Message was built): bound its depth
+            text = encode_json_bounded(_ENCODER.encode, value, what, error=InvalidMessageError)
         if not utf8_checked:
             text.encode("utf-8")  # lone surrogates cannot be stored as text
     except (TypeError, ValueError) as exc:

@@ -17,6 +17,7 @@ bad input the same way, at construction, before anything is written:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from .errors import InvalidArgumentError, TranscriptError
@@ -29,6 +30,7 @@ __all__ = [
     "check_duration",
     "check_json_value",
     "check_text",
+    "encode_json_bounded",
 ]
 
 MAX_DURATION_S = 30 * 24 * 3600.0  # 2,592,000 s
@@ -96,3 +98,24 @@ def check_json_value(value: Any, what: str, *, error: type[TranscriptError] = In
                 stack.append((item, depth + 1))
             elif forbid_nul and isinstance(item, str) and "\x00" in item:
                 raise error(f"{what} must not contain NUL characters")
+
+
+def encode_json_bounded(encode: Callable[[Any], str], value: Any, what: str, *,
+                        error: type[TranscriptError] = InvalidArgumentError) -> str:
+    """``encode(value)`` (a JSON encoder's ``encode``), refusing with ``error`` a value
+    nested deeper than `MAX_JSON_DEPTH`; the encoder's own errors propagate.
+
+    The encoder runs first, in C: a text with no more opening brackets than
+    `MAX_JSON_DEPTH` cannot nest deeper (brackets inside strings only make the
+    count larger), so most values are never walked in Python. Otherwise, or when
+    the encoder fails (a value nested too deep says so before anything else, as
+    the walk reports it first), `check_json_value` decides.
+    """
+    try:
+        text = encode(value)
+    except (RecursionError, TypeError, ValueError):
+        check_json_value(value, what, error=error)
+        raise
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH:
+        check_json_value(value, what, error=error)
+    return text

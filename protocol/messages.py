@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Literal
 
-from .checks import check_count, check_json_value, check_text
+from .checks import check_count, check_text, encode_json_bounded
 from .errors import InvalidMessageError, InvalidSessionIdError
 
 __all__ = [
@@ -92,9 +92,8 @@ _STRICT_JSON = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=
 def _check_json(value: Any, what: str) -> bytes:
     """Serialize ``value`` strictly (no NaN, valid UTF-8, at most 64 levels deep) or
     raise InvalidMessageError; returns the UTF-8 bytes a store would write."""
-    check_json_value(value, what, error=InvalidMessageError)  # before the encoder recurses
     try:
-        return _STRICT_JSON.encode(value).encode("utf-8")
+        return encode_json_bounded(_STRICT_JSON.encode, value, what, error=InvalidMessageError).encode("utf-8")
     except (TypeError, ValueError) as exc:  # UnicodeEncodeError: a lone surrogate
         raise InvalidMessageError(f"{what} is not JSON-able: {exc}") from exc
 

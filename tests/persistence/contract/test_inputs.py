@@ -149,6 +149,18 @@ def test_json_nests_at_most_64_levels(store, field):
             message(depth)
 
 
+@pytest.mark.parametrize("field", ["content", "meta"])
+def test_wide_shallow_json_with_brackets_in_its_strings_is_stored(store, field):
+    """Far more opening brackets than 64 (sibling containers, and brackets inside
+    strings) but only four levels deep: the bound is on nesting, not on how many
+    containers or brackets a value holds."""
+    parts = [{"type": "text", "text": "[{" * 100, "extra": [[]]} for _ in range(70)]
+    message = Message("user", parts) if field == "content" else Message("user", "x", meta={"parts": parts})
+    store.create_session("s")
+    store.append("s", message)
+    assert store.transcript("s")[0].as_message() == message
+
+
 def test_a_content_list_deepened_after_construction_is_refused_by_the_store(store, store_url, backend):
     store.create_session("s")
     parts = [{"type": "text", "text": "t"}]
