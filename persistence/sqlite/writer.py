@@ -26,8 +26,8 @@ until the next batch is about to COMMIT: an event loop runs every task it wakes
 in one stretch that keeps the GIL, and the writer cannot run a statement of the
 next batch until that stretch ends, so a loop woken right after a COMMIT and the
 writer take turns; woken just before the next COMMIT, the loop runs its tasks
-while the writer waits on the disk (``python -m tests.benchmarks.bench_agents``,
-"registry async").
+while the writer waits on the disk (``python -m tests.benchmarks.bench_held``
+compares both ways).
 
 With ``group_commit=False`` there is no writer thread: each caller runs its own
 ``BEGIN IMMEDIATE ... COMMIT`` on the shared connection, in its own thread,
