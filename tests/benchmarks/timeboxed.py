@@ -96,7 +96,9 @@ def time_boxed(appenders: list[Callable[[Message], object]], seconds: float) -> 
 def rotating_rounds(modes: Sequence[str], run_mode: Callable[[str, str, float, str], Run], *, rounds: int,
                     seconds: float, directory: str | None, sessions: int) -> dict[str, list[Run]]:
     """Run every mode once unrecorded (a warm-up), then ``rounds`` rounds that rotate
-    which mode goes first, printing each run; ``run_mode(directory, mode, seconds, tag)``
+    which mode goes first (and run backwards every other round: what a mode leaves
+    behind, a WAL to write back or threads winding down, must not always fall on
+    the same next mode), printing each run; ``run_mode(directory, mode, seconds, tag)``
     runs one on fresh files in a temporary directory under ``directory``."""
     runs: dict[str, list[Run]] = {mode: [] for mode in modes}
     width = max(len(mode) for mode in modes)
@@ -107,7 +109,10 @@ def rotating_rounds(modes: Sequence[str], run_mode: Callable[[str, str, float, s
               f"{rounds} rounds, order rotating; load average {load_average()} at the start")
         for number in range(rounds):
             shift = number % len(modes)
-            for mode in [*modes[shift:], *modes[:shift]]:
+            order = [*modes[shift:], *modes[:shift]]
+            if number % 2:  # backwards every other round: a mode does not always follow the same one
+                order.reverse()
+            for mode in order:
                 run = run_mode(scratch, mode, seconds, f"r{number}")
                 runs[mode].append(run)
                 print(f"  round {number + 1}: {run.mode:<{width}} {run.appends:>6} appends in "
