@@ -312,6 +312,7 @@ class GroupCommitWriter:
         if not live:
             return live
         if self._checkpoint_pending and self._on_full is not None:  # room again, maybe
+            self._release_held()  # a checkpoint may take long: nobody waits on it for an answer
             self._checkpoint_pending = not self._on_full()
         self._in_flight = len(live)
         try:
