@@ -38,7 +38,9 @@ from typing import Any
 
 from actors import CompactionPolicy, SessionRegistry
 from persistence import Store, open_store
-from tests.benchmarks.timeboxed import DISTINCT_MESSAGES, Run, client_messages, printed_medians, rotating_rounds, round_arguments, time_boxed
+from tests.benchmarks.timeboxed import (
+    DISTINCT_MESSAGES, Run, client_messages, measured_rounds, paired_ratios, time_boxed,
+)
 
 SESSIONS = 64
 MODES = ("registry", "registry async", "store", "agents Session", "sdk SQLiteSession")
@@ -73,20 +75,34 @@ def run_mode(directory: str, mode: str, seconds: float, tag: str) -> Run:
     store = open_store(path)
     if mode == "agents Session":
         return agents_session_run(store, ids, seconds)
+    if mode == "store":
+        return checked_run(mode, store, ids, lambda: direct_appends(store, ids, seconds))
+    return checked_run(mode, store, ids, lambda: registry_appends(store, ids, seconds, on_loop=mode != "registry"))
+
+
+def direct_appends(store: Store, ids: list[str], seconds: float) -> tuple[int, float, float]:
+    """One thread per session calls ``store.append`` (the sessions created first)."""
+    for sid in ids:
+        store.create_session(sid)
+    return time_boxed([lambda m, s=sid: store.append(s, m) for sid in ids], seconds)
+
+
+def registry_appends(store: Store, ids: list[str], seconds: float, *, on_loop: bool) -> tuple[int, float, float]:
+    """Through registry handles: one thread per session (``append``), or with ``on_loop``
+    one task per session on one event loop (``append_async``)."""
+    with SessionRegistry(store, policy=CompactionPolicy(max_resident=2 * len(ids))) as registry:
+        handles = [registry.session(sid) for sid in ids]
+        if not on_loop:
+            return time_boxed([h.append for h in handles], seconds)
+        messages = [client_messages(k) for k in range(len(ids))]
+        return asyncio.run(time_boxed_async([h.append_async for h in handles], messages, seconds))
+
+
+def checked_run(mode: str, store: Store, ids: list[str], appends: Callable[[], tuple[int, float, float]]) -> Run:
+    """Run ``appends`` on ``store`` (closed after it), then hold it to every
+    acknowledged append: as many rows read back."""
     try:
-        if mode == "store":
-            for sid in ids:
-                store.create_session(sid)
-            acked, elapsed, cpu = time_boxed([lambda m, s=sid: store.append(s, m) for sid in ids], seconds)
-        else:
-            with SessionRegistry(store, policy=CompactionPolicy(max_resident=2 * SESSIONS)) as registry:
-                handles = [registry.session(sid) for sid in ids]
-                if mode == "registry":
-                    acked, elapsed, cpu = time_boxed([h.append for h in handles], seconds)
-                else:
-                    messages = [client_messages(k) for k in range(SESSIONS)]
-                    acked, elapsed, cpu = asyncio.run(time_boxed_async(
-                        [h.append_async for h in handles], messages, seconds))
+        acked, elapsed, cpu = appends()
         stored = sum(len(store.transcript(sid)) for sid in ids)
     finally:
         store.close()
@@ -136,18 +152,14 @@ def items_run(mode: str, sessions: list[Any], seconds: float) -> Run:
 
 
 def main() -> None:
-    args = round_arguments(__doc__.splitlines()[0], rounds=5)
-    runs = rotating_rounds(MODES, run_mode, rounds=args.rounds, seconds=args.seconds, directory=args.dir,
-                           sessions=SESSIONS)
-    rate = printed_medians(runs)
-    sdk = runs["sdk SQLiteSession"]
+    runs, rate = measured_rounds(__doc__, MODES, run_mode, rounds=5, sessions=SESSIONS)
     for mode in ("registry", "registry async", "store", "agents Session"):
-        per_round = [a.rate / b.rate for a, b in zip(runs[mode], sdk)]
+        per_round = paired_ratios(runs, mode, "sdk SQLiteSession")
         print(f"  {mode} / sdk SQLiteSession: {rate[mode] / rate['sdk SQLiteSession']:.1f}x "
               f"(per round: {', '.join(f'{r:.1f}' for r in per_round)}; their median "
               f"{statistics.median(per_round):.1f}x)")
     for mode in ("registry", "registry async"):
-        per_round = [a.rate / b.rate for a, b in zip(runs[mode], runs["store"])]
+        per_round = paired_ratios(runs, mode, "store")
         extra_cpu = [a.cpu_us - b.cpu_us for a, b in zip(runs[mode], runs["store"])]
         print(f"  {mode} / store: {rate[mode] / rate['store']:.2f} "
               f"(per round: {', '.join(f'{r:.2f}' for r in per_round)}; their median "

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from protocol import Message
 
 __all__ = [
-    "DISTINCT_MESSAGES", "Run", "client_messages", "load_average", "printed_medians", "round_arguments",
-    "rotating_rounds", "time_boxed",
+    "DISTINCT_MESSAGES", "Run", "client_messages", "load_average", "measured_rounds", "paired_ratios",
+    "printed_medians", "round_arguments", "rotating_rounds", "time_boxed",
 ]
 
 DISTINCT_MESSAGES = 32  # per client, reused in turn (messages are immutable values)
@@ -138,6 +138,21 @@ def printed_medians(runs: dict[str, list[Run]]) -> dict[str, float]:
         print(f"  median {mode:<{width}} {rate[mode]:7,.0f}/s  cpu "
               f"{statistics.median(r.cpu_us for r in rs):4.0f} us/append")
     return rate
+
+
+def measured_rounds(doc: str, modes: Sequence[str], run_mode: Callable[[str, str, float, str], Run], *,
+                    rounds: int, sessions: int) -> tuple[dict[str, list[Run]], dict[str, float]]:
+    """A rotating-rounds benchmark's main part: its options (``doc``'s first line as the
+    description), the rounds, the medians printed; returns the runs and the median rates."""
+    args = round_arguments(doc.splitlines()[0], rounds)
+    runs = rotating_rounds(modes, run_mode, rounds=args.rounds, seconds=args.seconds, directory=args.dir,
+                           sessions=sessions)
+    return runs, printed_medians(runs)
+
+
+def paired_ratios(runs: dict[str, list[Run]], mode: str, base: str) -> list[float]:
+    """``mode``'s rate over ``base``'s, round by round (runs minutes apart at most)."""
+    return [a.rate / b.rate for a, b in zip(runs[mode], runs[base])]
 
 
 def load_average() -> str:
