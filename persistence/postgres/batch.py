@@ -69,7 +69,9 @@ class Pending:
     caller stalled (interrupted while it waited) without releasing anyone twice.
 
     A request submitted without a waiting thread (``on_done`` set) is completed by
-    the writer instead: `complete_submitted`.
+    the writer instead (`complete_submitted`) and has no locks: an event loop keeps
+    dozens in flight, and fewer objects each mean fewer for the garbage collector to
+    promote (see `persistence.sqlite.writer._Request`).
     """
 
     __slots__ = ("job", "queued_at", "done", "claim", "next", "result", "error", "on_done")
@@ -78,16 +80,21 @@ class Pending:
         self.job = job
         self.on_done = on_done
         self.queued_at = time.monotonic()
-        self.done = threading.Lock()
-        self.done.acquire()
-        self.claim = threading.Lock()
+        if on_done is None:
+            self.done = threading.Lock()
+            self.done.acquire()
+            self.claim = threading.Lock()
+        else:
+            self.done = self.claim = None
         self.next: Pending | None = None  # the caller to release after this one
         self.result: Any = None
         self.error: BaseException | None = None
 
     def release(self) -> None:
-        """Let the caller go (its outcome is set); only the first call counts."""
-        if self.claim.acquire(False):
+        """Let the caller go (its outcome is set); only the first call counts. A
+        submitted request has no caller to let go."""
+        claim = self.claim
+        if claim is not None and claim.acquire(False):
             self.done.release()
 
     def wait(self) -> Any:

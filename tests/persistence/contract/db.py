@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 TABLES = ("sessions", "messages", "leases", "cooldowns", "compactions", "schema_version")
@@ -72,6 +73,26 @@ def plant_schema(backend: str, url: str, version: int) -> None:
             conn.execute(migration.sql)
             conn.execute(q["create_schema_version"])
             conn.execute(q["record_version"], {"version": migration.version})
+
+
+@contextmanager
+def writes_held(backend: str, url: str) -> Iterator[None]:
+    """Another connection blocks the store's writes while inside: SQLite's write lock,
+    or on PostgreSQL an EXCLUSIVE lock on ``sessions`` (every append locks its
+    session row first). The store's writer waits, or retries, until it is left."""
+    if backend == "sqlite":
+        conn = sqlite3.connect(url, isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            yield
+        finally:
+            conn.rollback()
+            conn.close()
+        return
+    with pg_connect(url) as conn:
+        with conn.transaction():
+            conn.execute("LOCK TABLE sessions IN EXCLUSIVE MODE")
+            yield
 
 
 def pg_connect(url: str) -> Any:
