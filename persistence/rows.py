@@ -73,12 +73,11 @@ _DECODER = json.JSONDecoder()
 
 def _dumps(value: Any, what: str, *, utf8_checked: bool = False) -> str:
     try:
-        if utf8_checked:  # a str: no depth to bound
-            text = _ENCODER.encode(value)
-        else:  # a container (mutable after the Message was built): bound its depth
-            text = encode_json_bounded(_ENCODER.encode, value, what, error=InvalidMessageError)
-        if not utf8_checked:
-            text.encode("utf-8")  # lone surrogates cannot be stored as text
+        if utf8_checked:  # a str already checked: no depth to bound, no lone surrogate
+            return _ENCODER.encode(value)
+        # a container (mutable after the Message was built): bound its depth
+        text = encode_json_bounded(_ENCODER.encode, value, what, error=InvalidMessageError)
+        text.encode("utf-8")  # lone surrogates cannot be stored as text
     except (TypeError, ValueError) as exc:
         raise InvalidMessageError(f"{what} is not storable JSON: {exc}") from exc
     return text
