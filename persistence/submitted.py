@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from protocol import Message, StoredMessage, TranscriptError
@@ -19,7 +19,7 @@ from protocol import Message, StoredMessage, TranscriptError
 from . import telemetry
 from .rows import stored_from_params
 
-__all__ = ["Built", "OnDone", "Wake", "completion", "stored_messages"]
+__all__ = ["Built", "OnDone", "Wake", "completion", "stored_messages", "woken"]
 
 #: A wake-up the writer calls once per batch (`actors.reply.LoopReplies`).
 Wake = Callable[[], None]
@@ -61,3 +61,13 @@ def _complete(on_done: OnDone, messages: Sequence[Message], params: Sequence[Map
     except Exception:
         log.warning("counting a submitted append failed", exc_info=True)
     return on_done(functools.partial(stored_messages, messages, params, session_id, *result), None)
+
+
+def woken(wakes: Iterable[Wake], log: logging.Logger) -> None:
+    """Call each wake-up a batch's completions returned (the writer passes each distinct
+    one once); a failing one is logged, never kept from the others or the writer."""
+    for wake in wakes:
+        try:
+            wake()
+        except BaseException:  # never let the writer die of a consumer
+            log.exception("waking a consumer of submitted appends failed")

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from protocol import SessionExistsError, SessionNotFoundError, StoreBusyError, TranscriptError
 
 from ..batching import linked_chains
+from ..submitted import woken
 from .lineage import ended_error, require_incarnation
 
 __all__ = ["JSONB_TEXT_LIMIT", "AppendJob", "CreateJob", "DoneFn", "Pending", "Wake", "append_payload", "append_run",
@@ -125,11 +126,7 @@ def complete_submitted(batch: list[Pending]) -> list[Pending]:
             continue
         if wake is not None:
             wakes[wake] = None
-    for wake in wakes:
-        try:
-            wake()
-        except BaseException:
-            log.exception("a wake-up after a batch failed")
+    woken(wakes, log)
     return waiting
 
 

@@ -43,7 +43,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from protocol import ReadOnlyStoreError, StorageFullError, StoreBusyError, TranscriptError
@@ -51,6 +51,7 @@ from protocol import ReadOnlyStoreError, StorageFullError, StoreBusyError, Trans
 from .. import killpoints, telemetry
 from ..batching import drain, fill_batch, linked_chains
 from ..store import WriteStats
+from ..submitted import woken
 from .connection import is_busy, map_sqlite_error
 
 __all__ = ["DoneFn", "GroupCommitWriter", "ReadOnlyWriter", "Wake", "WriteFn"]
@@ -131,7 +132,7 @@ class _Request:
             return
         wake = self.complete()
         if wake is not None:
-            _woken([wake])
+            woken([wake], logger)
 
     def complete(self) -> Wake | None:
         """A submitted request: run ``on_done`` (once, on the writer thread); returns
@@ -504,15 +505,7 @@ def _completed(submitted: list[_Request]) -> None:
         wake = request.complete()
         if wake is not None:
             wakes[wake] = None
-    _woken(wakes)
-
-
-def _woken(wakes: Iterable[Wake]) -> None:
-    for wake in wakes:
-        try:
-            wake()
-        except BaseException:
-            logger.exception("waking a consumer of submitted requests failed")
+    woken(wakes, logger)
 
 
 def _sweep(batch: list[_Request]) -> None:
