@@ -16,7 +16,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import Any
@@ -105,36 +105,36 @@ class SessionActor(PooledActor):
     def __init__(self, *, slot: Slot, registry: Router, store: Store,
                  compressor: Compressor | None, policy: CompactionPolicy, holder: str,
                  info: SessionInfo, pool: WorkerPool) -> None:
-        super().__init__(pool=pool)
+        # What every caller-run append reads (`append_here`, `_append`), set first so it
+        # sits together at the front of the instance's values, a cache line or two: with
+        # dozens of callers taking turns, each append finds its actor cold in the cache.
+        self._exclusive = slot.exclusive
         self._slot = slot
-        self._registry = registry
+        self._mailbox: Sequence[Any] = ()  # the inbox's queue, once pykka has made it (below)
+        self._turns = TurnGate(policy.max_turn_s)
+        self._budgeted = policy.max_tokens is not None and compressor is not None
         self._store = store
-        self._compressor = compressor
-        self._policy = policy
-        self._holder = holder
-        self._baseline = (info.id, info.epoch)
         # The conversation this actor serves, whatever ids its lineage moves through:
         # every write names it, so a lineage erased and started again under the same
         # id by another process is refused (SessionNotFoundError: the actor retires).
         self._incarnation = info.incarnation
+        self._tokens: int | None = None  # live-transcript estimate; None = recount
+        super().__init__(pool=pool)
+        self._registry = registry
+        self._compressor = compressor
+        self._policy = policy
+        self._holder = holder
+        self._baseline = (info.id, info.epoch)
         self._attempt: Attempt | None = None
         self._last_auto: Attempt | None = None
-        self._tokens: int | None = None  # live-transcript estimate; None = recount
-        self._turns = TurnGate(policy.max_turn_s)
         slot.turns = self._turns
         self._stopping = False  # on_stop began: no new attempt (nobody would abort it)
-        # Held while a message is handled, or while a caller runs an append here
-        # (`append_here`): the actor's state has one user at a time, whichever thread.
-        self._exclusive = slot.exclusive
         self._answers: list[tuple[Any, Any, BaseException | None]] | None = None  # see on_receive
         # Only a store class that offers it (a wrapper delegating by __getattr__ does
         # not, so its own `append` is honoured): `submit_here`.
         self._append_nowait: AppendNowait | None = (
             store.append_nowait if callable(getattr(type(store), "append_nowait", None)) else None)  # type: ignore[attr-defined]
-        # Read by every caller-run append: the mailbox's queue (the same deque for the
-        # actor's life) and whether an append may start an automatic compaction at all.
-        self._mailbox = self.actor_inbox.queue
-        self._budgeted = policy.max_tokens is not None and compressor is not None
+        self._mailbox = self.actor_inbox.queue  # the same deque for the actor's life
         slot.runner = self
 
     # -- AttemptHost ------------------------------------------------------------------

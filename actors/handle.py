@@ -76,6 +76,7 @@ class AskTimeoutError(TranscriptError, TimeoutError):
 class _Handle:
     """What every handle can do: append, read, and follow the live id."""
 
+    __slots__ = ("_registry", "_slot", "_key", "__weakref__")
     _origin: Origin = "main"
 
     def __init__(self, registry: Router, slot: Slot) -> None:
@@ -338,6 +339,8 @@ class Turn:
 class SessionHandle(_Handle):
     """The main path of a session: appends, reads, compress and interrupt."""
 
+    __slots__ = ()
+
     def compress(self, *, force: bool = False, mode: CompactionMode | None = None) -> CompressionOutcome:
         """Compact now (or join the attempt in flight); waits at most
         ``max_compaction_s + ask_timeout_s``."""
@@ -358,6 +361,8 @@ class SessionHandle(_Handle):
 
 class ReviewHandle(_Handle):
     """A background review sharing the session: appends and reads, never compacts."""
+
+    __slots__ = ()
 
     _origin: Origin = "review"
 

@@ -25,6 +25,9 @@ __all__ = ["Slot"]
 class Slot:
     """Mutable, lock-protected bookkeeping shared by a registry and its actor."""
 
+    __slots__ = ("lock", "exclusive", "session_id", "ids", "actor_ref", "closed", "successor", "pending",
+                 "last_used", "attempt", "turns", "born", "erased", "runner")
+
     def __init__(self, session_id: str) -> None:
         self.lock = threading.Lock()
         # The actor's exclusive lock: held while it handles a message, or while a

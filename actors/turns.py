@@ -71,6 +71,8 @@ class MovedTurn:
 class TurnGate:
     """One actor's open turn (at most one) and the requests held behind it."""
 
+    __slots__ = ("_max_turn_s", "turn", "_held", "_numbers")
+
     def __init__(self, max_turn_s: float) -> None:
         self._max_turn_s = max_turn_s
         # The open turn, or None. Read from any thread (a None check is how an append
