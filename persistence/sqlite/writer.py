@@ -10,24 +10,27 @@ is undone alone and the rest of the batch commits.
 
 Releasing callers is where the time goes once fsync is fast: every woken caller
 wants the GIL, which the writer needs between its statements. So the callers of
-a committed batch are released in a few chains (`_Request`), and, when more requests
-are already queued, only once the next batch has been written, just before its
-COMMIT: they run while the writer waits on the disk instead of fighting it for
-the GIL while it builds the batch. Only a batch of appends (a bulk run, short
-and bounded) may hold a chain: it is released at once when the queue is empty,
-when the next batch holds any other request, fails or retries, and on close.
+a committed batch are released in a few chains (`_Request`), right after its
+COMMIT: they run while the writer builds the next batch. (Holding them until
+that batch is about to COMMIT, so they would run while the writer waits on the
+disk, measured 8-16% slower from 64 threads: each caller's round trip grows by
+a whole batch, and with a fixed number of callers the rate is callers per round
+trip; ``HOLD_CHAINS`` turns it on for `bench_held`.)
 
 A request submitted with `GroupCommitWriter.submit_nowait` has no waiting
 thread: the writer completes it itself once the batch that holds it has its
 outcome, and then calls each distinct wake-up the completions returned, once
 (an event loop submits this way: one wake-up of the loop serves a whole batch,
-see `actors.reply.LoopReplies`). Their completions are held like the chains,
-until the next batch is about to COMMIT: an event loop runs every task it wakes
-in one stretch that keeps the GIL, and the writer cannot run a statement of the
-next batch until that stretch ends, so a loop woken right after a COMMIT and the
-writer take turns; woken just before the next COMMIT, the loop runs its tasks
-while the writer waits on the disk (``python -m tests.benchmarks.bench_held``
-compares both ways).
+see `actors.reply.LoopReplies`). Their completions are held, when more requests
+are already queued, until the next batch is about to COMMIT: an event loop runs
+every task it wakes in one stretch that keeps the GIL, and the writer cannot run
+a statement of the next batch until that stretch ends, so a loop woken right
+after a COMMIT and the writer take turns; woken just before the next COMMIT, the
+loop runs its tasks while the writer waits on the disk (``python -m
+tests.benchmarks.bench_held`` compares both ways, for both kinds of callers).
+Only a batch of appends (a bulk run, short and bounded) may hold answers: they
+are released at once when the queue is empty, when the next batch holds any
+other request, fails or retries, and on close.
 
 With ``group_commit=False`` there is no writer thread: each caller runs its own
 ``BEGIN IMMEDIATE ... COMMIT`` on the shared connection, in its own thread,
@@ -72,8 +75,10 @@ BulkFn = Callable[[sqlite3.Connection, list[Any]], "list[Any] | None"]
 OneFn = Callable[[sqlite3.Connection, Any], Any]
 _STOP = object()
 #: Hold a committed batch's submitted completions until the next batch is about to
-#: COMMIT (module docstring); read at each batch (`bench_held` compares both).
+#: COMMIT, and its waiting callers (off: they go right after their COMMIT); see the
+#: module docstring. Read at each batch (`bench_held` compares both ways of each).
 HOLD_SUBMITTED = True
+HOLD_CHAINS = False
 _monotonic = time.monotonic
 _new_lock = threading.Lock
 _COMMITTED, _ROLLED_BACK, _REPLAY, _GAVE_UP = object(), object(), object(), object()
@@ -178,7 +183,7 @@ class GroupCommitWriter:
         self._transactions = 0  # committed batches
         self._requests = 0  # requests those batches held
         self._in_flight = 0  # size of the batch being attempted
-        self._held: list[_Request] = []  # heads of a committed batch's chains, not yet released
+        self._held: list[_Request] = []  # heads of a committed batch's chains, if held (HOLD_CHAINS)
         self._held_submitted: list[_Request] = []  # its submitted requests, not yet completed
         # group_commit=False: callers take turns on the connection instead of queueing
         self._direct = None if group_commit else threading.Lock()
@@ -285,12 +290,18 @@ class GroupCommitWriter:
             _sweep(released)
 
     def _hold(self, batch: list[_Request]) -> None:
-        """Keep a finished batch's answers for `_release_held`: its waiting callers as
-        release chains, its submitted requests' completions (module docstring)."""
+        """Release a finished batch's waiting callers (in chains) and keep its submitted
+        requests' completions for `_release_held`, or the other way round as the
+        module's switches say (module docstring)."""
         waiting, submitted = [], []
         for request in batch:
             (submitted if request.claim is None else waiting).append(request)
-        self._held = linked_chains(waiting)
+        heads = linked_chains(waiting)
+        if HOLD_CHAINS:
+            self._held = heads
+        else:
+            for head in heads:
+                head.release()
         if HOLD_SUBMITTED:
             self._held_submitted = submitted
         else:

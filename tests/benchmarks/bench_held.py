@@ -1,14 +1,18 @@
-"""``append_async`` appends/s with a batch's answers held until the next COMMIT, or not.
+"""Appends/s with a committed batch's answers held until the next COMMIT, or not.
 
-The SQLite writer answers a committed batch's submitted appends (``append_async``)
-just before the next batch's COMMIT, so the event loop runs its tasks while the
-writer waits on the disk (``persistence.sqlite.writer.HOLD_SUBMITTED``, read at
-each batch). This script measures both ways in one process, side by side: 64
-asyncio tasks on one loop, each appending to its own session through a registry
-handle, with the answers held and answered right after their COMMIT (the
-behaviour before); the store called directly from 64 threads runs alongside as
-the reference the goal names. Rounds rotate which goes first, every run on a
-fresh database; medians, per-round (paired) ratios and their median are printed.
+The SQLite writer can answer a committed batch just before the next batch's COMMIT
+(callers then run while the writer waits on the disk) or right after its own
+(callers run while the writer builds the next batch). Two switches in
+``persistence.sqlite.writer``, read at each batch, choose per kind of caller:
+
+- ``HOLD_SUBMITTED`` (on): submitted appends, ``append_async`` from 64 asyncio
+  tasks on one loop, each appending to its own session through a registry handle;
+- ``HOLD_CHAINS`` (off): waiting threads, ``store.append`` from 64 threads, one
+  session each (the store the goal names as the reference).
+
+This script measures both ways of each in one process, side by side. Rounds
+rotate which goes first, every run on a fresh database; medians, per-round
+(paired) ratios and their median are printed.
 
     python -m tests.benchmarks.bench_held
     python -m tests.benchmarks.bench_held --rounds 12 --seconds 1
@@ -26,25 +30,29 @@ from persistence.sqlite import writer
 from tests.benchmarks.bench_agents import SESSIONS, checked_run, direct_appends, registry_appends
 from tests.benchmarks.timeboxed import Run, measured_rounds, paired_ratios
 
-MODES = ("append_async held", "append_async at once", "store (threads)")
+MODES = ("append_async held", "append_async at once", "threads at once", "threads held")
+COMPARED = (("append_async held", "append_async at once"), ("threads at once", "threads held"),
+            ("append_async held", "threads at once"))
 
 
 def run_mode(directory: str, mode: str, seconds: float, tag: str) -> Run:
-    store = open_store(os.path.join(directory, f"{tag}-{mode.split()[-1].strip('()')}.db"))
+    store = open_store(os.path.join(directory, f"{tag}-{mode.replace(' ', '-')}.db"))
     ids = [f"{tag}-{k}" for k in range(SESSIONS)]
-    if mode == "store (threads)":
-        return checked_run(mode, store, ids, lambda: direct_appends(store, ids, seconds))
-    writer.HOLD_SUBMITTED = mode == "append_async held"
+    held = mode.endswith("held")
+    defaults = writer.HOLD_SUBMITTED, writer.HOLD_CHAINS
     try:
+        if mode.startswith("threads"):
+            writer.HOLD_CHAINS = held
+            return checked_run(mode, store, ids, lambda: direct_appends(store, ids, seconds))
+        writer.HOLD_SUBMITTED = held
         return checked_run(mode, store, ids, lambda: registry_appends(store, ids, seconds, on_loop=True))
     finally:
-        writer.HOLD_SUBMITTED = True
+        writer.HOLD_SUBMITTED, writer.HOLD_CHAINS = defaults
 
 
 def main() -> None:
     runs, rate = measured_rounds(__doc__, MODES, run_mode, rounds=8, sessions=SESSIONS)
-    for mode, base in (("append_async held", "append_async at once"), ("append_async held", "store (threads)"),
-                       ("append_async at once", "store (threads)")):
+    for mode, base in COMPARED:
         per_round = paired_ratios(runs, mode, base)
         print(f"  {mode} / {base}: {rate[mode] / rate[base]:.2f} (per round: "
               f"{', '.join(f'{r:.2f}' for r in per_round)}; their median {statistics.median(per_round):.2f})")

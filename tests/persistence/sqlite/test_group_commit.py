@@ -400,3 +400,54 @@ def test_callers_of_a_batch_all_return_when_one_never_passes_the_release_on(sqli
         assert rows == ["first"] + queued  # the interrupted caller's row was committed too
     finally:
         store.close()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("held", [False, True], ids=["at-once", "held"])
+def test_a_committed_caller_returns_while_the_writer_builds_the_next_batch(sqlite_path, monkeypatch, held):
+    """A committed batch's waiting callers are released right after its COMMIT, so
+    they run while the writer builds the next batch; with ``HOLD_CHAINS`` on (what
+    `bench_held` compares) only once that batch is written, just before its COMMIT.
+    Seen from the writer reaching the next batch's BEGIN: has the first caller
+    returned by then?"""
+    from persistence import killpoints
+    from persistence.sqlite import writer as writer_module
+
+    committed, first_returned = threading.Event(), threading.Event()
+    seen: dict[str, bool] = {}
+
+    def at(point: str, operations: Any) -> None:
+        if point == "after_commit":
+            committed.set()
+        elif point == "before_begin" and committed.is_set() and "next batch" not in seen:
+            # held, the first caller cannot return before this batch is written: no wait
+            seen["next batch"] = first_returned.is_set() if held else first_returned.wait(10)
+
+    monkeypatch.setattr(writer_module, "HOLD_CHAINS", held)
+    store = SqliteStore(sqlite_path)
+    try:
+        for sid in ("a", "b"):
+            store.create_session(sid)
+        monkeypatch.setattr(killpoints, "ARMED", True)
+        monkeypatch.setattr(killpoints, "reached", at)
+        lock = _hold_write_lock(sqlite_path)
+
+        def first() -> list[StoredMessage]:
+            stored = store.append("a", Message("user", "a"))
+            first_returned.set()
+            return stored
+
+        threads, results = _run_in_threads([first])
+        wait_for(lambda: store.write_stats().in_flight == 1)  # "a" waits on the lock alone
+        more, more_results = _run_in_threads([lambda: store.append("b", Message("user", "b"))])
+        wait_for(lambda: store.write_stats().queued == 1)  # "b" waits for the next batch
+        lock.rollback()
+        lock.close()
+        for t in threads + more:
+            t.join(timeout=20)
+        assert not any(t.is_alive() for t in threads + more)
+        assert seen == {"next batch": not held}
+        assert [m.content for m in results[0]] == ["a"]
+        assert [m.content for m in more_results[0]] == ["b"]
+    finally:
+        store.close()
