@@ -3,9 +3,10 @@
 The single writer is the shared bottleneck, and every statement it runs hands
 the GIL to the waiting callers and must win it back (Python's sqlite3 lets go
 of the GIL around each step), so a run of appends costs a fixed number of
-statements whatever its size: one read of the live sessions' seq counters (as
-one JSON object), multi-row INSERTs of up to `ROWS_PER_INSERT` rows, and one
-UPDATE of the counters. The ids come from the last INSERT's rowid.
+statements whatever its size: multi-row INSERTs of up to `ROWS_PER_INSERT` rows
+and one UPDATE of the sessions' seq counters, plus, for sessions whose counters
+the writer does not remember (`RememberedCounters`), one read of them first (as
+one JSON object). The ids come from the last INSERT's rowid.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-__all__ = ["ROWS_PER_INSERT", "AppendJob", "bulk_append"]
+__all__ = ["MAX_REMEMBERED", "ROWS_PER_INSERT", "AppendJob", "RememberedCounters", "bulk_append"]
 
 #: Rows per multi-row INSERT: full statements of this size, then one for the rest,
 #: so at most this many distinct statements live in the connection's cache.
 ROWS_PER_INSERT = 64
+#: Sessions whose counters a writer remembers; past it the oldest noted is forgotten.
+MAX_REMEMBERED = 4096
 _COLUMNS = operator.itemgetter("role", "content", "name", "tool_call_id", "tool_calls", "meta")
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
@@ -35,23 +38,61 @@ class AppendJob(NamedTuple):
     incarnation: str | None = None  # the conversation meant (None: any)
 
 
+class RememberedCounters:
+    """The seq counters a writer moved its sessions to, so that its next batch for
+    them can skip reading them: a hint, never trusted. The batch moves them with
+    one UPDATE that changes every counter or none, and none unless each session is
+    live, of the incarnation meant and still at the remembered seq (another
+    process appends, a compaction, an erasure and a rolled-back batch all leave a
+    remembered counter stale: then the batch reads them, as without it). Used by
+    the writer's thread only."""
+
+    __slots__ = ("_next_seq",)
+
+    def __init__(self) -> None:
+        self._next_seq: dict[str, int] = {}
+
+    def recall(self, ids: Mapping[str, object]) -> dict[str, int] | None:
+        """Every one of ``ids``' remembered counters, or None when one is unknown."""
+        remembered = self._next_seq
+        try:
+            return {sid: remembered[sid] for sid in ids}
+        except KeyError:
+            return None
+
+    def note(self, next_seq: Mapping[str, int]) -> None:
+        remembered = self._next_seq
+        remembered.update(next_seq)
+        while len(remembered) > MAX_REMEMBERED:
+            del remembered[next(iter(remembered))]  # the oldest noted
+
+    def forget(self, ids: Mapping[str, object]) -> None:
+        for sid in ids:
+            self._next_seq.pop(sid, None)
+
+
 def bulk_append(
-    conn: sqlite3.Connection, q: Mapping[str, str], jobs: list[AppendJob], clock: Callable[[], float]
+    conn: sqlite3.Connection, q: Mapping[str, str], jobs: list[AppendJob], clock: Callable[[], float],
+    remembered: RememberedCounters | None = None,
 ) -> list[tuple[int, list[int], float]] | None:
     """Append every job; per job ``(first_seq, ids, created_at)`` like the single path.
 
-    None, having written nothing, when a session is unknown, ended or another
-    incarnation than a job means: the writer then replays the batch request by
+    None when a session is unknown, ended or another incarnation than a job means:
+    the writer then rolls the transaction back and replays the batch request by
     request, so only those requests fail.
     """
     wanted: dict[str, str | None] = {}
     for job in jobs:
         if wanted.setdefault(job.session_id, job.incarnation) != job.incarnation:
             return None  # two incarnations meant for one id: let each request answer alone
-    found = conn.execute(q["live_next_seqs"], {"ids": _ENCODER.encode(wanted)}).fetchone()[0]
-    next_seq: dict[str, int] = json.loads(found)
-    if len(next_seq) != len(wanted):
-        return None
+    start = None if remembered is None else remembered.recall(wanted)
+    if start is not None:
+        next_seq = dict(start)
+    else:
+        found = conn.execute(q["live_next_seqs"], {"ids": _ENCODER.encode(wanted)}).fetchone()[0]
+        next_seq = json.loads(found)
+        if len(next_seq) != len(wanted):
+            return None
     now = clock()  # read under the write lock, like every write's clock
     firsts, values = [], []
     for job in jobs:
@@ -62,8 +103,20 @@ def bulk_append(
             seq += 1
         next_seq[sid] = seq
         firsts.append(first)
-    last_id = _insert_rows(conn, q, values)
-    conn.execute(q["set_next_seqs"], {"next_seqs": _ENCODER.encode(next_seq)})
+    if start is not None:
+        moved = _moved_from(conn, q, wanted, start, next_seq)
+        if moved != len(wanted):
+            assert remembered is not None
+            remembered.forget(wanted)
+            # 0: nothing changed, read the counters after all; anything else cannot happen
+            # (all or none), but would leave counters half moved: the writer rolls back
+            return bulk_append(conn, q, jobs, clock, remembered) if moved == 0 else None
+        last_id = _insert_rows(conn, q, values)
+    else:
+        last_id = _insert_rows(conn, q, values)
+        conn.execute(q["set_next_seqs"], {"next_seqs": _ENCODER.encode(next_seq)})
+    if remembered is not None:
+        remembered.note(next_seq)  # if this transaction rolls back, the next batch finds them stale
     # AUTOINCREMENT under the exclusive write lock, with no trigger inserting into
     # messages, hands out consecutive ids: the run's rows are last_id-n+1 .. last_id.
     next_id = last_id - len(values) + 1
@@ -73,6 +126,18 @@ def bulk_append(
         results.append((first, list(range(next_id, next_id + count)), now))
         next_id += count
     return results
+
+
+def _moved_from(conn: sqlite3.Connection, q: Mapping[str, str], wanted: Mapping[str, str | None],
+                start: Mapping[str, int], next_seq: Mapping[str, int]) -> int:
+    """Move the counters from their remembered values ``start`` to ``next_seq``; the
+    number moved: all of them, or 0 when any session is not as remembered."""
+    # a counter expected at n of any incarnation is the number n; of incarnation i, the
+    # text "n i" (the database compares it with next_seq || ' ' || incarnation)
+    expected = {sid: n if wanted[sid] is None else f"{n} {wanted[sid]}" for sid, n in start.items()}
+    return conn.execute(q["advance_remembered_next_seqs"], {
+        "expected": _ENCODER.encode(expected), "moved": _ENCODER.encode(next_seq), "count": len(expected),
+    }).rowcount
 
 
 def _insert_rows(conn: sqlite3.Connection, q: Mapping[str, str], values: list[tuple[Any, ...]]) -> int:

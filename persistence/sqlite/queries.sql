@@ -125,6 +125,19 @@ SELECT json_group_object(s.id, s.next_seq) AS next_seqs
 FROM json_each(:ids) AS wanted JOIN sessions AS s ON s.id = wanted.key
 WHERE s.ended_at IS NULL AND coalesce(wanted.value = s.incarnation, 1)
 
+-- name: advance_remembered_next_seqs
+-- Group commit, counters the writer remembers: move every counter of the batch to
+-- :moved ({id: next_seq}), or none (0 rows changed) unless each session of :expected
+-- is live, of the incarnation meant and at the seq remembered ({id: n} for any
+-- incarnation, {id: "n incarnation"} for that one); :count is the number of ids.
+UPDATE sessions SET next_seq = moved.value
+FROM json_each(:moved) AS moved
+WHERE sessions.id = moved.key
+  AND (SELECT count(*) FROM json_each(:expected) AS e JOIN sessions AS s ON s.id = e.key
+       WHERE s.ended_at IS NULL
+         AND CASE e.type WHEN 'integer' THEN s.next_seq = e.value
+                         ELSE s.next_seq || ' ' || s.incarnation = e.value END) = :count
+
 -- name: set_next_seqs
 -- Group commit: move every counter of the batch at once (:next_seqs: {id: next_seq}).
 UPDATE sessions SET next_seq = counters.value

@@ -65,7 +65,7 @@ from .connection import (
     map_sqlite_error,
     restrict_sidecars,
 )
-from .bulk import AppendJob, bulk_append
+from .bulk import AppendJob, RememberedCounters, bulk_append
 from ..store import WriteStats
 from .schema import DIALECT, check_schema, prepare_database
 from .writer import GroupCommitWriter, ReadOnlyWriter, Wake
@@ -135,12 +135,15 @@ class SqliteStore:
             raise
         restrict_sidecars(self.path)
         self._readers = ReaderPool(self.path, synchronous=self._synchronous, max_idle=MAX_IDLE_READERS)
+        # The writer's: only its thread appends in bulk (and runs `_append_one`, but for a
+        # store without group commit, whose callers take turns and never append in bulk)
+        self._remembered = remembered = RememberedCounters()
         self._writer: GroupCommitWriter | ReadOnlyWriter = GroupCommitWriter(
             writer_conn,
             patience_s=patience_s,
             max_batch=MAX_BATCH,
             name=f"sqlite-writer:{self.path}",
-            bulk=lambda conn, jobs: bulk_append(conn, self._q, jobs, self.now),
+            bulk=lambda conn, jobs: bulk_append(conn, self._q, jobs, self.now, remembered),
             one=self._append_one,
             group_commit=group_commit,
             path=self.path,
@@ -333,7 +336,9 @@ class SqliteStore:
         """One append job alone, in the writer's transaction (no closure per append:
         fewer objects for the garbage collector, see `_Request`)."""
         now = self.now()
-        return (*ops.append_rows(c, self._q, job.session_id, job.params, now, job.incarnation), now)
+        first_seq, ids = ops.append_rows(c, self._q, job.session_id, job.params, now, job.incarnation)
+        self._remembered.note({job.session_id: first_seq + len(ids)})  # a bulk batch may skip reading it
+        return first_seq, ids, now
 
     def append_nowait(self, session_id: str, messages: Message | Sequence[Message],
                       on_done: Callable[[Callable[[], list[StoredMessage]] | None, BaseException | None],

@@ -1,0 +1,57 @@
+"""Appends/s with the writer's remembered seq counters, and with every batch reading them.
+
+A batch of appends moves its sessions' seq counters. The SQLite writer remembers
+where it moved them (``persistence.sqlite.bulk.RememberedCounters``), so the next
+batch for the same sessions moves them with one conditional UPDATE instead of a
+read and an UPDATE: one statement less, and each statement the writer runs lets
+go of the GIL and must win it back from the callers. This script measures both
+in one process, side by side, for threads (``store.append`` from 64 threads, one
+session each) and for ``append_async`` (64 tasks on one loop through a registry):
+"read" runs with the memory patched to recall nothing (what every batch did
+before). Rounds rotate which goes first, every run on a fresh database; medians,
+per-round (paired) ratios and their median are printed.
+
+    python -m tests.benchmarks.bench_counters
+    python -m tests.benchmarks.bench_counters --rounds 12 --seconds 1
+
+Not collected by pytest.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+
+from persistence import open_store
+from persistence.sqlite import bulk
+from tests.benchmarks.bench_agents import SESSIONS, checked_run, direct_appends, registry_appends
+from tests.benchmarks.timeboxed import Run, measured_rounds, paired_ratios
+
+MODES = ("threads remembered", "threads read", "append_async remembered", "append_async read")
+COMPARED = (("threads remembered", "threads read"), ("append_async remembered", "append_async read"))
+
+
+def run_mode(directory: str, mode: str, seconds: float, tag: str) -> Run:
+    store = open_store(os.path.join(directory, f"{tag}-{mode.replace(' ', '-')}.db"))
+    ids = [f"{tag}-{k}" for k in range(SESSIONS)]
+    recall = bulk.RememberedCounters.recall
+    if mode.endswith("read"):
+        bulk.RememberedCounters.recall = lambda self, ids: None  # type: ignore[method-assign]
+    try:
+        if mode.startswith("threads"):
+            return checked_run(mode, store, ids, lambda: direct_appends(store, ids, seconds))
+        return checked_run(mode, store, ids, lambda: registry_appends(store, ids, seconds, on_loop=True))
+    finally:
+        bulk.RememberedCounters.recall = recall  # type: ignore[method-assign]
+
+
+def main() -> None:
+    runs, rate = measured_rounds(__doc__, MODES, run_mode, rounds=8, sessions=SESSIONS)
+    for mode, base in COMPARED:
+        per_round = paired_ratios(runs, mode, base)
+        print(f"  {mode} / {base}: {rate[mode] / rate[base]:.2f} (per round: "
+              f"{', '.join(f'{r:.2f}' for r in per_round)}; their median {statistics.median(per_round):.2f})")
+
+
+if __name__ == "__main__":
+    main()
