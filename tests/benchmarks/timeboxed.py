@@ -8,6 +8,7 @@ write transactions committed, so modes are compared on the same load.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import tempfile
@@ -81,6 +82,7 @@ def time_boxed(appenders: list[Callable[[Message], object]], seconds: float) -> 
     threads = [threading.Thread(target=client, args=(k,)) for k in range(len(appenders))]
     for t in threads:
         t.start()
+    gc.collect()  # the setup's garbage (a registry's actors, the last run's) is not this run's
     start_line.wait()
     began, cpu_began = time.perf_counter(), time.process_time()
     stop.wait(seconds)
