@@ -104,7 +104,7 @@ def bulk_append(
         next_seq[sid] = seq
         firsts.append(first)
     if start is not None:
-        moved = _moved_from(conn, q, wanted, start, next_seq)
+        moved = _move_remembered(conn, q, wanted, start, next_seq)
         if moved != len(wanted):
             assert remembered is not None
             remembered.forget(wanted)
@@ -128,7 +128,7 @@ def bulk_append(
     return results
 
 
-def _moved_from(conn: sqlite3.Connection, q: Mapping[str, str], wanted: Mapping[str, str | None],
+def _move_remembered(conn: sqlite3.Connection, q: Mapping[str, str], wanted: Mapping[str, str | None],
                 start: Mapping[str, int], next_seq: Mapping[str, int]) -> int:
     """Move the counters from their remembered values ``start`` to ``next_seq``; the
     number moved: all of them, or 0 when any session is not as remembered."""

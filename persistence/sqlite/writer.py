@@ -13,7 +13,7 @@ wants the GIL, which the writer needs between its statements. So the callers of
 a committed batch are released in a few chains (`_Request`), right after its
 COMMIT: they run while the writer builds the next batch. (Holding them until
 that batch is about to COMMIT, so they would run while the writer waits on the
-disk, measured 8-16% slower from 64 threads: each caller's round trip grows by
+disk, measured 5-16% slower from 64 threads: each caller's round trip grows by
 a whole batch, and with a fixed number of callers the rate is callers per round
 trip; ``HOLD_CHAINS`` turns it on for `bench_held`.)
 

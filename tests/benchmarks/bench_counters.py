@@ -20,12 +20,11 @@ Not collected by pytest.
 from __future__ import annotations
 
 import os
-import statistics
 
 from persistence import open_store
 from persistence.sqlite import bulk
 from tests.benchmarks.bench_agents import SESSIONS, checked_run, direct_appends, registry_appends
-from tests.benchmarks.timeboxed import Run, measured_rounds, paired_ratios
+from tests.benchmarks.timeboxed import Run, measured_rounds, printed_ratios
 
 MODES = ("threads remembered", "threads read", "append_async remembered", "append_async read")
 COMPARED = (("threads remembered", "threads read"), ("append_async remembered", "append_async read"))
@@ -46,11 +45,7 @@ def run_mode(directory: str, mode: str, seconds: float, tag: str) -> Run:
 
 
 def main() -> None:
-    runs, rate = measured_rounds(__doc__, MODES, run_mode, rounds=8, sessions=SESSIONS)
-    for mode, base in COMPARED:
-        per_round = paired_ratios(runs, mode, base)
-        print(f"  {mode} / {base}: {rate[mode] / rate[base]:.2f} (per round: "
-              f"{', '.join(f'{r:.2f}' for r in per_round)}; their median {statistics.median(per_round):.2f})")
+    printed_ratios(*measured_rounds(__doc__, MODES, run_mode, rounds=8, sessions=SESSIONS), COMPARED)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from protocol import Message
 
 __all__ = [
     "DISTINCT_MESSAGES", "Run", "client_messages", "load_average", "measured_rounds", "paired_ratios",
-    "printed_medians", "round_arguments", "rotating_rounds", "time_boxed",
+    "printed_medians", "printed_ratios", "round_arguments", "rotating_rounds", "time_boxed",
 ]
 
 DISTINCT_MESSAGES = 32  # per client, reused in turn (messages are immutable values)
@@ -155,6 +155,14 @@ def measured_rounds(doc: str, modes: Sequence[str], run_mode: Callable[[str, str
 def paired_ratios(runs: dict[str, list[Run]], mode: str, base: str) -> list[float]:
     """``mode``'s rate over ``base``'s, round by round (runs minutes apart at most)."""
     return [a.rate / b.rate for a, b in zip(runs[mode], runs[base])]
+
+
+def printed_ratios(runs: dict[str, list[Run]], rate: dict[str, float], compared: Sequence[tuple[str, str]]) -> None:
+    """Print each ``(mode, base)`` pair's ratio of medians, its per-round ratios and their median."""
+    for mode, base in compared:
+        per_round = paired_ratios(runs, mode, base)
+        print(f"  {mode} / {base}: {rate[mode] / rate[base]:.2f} (per round: "
+              f"{', '.join(f'{r:.2f}' for r in per_round)}; their median {statistics.median(per_round):.2f})")
 
 
 def load_average() -> str:
