@@ -138,7 +138,9 @@ class AgentsSession:
         """Run ``call`` on the session's handle; a lineage erased meanwhile (by
         `clear_session` of another object, another process, or ``session-actors
         delete``) starts a fresh conversation, as SQLiteSession does after a clear."""
-        handle = await self._current_handle()
+        handle = self._handle
+        if handle is None:  # awaited only until there is one: a coroutine per call costs the loop
+            handle = await self._current_handle()
         try:
             return await call(handle)
         except SessionNotFoundError:  # nothing was written: retrying cannot duplicate
