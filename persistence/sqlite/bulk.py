@@ -73,7 +73,7 @@ class RememberedCounters:
 
 def bulk_append(
     conn: sqlite3.Connection, q: Mapping[str, str], jobs: list[AppendJob], clock: Callable[[], float],
-    remembered: RememberedCounters | None = None,
+    remembered: RememberedCounters,
 ) -> list[tuple[int, list[int], float]] | None:
     """Append every job; per job ``(first_seq, ids, created_at)`` like the single path.
 
@@ -85,7 +85,7 @@ def bulk_append(
     for job in jobs:
         if wanted.setdefault(job.session_id, job.incarnation) != job.incarnation:
             return None  # two incarnations meant for one id: let each request answer alone
-    start = None if remembered is None else remembered.recall(wanted)
+    start = remembered.recall(wanted)
     if start is not None:
         next_seq = dict(start)
     else:
@@ -103,20 +103,15 @@ def bulk_append(
             seq += 1
         next_seq[sid] = seq
         firsts.append(first)
-    if start is not None:
-        moved = _move_remembered(conn, q, wanted, start, next_seq)
-        if moved != len(wanted):
-            assert remembered is not None
-            remembered.forget(wanted)
-            # 0: nothing changed, read the counters after all; anything else cannot happen
-            # (all or none), but would leave counters half moved: the writer rolls back
-            return bulk_append(conn, q, jobs, clock, remembered) if moved == 0 else None
-        last_id = _insert_rows(conn, q, values)
-    else:
-        last_id = _insert_rows(conn, q, values)
+    if start is None:  # counters just read, under the write lock: set them
         conn.execute(q["set_next_seqs"], {"next_seqs": _ENCODER.encode(next_seq)})
-    if remembered is not None:
-        remembered.note(next_seq)  # if this transaction rolls back, the next batch finds them stale
+    elif (moved := _move_remembered(conn, q, wanted, start, next_seq)) != len(wanted):
+        remembered.forget(wanted)
+        # 0: nothing changed, read the counters after all; anything else cannot happen
+        # (all or none), but would leave counters half moved: the writer rolls back
+        return bulk_append(conn, q, jobs, clock, remembered) if moved == 0 else None
+    last_id = _insert_rows(conn, q, values)
+    remembered.note(next_seq)  # if this transaction rolls back, the next batch finds them stale
     # AUTOINCREMENT under the exclusive write lock, with no trigger inserting into
     # messages, hands out consecutive ids: the run's rows are last_id-n+1 .. last_id.
     next_id = last_id - len(values) + 1
@@ -129,7 +124,7 @@ def bulk_append(
 
 
 def _move_remembered(conn: sqlite3.Connection, q: Mapping[str, str], wanted: Mapping[str, str | None],
-                start: Mapping[str, int], next_seq: Mapping[str, int]) -> int:
+                     start: Mapping[str, int], next_seq: Mapping[str, int]) -> int:
     """Move the counters from their remembered values ``start`` to ``next_seq``; the
     number moved: all of them, or 0 when any session is not as remembered."""
     # a counter expected at n of any incarnation is the number n; of incarnation i, the

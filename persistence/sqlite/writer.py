@@ -290,9 +290,9 @@ class GroupCommitWriter:
             _sweep(released)
 
     def _hold(self, batch: list[_Request]) -> None:
-        """Release a finished batch's waiting callers (in chains) and keep its submitted
-        requests' completions for `_release_held`, or the other way round as the
-        module's switches say (module docstring)."""
+        """A finished batch's answers: its waiting callers (in chains) and its submitted
+        requests' completions are each released now, or kept for `_release_held`, as
+        the module's switches say (by default: callers now, completions kept)."""
         waiting, submitted = [], []
         for request in batch:
             (submitted if request.claim is None else waiting).append(request)
