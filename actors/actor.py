@@ -70,8 +70,6 @@ Built = Callable[[], list[StoredMessage]]
 #: ``(None, None)``: not applied, send it through the mailbox (`SessionActor.submit_here`).
 #: It may return a wake-up to call once the answers at hand are all posted.
 Answer = Callable[[Built | None, BaseException | None], Callable[[], None] | None]
-#: `SqliteStore.append_nowait`: ``(session_id, messages, on_done, *, incarnation) -> submitted``.
-AppendNowait = Callable[..., bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,8 +130,9 @@ class SessionActor(PooledActor):
         self._answers: list[tuple[Any, Any, BaseException | None]] | None = None  # see on_receive
         # Only a store class that offers it (a wrapper delegating by __getattr__ does
         # not, so its own `append` is honoured): `submit_here`.
-        self._append_nowait: AppendNowait | None = (
-            store.append_nowait if callable(getattr(type(store), "append_nowait", None)) else None)  # type: ignore[attr-defined]
+        # (a flag, not the bound method: one object less per resident actor, see
+        # `pooled.StopFlag`)
+        self._submits = callable(getattr(type(store), "append_nowait", None))
         self._mailbox = self.actor_inbox.queue  # the same deque for the actor's life
         slot.runner = self
 
@@ -376,8 +375,7 @@ class SessionActor(PooledActor):
         applied and must go through the mailbox (another actor serves the live id).
         Bad messages raise here (nothing queued).
         """
-        append_nowait = self._append_nowait
-        if append_nowait is None or not self._exclusive.acquire(blocking=False):
+        if not self._submits or not self._exclusive.acquire(blocking=False):
             return False
         try:
             if not self._may_run_here(sender):
@@ -387,7 +385,8 @@ class SessionActor(PooledActor):
             session_id = self.live_id
             self._count_tokens(messages)  # here: the loop has time, the writer not
             done = functools.partial(self._submitted_done, messages, sender, session_id, answer)
-            submitted = append_nowait(session_id, messages, done, incarnation=self._incarnation)
+            submitted = self._store.append_nowait(  # type: ignore[attr-defined]  # see _submits
+                session_id, messages, done, incarnation=self._incarnation)
         except BaseException:
             self._tokens = None  # counted, not appended: recount
             self._exclusive.release()

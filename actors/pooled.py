@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+import uuid
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 
     from .pool import WorkerPool
 
-__all__ = ["Mailbox", "PooledActor"]
+__all__ = ["Mailbox", "PooledActor", "StopFlag"]
 
 logger = logging.getLogger("session_actors.pooled")
 
@@ -123,15 +124,53 @@ class Mailbox:
             return left
 
 
+class StopFlag:
+    """The actor's ``actor_stopped``: what pykka asks of its `threading.Event`
+    (``set``, ``is_set``, ``wait``) in one object instead of six.
+
+    Every resident actor's objects outlive a few garbage collections and are then
+    promoted to the oldest generation, whose full collections come once promotions
+    reach a quarter of the heap and walk all of it: so each object an actor keeps
+    costs every session start about the same time, whatever the application's heap
+    (``python -m tests.benchmarks.bench_starts``). An Event is a Condition, a lock, a
+    deque of waiters and two bound methods; this is a flag, and its rare waiters
+    share one condition (a stop wakes them all; each looks at its own flag).
+    """
+
+    __slots__ = ("_set",)
+    _changed = threading.Condition()
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        with self._changed:
+            self._set = True
+            self._changed.notify_all()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        with self._changed:
+            return self._changed.wait_for(self.is_set, timeout)
+
+
 class PooledActor(pykka.Actor):
     """A pykka actor whose messages are handled on a shared `WorkerPool`."""
 
     actor_inbox: Mailbox
+    actor_stopped: StopFlag  # type: ignore[assignment]  # an Event's interface, see StopFlag
 
     def __init__(self, *args: Any, pool: WorkerPool, **kwargs: Any) -> None:
         self._pool = pool
         self._setup_done = False
-        super().__init__(*args, **kwargs)
+        # pykka's Actor.__init__ (the fields it documents), with a `StopFlag` for its Event;
+        # tests/actors/test_pooled.py checks that they set the same fields
+        self.actor_urn = uuid.uuid4().urn
+        self.actor_inbox = self._create_actor_inbox()
+        self.actor_stopped = StopFlag()
+        self._actor_ref = pykka.ActorRef(self)
 
     @staticmethod
     def _create_actor_inbox() -> Mailbox:

@@ -88,7 +88,7 @@ class SessionRegistry:
         self._lock = threading.RLock()
         self._slots: dict[str, Slot] = {}  # every known id -> the slot serving it
         self._resident = ResidentSet()  # LRU order, O(1) per eviction step
-        self._starting: dict[str, threading.Event] = {}  # ids whose store look-up is under way
+        self._starting: dict[str, threading.Lock] = {}  # ids whose store look-up is under way (`_held_lock`)
         self._handed_over: list[Slot] = []  # stop themselves after their attempt; close() makes sure
         self._evicted: list[Slot] = []  # closed under the lock; `_stop_evicted` stops them after it
         self._stopping: list[pykka.Future[Any]] = []
@@ -234,26 +234,42 @@ class SessionRegistry:
                     return slot
                 started = self._starting.get(session_id)
                 if started is None:
-                    started = self._starting[session_id] = threading.Event()
+                    started = self._starting[session_id] = _held_lock()
                     break
-            started.wait(self.policy.ask_timeout_s)  # then look again: found, or our turn
+            if started.acquire(timeout=self.policy.ask_timeout_s):  # then look again: found, or our turn
+                started.release()  # for the next caller waiting on this id
+        fresh: Slot | None = None  # our new actor, until the registry has taken it
+        victims: list[Slot] = []
         try:
             live_id, info = self._look_up(session_id, source)
-            with self._lock:
+            # The actor is made outside the lock, which the other callers' starts need
+            # (no thread: a mailbox and pykka's registration, in memory), unless the
+            # live id has one (read without the lock: a hint, checked under it). When
+            # another id of the lineage starts one meanwhile, ours stops unused.
+            resident = self._slots.get(live_id)
+            if resident is None or resident.closed:
+                fresh = self._spawn(live_id, info)
+            with self._lock:  # once per start: the look-up's end, the actor, evictions
+                self._starting.pop(session_id, None)
                 self._check_open()
                 slot = self._slots.get(live_id)
                 if slot is None or slot.closed:  # else another id of this lineage started it
-                    # no thread is started: a mailbox and pykka's registration, in memory
-                    slot = self._spawn(live_id, info)
+                    slot, fresh = fresh or self._spawn(live_id, info), None
                     self._slots[live_id] = slot
                     self._resident.add(slot)
                     self._counters["actors_started"] += 1
-                return self._serve(session_id, slot)
-        finally:
+                self._serve(session_id, slot)
+                victims, self._evicted = self._evicted, []
+            return slot
+        except BaseException:
             with self._lock:
                 self._starting.pop(session_id, None)
-            started.set()
-            self._stop_evicted()
+            raise
+        finally:
+            started.release()
+            if fresh is not None:
+                _stop_unused(fresh)
+            self._stop_victims(victims)
 
     def _look_up(self, session_id: str, source: str | None) -> tuple[str, SessionInfo]:
         """The live id ``session_id`` resolves to and its session (store reads, and a
@@ -468,9 +484,11 @@ class SessionRegistry:
         with messages left (an internal nudge raced the eviction) gets a stop
         message, handled after them."""
         with self._lock:
-            if not self._evicted:
-                return
             victims, self._evicted = self._evicted, []
+        self._stop_victims(victims)
+
+    def _stop_victims(self, victims: list[Slot]) -> None:
+        """Stop evicted actors (registry lock not held): see `_stop_evicted`."""
         for slot in victims:
             runner = slot.runner
             if runner is not None and runner._stop_here():
@@ -535,6 +553,13 @@ def _stop(slot: Slot) -> pykka.Future[Any]:
     return slot.actor_ref.stop(block=False)
 
 
+def _stop_unused(slot: Slot) -> None:
+    """Stop the actor of a slot the registry never published (no request reached it)."""
+    slot.closed = True
+    if slot.runner is None or not slot.runner._stop_here():
+        _stop(slot)
+
+
 def _done(future: pykka.Future[Any]) -> bool:
     try:
         future.get(timeout=0)
@@ -550,3 +575,13 @@ def _wait(future: pykka.Future[Any], deadline: float) -> None:
         future.get(timeout=max(0.0, deadline - time.monotonic()))
     except Exception:
         logger.warning("an actor did not stop in time")
+
+
+def _held_lock() -> threading.Lock:
+    """A one-shot latch for the callers of an id whose look-up is under way: held by
+    the starting caller until it is done, then passed from waiter to waiter (a
+    plain lock costs a start far less than an Event: a Condition, a deque and two
+    bound methods)."""
+    latch = threading.Lock()
+    latch.acquire()
+    return latch

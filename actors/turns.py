@@ -13,7 +13,6 @@ behind it move there (`MovedTurn`) and the turn reopens there (`ResumeTurn`).
 
 from __future__ import annotations
 
-import itertools
 import logging
 import time
 from collections import deque
@@ -71,15 +70,17 @@ class MovedTurn:
 class TurnGate:
     """One actor's open turn (at most one) and the requests held behind it."""
 
-    __slots__ = ("_max_turn_s", "turn", "_held", "_numbers")
+    __slots__ = ("_max_turn_s", "turn", "_held", "_last_number")
 
     def __init__(self, max_turn_s: float) -> None:
         self._max_turn_s = max_turn_s
         # The open turn, or None. Read from any thread (a None check is how an append
         # skips the turn bookkeeping at once); set only on the actor thread.
         self.turn: _Turn | None = None
-        self._held: deque[Request] = deque()
-        self._numbers = itertools.count(1)
+        # () until a call is held: every resident actor has a gate, and each object it
+        # keeps costs session starts garbage-collection time (see `pooled.StopFlag`)
+        self._held: deque[Request] | tuple[()] = ()
+        self._last_number = 0  # turns opened so far (numbers start at 1)
 
     # -- read from any thread ---------------------------------------------------------
 
@@ -115,6 +116,8 @@ class TurnGate:
 
     def hold(self, request: Request) -> None:
         request.held = True
+        if not isinstance(self._held, deque):
+            self._held = deque()
         self._held.append(request)
 
     def open(self, sender: int) -> int:
@@ -123,7 +126,8 @@ class TurnGate:
         if turn is not None:  # must_hold let it through: it is the owner's
             turn.depth += 1
             return turn.number
-        self.turn = _Turn(next(self._numbers), sender, time.monotonic())
+        self._last_number += 1
+        self.turn = _Turn(self._last_number, sender, time.monotonic())
         return self.turn.number
 
     def close(self, sender: int, number: int) -> bool:
@@ -164,7 +168,8 @@ class TurnGate:
         """The actor handed to could not take ``moved``: it stays here (applied when
         this actor stops, as before)."""
         self.turn = moved.turn
-        self._held.extendleft(reversed(moved.held))
+        if moved.held:  # ahead of anything held here since
+            self._held = deque([*moved.held, *self._held])
 
     def resume(self, turn: _Turn) -> None:
         """Reopen ``turn``, moved here (`ResumeTurn`, let through by `must_hold`: no
@@ -193,7 +198,7 @@ class TurnGate:
 
     def take_held(self) -> list[Request]:
         """Every held request, oldest first (each is re-checked when served)."""
-        held, self._held = list(self._held), deque()
+        held, self._held = list(self._held), ()
         return held
 
     def note_appended(self, sender: int, stored: list[StoredMessage]) -> None:

@@ -211,3 +211,44 @@ def test_many_actors_never_run_twice_at_once_under_load(pool):
         assert record.seen == list(range(50))
         assert record.overlaps == 0
         ref.stop(timeout=10)
+
+
+class Bare(PooledActor):
+    """Nothing of its own: only what `PooledActor` and pykka set."""
+
+
+class BareThreading(pykka.ThreadingActor):
+    """pykka's own actor, never started: only what pykka's ``__init__`` sets."""
+
+
+def test_a_pooled_actor_has_the_fields_pykka_sets_with_a_stop_flag_for_its_event(pool):
+    # PooledActor sets pykka's fields itself (no Event); a pykka release adding a
+    # field to Actor.__init__ shows up here
+    actor, pykkas = Bare(pool=pool), BareThreading()
+    assert set(vars(actor)) - {"_pool", "_setup_done"} == set(vars(pykkas))
+    assert actor.actor_urn.startswith("urn:uuid:") and actor.actor_urn != Bare(pool=pool).actor_urn
+    ref = actor.actor_ref
+    assert (ref.actor_urn, ref.actor_inbox, ref.actor_stopped) == (
+        actor.actor_urn, actor.actor_inbox, actor.actor_stopped)
+    assert ref.actor_class is Bare
+
+
+def test_the_stop_flag_answers_like_an_event_and_wakes_its_waiters(pool):
+    ref = Plain.start(pool=pool)
+    flag = ref.actor_stopped
+    assert ref.is_alive() and not flag.is_set()
+    assert flag.wait(0) is False  # not stopped: a zero wait says so at once
+    waiting = threading.Event()
+    woke: list[bool] = []
+
+    def waiter() -> None:
+        waiting.set()
+        woke.append(flag.wait(10))
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    assert waiting.wait(10)
+    assert ref.stop(timeout=10) is True
+    thread.join(10)
+    assert woke == [True]  # woken by the stop (or it found the flag set), not the timeout
+    assert flag.is_set() and not ref.is_alive() and flag.wait() is True
