@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import threading
 
+import pykka
 import pytest
 
+from actors import RegistryClosedError
+from actors.actor import SessionActor
 from actors.passivation import ResidentSet
 from actors.slot import Slot
 from actors.testing import GatedCompressor
@@ -185,3 +188,48 @@ def test_resident_set_scans_in_lru_order_and_skips_busy_and_kept_slots():
     slots[2].last_used = 12.0
     assert resident.idle_since(5.0) == [slots[0]]  # s2 was used at 12
     assert list(resident) == [slots[2]]
+
+
+
+def test_two_ids_of_one_lineage_started_at_once_share_one_actor(make_registry):
+    """The parent's id and its successor's, started by two callers whose look-ups
+    end together: each may make an actor outside the registry lock; one is kept,
+    the other stops unused, and both handles reach the kept one."""
+    gated = GatedCompressor()
+    gated.release()
+    rotator = make_registry(gated, mode="rotate")
+    rotator.session("parent").append(conversation(4))
+    outcome = rotator.session("parent").compress()
+    assert outcome.status is CompressionStatus.ROTATED
+    child = outcome.session_id
+    rotator.close()
+    registry = make_registry(faulty=True, idle_timeout_s=0.2)
+    for trial in range(5):
+        looked_up = threading.Barrier(2)  # both callers' last store read is the child's
+        registry.store.hooks["get_session"] = lambda real, sid: (
+            (looked_up.wait(10), real(sid))[1] if sid == child else real(sid))
+        via_parent, parent_box = run_in_thread(lambda: registry.session("parent"))
+        via_child, child_box = run_in_thread(lambda: registry.session(child))
+        parent_handle, child_handle = result_of(via_parent, parent_box), result_of(via_child, child_box)
+        registry.store.hooks.clear()
+        assert parent_handle.append("user", f"parent {trial}").session_id == child
+        assert child_handle.append("user", f"child {trial}").session_id == child
+        assert len(pykka.ActorRegistry.get_by_class(SessionActor)) == 1  # none left unused
+        wait_until(lambda: registry.stats()["resident"] == 0, what="idle eviction")
+    assert registry.stats()["actors_started"] == 5
+    assert [m.content for m in registry.session(child).transcript()][-2:] == ["parent 4", "child 4"]
+
+
+def test_a_start_that_ends_after_close_leaves_no_actor(make_registry):
+    """close() while a start's store look-up is under way: the start fails with
+    `RegistryClosedError` and the actor it made outside the lock is stopped."""
+    registry = make_registry(faulty=True)
+    blocker = Blocker()
+    registry.store.hooks["create_session"] = blocker
+    starting, box = run_in_thread(lambda: registry.session("late"))
+    assert blocker.entered.wait(10)
+    registry.close()
+    blocker.release.set()
+    with pytest.raises(RegistryClosedError):
+        result_of(starting, box)
+    assert pykka.ActorRegistry.get_by_class(SessionActor) == []
