@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from protocol import SessionExistsError, SessionNotFoundError, StoreBusyError, TranscriptError
 
 from ..batching import linked_chains
+from ..latch import Latch
 from ..submitted import woken
 from .lineage import ended_error, require_incarnation
 
@@ -59,8 +60,9 @@ class CreateJob(NamedTuple):
 
 
 class Pending:
-    """One queued job and its outcome. ``done`` is a lock held until the outcome is
-    set: a much cheaper one-shot latch than an Event for thousands of waiters.
+    """One queued job and its outcome. ``done`` is a `Latch` held until the outcome
+    is set (much cheaper than an Event for thousands of waiters, and its wake-up
+    lets go of the GIL).
 
     The callers of a batch are released in a few chains (`batching.linked_chains`):
     the writer releases each chain's first, and each caller releases the next of its
@@ -82,8 +84,7 @@ class Pending:
         self.on_done = on_done
         self.queued_at = time.monotonic()
         if on_done is None:
-            self.done = threading.Lock()
-            self.done.acquire()
+            self.done = Latch()
             self.claim = threading.Lock()
         else:
             self.done = self.claim = None
@@ -96,10 +97,10 @@ class Pending:
         submitted request has no caller to let go."""
         claim = self.claim
         if claim is not None and claim.acquire(False):
-            self.done.release()
+            self.done.set()
 
     def wait(self) -> Any:
-        self.done.acquire()
+        self.done.wait()
         if self.next is not None:
             self.next.release()
         if self.error is not None:

@@ -94,6 +94,7 @@ class PgWriter:
         pending = Pending(job)
         with self._lock:
             if self._closed:
+                pending.done.close()
                 raise TranscriptError("the store is closed")
             self._queue.put(pending)
         return pending.wait()

@@ -53,6 +53,7 @@ from protocol import ReadOnlyStoreError, StorageFullError, StoreBusyError, Trans
 
 from .. import killpoints, telemetry
 from ..batching import drain, fill_batch, linked_chains
+from ..latch import Latch
 from ..store import WriteStats
 from ..submitted import woken
 from .connection import is_busy, map_sqlite_error
@@ -85,8 +86,8 @@ _COMMITTED, _ROLLED_BACK, _REPLAY, _GAVE_UP = object(), object(), object(), obje
 
 
 class _Request:
-    """One queued write. ``done`` is a lock held until the outcome is set: a plain
-    lock is a much cheaper one-shot latch than an Event for thousands of waiters.
+    """One queued write. ``done`` is a `Latch` held until the outcome is set (much
+    cheaper than an Event for thousands of waiters, and its wake-up lets go of the GIL).
 
     Callers of a committed batch are released in a few chains
     (`batching.linked_chains`): the writer releases each chain's first, and each
@@ -118,8 +119,7 @@ class _Request:
         self.job = job
         self.what = what  # the store method, for test-only kill points
         if on_done is None:
-            self.done = done = _new_lock()
-            done.acquire()
+            self.done = Latch()
             self.claim = _new_lock()
         else:
             self.done = self.claim = None
@@ -133,7 +133,7 @@ class _Request:
         claim = self.claim
         if claim is not None:
             if claim.acquire(False):
-                self.done.release()
+                self.done.set()
             return
         wake = self.complete()
         if wake is not None:
@@ -154,7 +154,7 @@ class _Request:
 
     def wait(self) -> None:
         """Block until released, then release the next caller of the batch."""
-        self.done.acquire()
+        self.done.wait()
         successor = self.next
         if successor is not None:
             successor.release()
@@ -203,6 +203,7 @@ class GroupCommitWriter:
         """
         request = _Request(fn, session_id, job, what, self._patience_s)
         if self._direct is not None:
+            request.done.close()  # run on this thread: nobody waits for it
             # held by close() too: no write outlives the store; waiting for it counts
             # against the patience budget like queueing does
             if not self._direct.acquire(timeout=max(0.0, request.deadline - time.monotonic())):
@@ -211,15 +212,15 @@ class GroupCommitWriter:
                 if self._closed:
                     raise TranscriptError("the store is closed")
                 self._run_batch([request])  # our own transaction, in this thread
-                request.release()
             finally:
                 self._direct.release()
         else:
             with self._lock:
                 if self._closed:
+                    request.done.close()
                     raise TranscriptError("the store is closed")
                 self._queue.put(request)
-        request.wait()
+            request.wait()
         error = request.error
         if error is not None:
             raise error

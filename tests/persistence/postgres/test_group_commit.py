@@ -254,7 +254,7 @@ def test_callers_after_one_that_never_passes_the_release_on_still_return(pg_url:
 
     def interrupted(self):  # the fault: wakes, then dies before releasing the next caller
         if isinstance(self.job, batch.AppendJob) and self.job.session_id == "stalls":
-            self.done.acquire()
+            self.done.wait()
             raise Interrupted()
         return original(self)
 

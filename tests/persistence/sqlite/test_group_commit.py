@@ -311,7 +311,8 @@ def test_committed_callers_do_not_wait_for_a_slow_next_batch(sqlite_path):
         gates["a"].set()  # "a" commits while "b" waits: its caller must not wait for "b"
         a[0].join(timeout=10)
         assert a_result == {0: "a"}
-        assert writer.stats().in_flight == 1 and b[0].is_alive()  # "b" still running
+        assert b[0].is_alive()  # "b" still running: its caller waits, "a"'s did not
+        wait_for(lambda: writer.stats().in_flight == 1)  # (the writer may be between batches)
         outside = sqlite3.connect(sqlite_path)
         try:
             assert sorted(v for (v,) in outside.execute("SELECT v FROM t")) == ["0", "a"]
@@ -363,7 +364,7 @@ def test_callers_of_a_batch_all_return_when_one_never_passes_the_release_on(sqli
 
     def interrupted(self):  # the fault: wakes, then dies before releasing the next caller
         if self.job is not None and self.job.session_id == "stalls":
-            self.done.acquire()
+            self.done.wait()
             raise Interrupted()
         return original(self)
 
