@@ -13,7 +13,8 @@ its wait ends, so a process holds as many as it has callers waiting at once, at
 most `MAX_EVENTFDS`; past that, where ``os.eventfd`` is missing (not Linux) or the
 process is out of descriptors, a latch is a plain lock. The waiter loops on its
 own flag, so a wake-up meant for an earlier user of the same eventfd (one whose
-wait ended before the write arrived, or was interrupted) only makes it look again.
+wait saw its flag before the write arrived) only makes it look again; an eventfd
+whose wait was interrupted is never reused (it is closed once its latch is gone).
 """
 
 from __future__ import annotations
