@@ -108,7 +108,7 @@ class _Request:
                  "result", "error", "on_done")
 
     def __init__(self, fn: WriteFn | None, session_id: str, job: Any, what: str, patience_s: float,
-                 on_done: DoneFn | None = None) -> None:
+                 on_done: DoneFn | None = None, *, waited: bool = True) -> None:
         # One per write, built on the caller's thread under the GIL every other caller
         # waits for: module-level names, no attribute read back.
         self.fn = fn  # None: a job the writer runs with its ``one`` function
@@ -118,10 +118,10 @@ class _Request:
         self.session_id = session_id
         self.job = job
         self.what = what  # the store method, for test-only kill points
-        if on_done is None:
+        if on_done is None and waited:
             self.done = Latch()
             self.claim = _new_lock()
-        else:
+        else:  # completed by the writer, or run by its own caller (``waited=False``)
             self.done = self.claim = None
         self.next: _Request | None = None  # the caller to release after this one
         self.result: Any = None
@@ -201,9 +201,9 @@ class GroupCommitWriter:
         runs alone through the writer's ``one`` function.
         Raises what ``fn`` raised (driver errors mapped to ours), or `StoreBusyError`.
         """
-        request = _Request(fn, session_id, job, what, self._patience_s)
+        # a direct request runs on this thread: nobody waits for it on a latch
+        request = _Request(fn, session_id, job, what, self._patience_s, waited=self._direct is None)
         if self._direct is not None:
-            request.done.close()  # run on this thread: nobody waits for it
             # held by close() too: no write outlives the store; waiting for it counts
             # against the patience budget like queueing does
             if not self._direct.acquire(timeout=max(0.0, request.deadline - time.monotonic())):

@@ -70,16 +70,31 @@ async def time_boxed_async(appenders: list[Callable[[object], Awaitable[object]]
 
 
 def run_mode(directory: str, mode: str, seconds: float, tag: str) -> Run:
-    path = os.path.join(directory, f"{tag}-{mode.replace(' ', '-')}.db")
-    ids = [f"{tag}-{k}" for k in range(SESSIONS)]
     if mode == "sdk SQLiteSession":
-        return sdk_run(path, ids, seconds)
-    store = open_store(path)
+        return sdk_run(run_path(directory, mode, tag), run_ids(tag), seconds)
     if mode == "agents Session":
-        return agents_session_run(store, ids, seconds)
-    if mode == "store":
+        return agents_session_run(open_store(run_path(directory, mode, tag)), run_ids(tag), seconds)
+    how = {"store": "threads", "registry": "registry", "registry async": "append_async"}[mode]
+    return fresh_run(directory, mode, seconds, tag, how)
+
+
+def run_path(directory: str, mode: str, tag: str) -> str:
+    return os.path.join(directory, f"{tag}-{mode.replace(' ', '-')}.db")
+
+
+def run_ids(tag: str) -> list[str]:
+    return [f"{tag}-{k}" for k in range(SESSIONS)]
+
+
+def fresh_run(directory: str, mode: str, seconds: float, tag: str, how: str) -> Run:
+    """One time-boxed run of ``mode`` on a fresh SQLite store, held to every
+    acknowledged append: ``how`` is ``"threads"`` (``store.append``, a thread per
+    session), ``"registry"`` (``handle.append``, a thread per session) or
+    ``"append_async"`` (registry handles, one task per session on one loop)."""
+    store, ids = open_store(run_path(directory, mode, tag)), run_ids(tag)
+    if how == "threads":
         return checked_run(mode, store, ids, lambda: direct_appends(store, ids, seconds))
-    return checked_run(mode, store, ids, lambda: registry_appends(store, ids, seconds, on_loop=mode != "registry"))
+    return checked_run(mode, store, ids, lambda: registry_appends(store, ids, seconds, on_loop=how == "append_async"))
 
 
 def direct_appends(store: Store, ids: list[str], seconds: float) -> tuple[int, float, float]:

@@ -19,11 +19,8 @@ Not collected by pytest.
 
 from __future__ import annotations
 
-import os
-
-from persistence import open_store
 from persistence.sqlite import bulk
-from tests.benchmarks.bench_agents import SESSIONS, checked_run, direct_appends, registry_appends
+from tests.benchmarks.bench_agents import SESSIONS, fresh_run
 from tests.benchmarks.timeboxed import Run, measured_rounds, printed_ratios
 
 MODES = ("threads remembered", "threads read", "append_async remembered", "append_async read")
@@ -31,15 +28,11 @@ COMPARED = (("threads remembered", "threads read"), ("append_async remembered", 
 
 
 def run_mode(directory: str, mode: str, seconds: float, tag: str) -> Run:
-    store = open_store(os.path.join(directory, f"{tag}-{mode.replace(' ', '-')}.db"))
-    ids = [f"{tag}-{k}" for k in range(SESSIONS)]
     recall = bulk.RememberedCounters.recall
     if mode.endswith("read"):
         bulk.RememberedCounters.recall = lambda self, ids: None  # type: ignore[method-assign]
     try:
-        if mode.startswith("threads"):
-            return checked_run(mode, store, ids, lambda: direct_appends(store, ids, seconds))
-        return checked_run(mode, store, ids, lambda: registry_appends(store, ids, seconds, on_loop=True))
+        return fresh_run(directory, mode, seconds, tag, "threads" if mode.startswith("threads") else "append_async")
     finally:
         bulk.RememberedCounters.recall = recall  # type: ignore[method-assign]
 

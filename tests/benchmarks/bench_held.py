@@ -22,11 +22,8 @@ Not collected by pytest.
 
 from __future__ import annotations
 
-import os
-
-from persistence import open_store
 from persistence.sqlite import writer
-from tests.benchmarks.bench_agents import SESSIONS, checked_run, direct_appends, registry_appends
+from tests.benchmarks.bench_agents import SESSIONS, fresh_run
 from tests.benchmarks.timeboxed import Run, measured_rounds, printed_ratios
 
 MODES = ("append_async held", "append_async at once", "threads at once", "threads held")
@@ -35,16 +32,14 @@ COMPARED = (("append_async held", "append_async at once"), ("threads at once", "
 
 
 def run_mode(directory: str, mode: str, seconds: float, tag: str) -> Run:
-    store = open_store(os.path.join(directory, f"{tag}-{mode.replace(' ', '-')}.db"))
-    ids = [f"{tag}-{k}" for k in range(SESSIONS)]
     held = mode.endswith("held")
     defaults = writer.HOLD_SUBMITTED, writer.HOLD_CHAINS
     try:
         if mode.startswith("threads"):
             writer.HOLD_CHAINS = held
-            return checked_run(mode, store, ids, lambda: direct_appends(store, ids, seconds))
+            return fresh_run(directory, mode, seconds, tag, "threads")
         writer.HOLD_SUBMITTED = held
-        return checked_run(mode, store, ids, lambda: registry_appends(store, ids, seconds, on_loop=True))
+        return fresh_run(directory, mode, seconds, tag, "append_async")
     finally:
         writer.HOLD_SUBMITTED, writer.HOLD_CHAINS = defaults
 

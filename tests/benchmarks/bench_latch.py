@@ -17,10 +17,8 @@ Not collected by pytest.
 
 from __future__ import annotations
 
-import os
-
-from persistence import latch, open_store
-from tests.benchmarks.bench_agents import SESSIONS, checked_run, direct_appends, registry_appends
+from persistence import latch
+from tests.benchmarks.bench_agents import SESSIONS, fresh_run
 from tests.benchmarks.timeboxed import Run, measured_rounds, printed_ratios
 
 MODES = ("store eventfd", "store lock", "registry eventfd", "registry lock")
@@ -28,15 +26,11 @@ COMPARED = (("store eventfd", "store lock"), ("registry eventfd", "registry lock
 
 
 def run_mode(directory: str, mode: str, seconds: float, tag: str) -> Run:
-    store = open_store(os.path.join(directory, f"{tag}-{mode.replace(' ', '-')}.db"))
-    ids = [f"{tag}-{k}" for k in range(SESSIONS)]
     most = latch.MAX_EVENTFDS
     if mode.endswith("lock"):
         latch.MAX_EVENTFDS = 0
     try:
-        if mode.startswith("store"):
-            return checked_run(mode, store, ids, lambda: direct_appends(store, ids, seconds))
-        return checked_run(mode, store, ids, lambda: registry_appends(store, ids, seconds, on_loop=False))
+        return fresh_run(directory, mode, seconds, tag, "threads" if mode.startswith("store") else "registry")
     finally:
         latch.MAX_EVENTFDS = most
 

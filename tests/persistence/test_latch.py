@@ -26,19 +26,18 @@ def kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Ite
     yield request.param
 
 
-def waited_in_thread(target: Latch, was_set: list[bool], ready: threading.Event) -> threading.Thread:
-    """A thread that waits on ``target``, then records whether its setter had said so."""
+def waited_in_thread(target: Latch, was_set: list[bool], set_called: list[bool],
+                     ready: threading.Event) -> threading.Thread:
+    """A thread that waits on ``target``, then records whether its setter had been
+    called by then (``set_called``, flipped by the test right before ``set``)."""
     def wait() -> None:
         ready.set()
         target.wait()
-        was_set.append(setter_said[id(target)])
+        was_set.append(set_called[0])
 
     thread = threading.Thread(target=wait)
     thread.start()
     return thread
-
-
-setter_said: dict[int, bool] = {}
 
 
 def test_a_latch_set_first_lets_its_wait_through(kind):
@@ -60,17 +59,15 @@ def test_a_waiter_returns_only_after_its_own_set_even_past_stale_wake_ups(kind):
         stale = Latch()
         stale.set()
         stale.wait()
-        target, was_set, ready = Latch(), [], threading.Event()
-        setter_said[id(target)] = False
-        thread = waited_in_thread(target, was_set, ready)
+        target, was_set, set_called, ready = Latch(), [], [False], threading.Event()
+        thread = waited_in_thread(target, was_set, set_called, ready)
         assert ready.wait(10)
-        setter_said[id(target)] = True
+        set_called[0] = True
         target.set()
         thread.join(10)
         assert not thread.is_alive()
         if was_set != [True]:
             early.append(round_)
-        del setter_said[id(target)]
     assert early == [], f"waits returned before their set in rounds {early}"
 
 
