@@ -112,8 +112,8 @@ def rotating_rounds(modes: Sequence[str], run_mode: Callable[[str, str, float, s
         for number in range(rounds):
             shift = number % len(modes)
             order = [*modes[shift:], *modes[:shift]]
-            if number % 2:  # backwards every other round: a mode does not always follow the same one
-                order.reverse()
+            if number % 2 and len(modes) > 2:  # a mode does not always follow the same one
+                order.reverse()  # (two modes alternate by the rotation alone: reversed, one would always lead)
             for mode in order:
                 run = run_mode(scratch, mode, seconds, f"r{number}")
                 runs[mode].append(run)
