@@ -2,11 +2,13 @@
 
 The single writer is the shared bottleneck, and every statement it runs hands
 the GIL to the waiting callers and must win it back (Python's sqlite3 lets go
-of the GIL around each step), so a run of appends costs a fixed number of
-statements whatever its size: multi-row INSERTs of up to `ROWS_PER_INSERT` rows
-and one UPDATE of the sessions' seq counters, plus, for sessions whose counters
-the writer does not remember (`RememberedCounters`), one read of them first (as
-one JSON object). The ids come from the last INSERT's rowid.
+of the GIL five times a statement), so a run of appends costs a fixed number of
+statements whatever its size: multi-row INSERTs of up to `ROWS_PER_INSERT` rows,
+whose rows move their sessions' seq counters themselves (the trigger
+``messages_next_seq``, schema version 5). For sessions whose counters the writer
+remembers (`RememberedCounters`) the first INSERT checks them in the database and
+the run is that one statement; otherwise one read of them comes first (as one
+JSON object). The ids come from the last INSERT's rowid.
 """
 
 from __future__ import annotations
@@ -40,12 +42,11 @@ class AppendJob(NamedTuple):
 
 class RememberedCounters:
     """The seq counters a writer moved its sessions to, so that its next batch for
-    them can skip reading them: a hint, never trusted. The batch moves them with
-    one UPDATE that changes every counter or none, and none unless each session is
-    live, of the incarnation meant and still at the remembered seq (another
-    process appends, a compaction, an erasure and a rolled-back batch all leave a
-    remembered counter stale: then the batch reads them, as without it). Used by
-    the writer's thread only."""
+    them can skip reading them: a hint, never trusted. The batch's first INSERT
+    writes nothing unless each session is live, of the incarnation meant and still
+    at the remembered seq (another process appends, a compaction, an erasure and a
+    rolled-back batch all leave a remembered counter stale: then the batch reads
+    them, as without it). Used by the writer's thread only."""
 
     __slots__ = ("_next_seq",)
 
@@ -103,14 +104,15 @@ def bulk_append(
             seq += 1
         next_seq[sid] = seq
         firsts.append(first)
-    if start is None:  # counters just read, under the write lock: set them
-        conn.execute(q["set_next_seqs"], {"next_seqs": _ENCODER.encode(next_seq)})
-    elif (moved := _move_remembered(conn, q, wanted, start, next_seq)) != len(wanted):
-        remembered.forget(wanted)
-        # 0: nothing changed, read the counters after all; anything else cannot happen
-        # (all or none), but would leave counters half moved: the writer rolls back
-        return bulk_append(conn, q, jobs, clock, remembered) if moved == 0 else None
-    last_id = _insert_rows(conn, q, values)
+    if start is None:
+        last_id = _insert_rows(conn, q, values)
+    else:
+        last_id = _checked_insert(conn, q, values, _expected(wanted, start))
+        if last_id is None:  # a remembered counter was stale: nothing was written
+            remembered.forget(wanted)
+            return bulk_append(conn, q, jobs, clock, remembered)  # reads them
+        if last_id < 0:
+            return None  # cannot happen (all or none), but rows went in: the writer rolls back
     remembered.note(next_seq)  # if this transaction rolls back, the next batch finds them stale
     # AUTOINCREMENT under the exclusive write lock, with no trigger inserting into
     # messages, hands out consecutive ids: the run's rows are last_id-n+1 .. last_id.
@@ -123,16 +125,27 @@ def bulk_append(
     return results
 
 
-def _move_remembered(conn: sqlite3.Connection, q: Mapping[str, str], wanted: Mapping[str, str | None],
-                     start: Mapping[str, int], next_seq: Mapping[str, int]) -> int:
-    """Move the counters from their remembered values ``start`` to ``next_seq``; the
-    number moved: all of them, or 0 when any session is not as remembered."""
+def _expected(wanted: Mapping[str, str | None], start: Mapping[str, int]) -> list[Any]:
+    """The check of remembered counters, as the checked INSERT's first two parameters:
+    the number of sessions and, as one JSON object, each one's remembered counter."""
     # a counter expected at n of any incarnation is the number n; of incarnation i, the
     # text "n i" (the database compares it with next_seq || ' ' || incarnation)
     expected = {sid: n if wanted[sid] is None else f"{n} {wanted[sid]}" for sid, n in start.items()}
-    return conn.execute(q["advance_remembered_next_seqs"], {
-        "expected": _ENCODER.encode(expected), "moved": _ENCODER.encode(next_seq), "count": len(expected),
-    }).rowcount
+    return [len(expected), _ENCODER.encode(expected)]
+
+
+def _checked_insert(conn: sqlite3.Connection, q: Mapping[str, str], values: list[tuple[Any, ...]],
+                    expected: list[Any]) -> int | None:
+    """`_insert_rows` whose first statement checks the remembered counters ``expected``:
+    None when it inserted nothing (a counter was stale), -1 when it inserted only
+    some of its rows (the check is all or none: cannot happen)."""
+    chunk = values[:ROWS_PER_INSERT]
+    sql = _insert_sql(q["insert_checked_messages_head"], q["insert_messages_row"], len(chunk),
+                      q["insert_checked_messages_tail"])
+    cursor = conn.execute(sql, [*expected, *(v for row in chunk for v in row)])
+    if cursor.rowcount != len(chunk):
+        return None if cursor.rowcount == 0 else -1
+    return _insert_rows(conn, q, values[ROWS_PER_INSERT:]) or cursor.lastrowid
 
 
 def _insert_rows(conn: sqlite3.Connection, q: Mapping[str, str], values: list[tuple[Any, ...]]) -> int:
@@ -145,7 +158,7 @@ def _insert_rows(conn: sqlite3.Connection, q: Mapping[str, str], values: list[tu
     return last_id
 
 
-@functools.lru_cache(maxsize=ROWS_PER_INSERT)
-def _insert_sql(head: str, row: str, rows: int) -> str:
+@functools.lru_cache(maxsize=2 * ROWS_PER_INSERT)
+def _insert_sql(head: str, row: str, rows: int, tail: str = "") -> str:
     """The INSERT of ``rows`` rows (the same text each time: the statement cache hits)."""
-    return head + "\n" + ",\n".join([row] * rows)
+    return head + "\n" + ",\n".join([row] * rows) + tail

@@ -125,24 +125,6 @@ SELECT json_group_object(s.id, s.next_seq) AS next_seqs
 FROM json_each(:ids) AS wanted JOIN sessions AS s ON s.id = wanted.key
 WHERE s.ended_at IS NULL AND coalesce(wanted.value = s.incarnation, 1)
 
--- name: advance_remembered_next_seqs
--- Group commit, counters the writer remembers: move every counter of the batch to
--- :moved ({id: next_seq}), or none (0 rows changed) unless each session of :expected
--- is live, of the incarnation meant and at the seq remembered ({id: n} for any
--- incarnation, {id: "n incarnation"} for that one); :count is the number of ids.
-UPDATE sessions SET next_seq = moved.value
-FROM json_each(:moved) AS moved
-WHERE sessions.id = moved.key
-  AND (SELECT count(*) FROM json_each(:expected) AS e JOIN sessions AS s ON s.id = e.key
-       WHERE s.ended_at IS NULL
-         AND CASE e.type WHEN 'integer' THEN s.next_seq = e.value
-                         ELSE s.next_seq || ' ' || s.incarnation = e.value END) = :count
-
--- name: set_next_seqs
--- Group commit: move every counter of the batch at once (:next_seqs: {id: next_seq}).
-UPDATE sessions SET next_seq = counters.value
-FROM json_each(:next_seqs) AS counters WHERE sessions.id = counters.key
-
 -- name: insert_messages_head
 -- Group commit: many rows in one statement; the writer repeats insert_messages_row,
 -- comma-separated, once per row (positional parameters, in this order).
@@ -152,6 +134,26 @@ VALUES
 
 -- name: insert_messages_row
 (?, ?, ?, ?, ?, ?, ?, ?, ?, 'live', NULL)
+
+-- name: insert_checked_messages_head
+-- Group commit, counters the writer remembers: the same rows (insert_messages_row
+-- repeated, then insert_checked_messages_tail), inserted only if each session of ?2
+-- (a JSON object: {id: n} for any incarnation, {id: "n incarnation"} for that one)
+-- is live, of the incarnation meant and at the seq remembered; ?1 is the number of
+-- ids. Nothing is inserted otherwise. The check is materialized once, before the
+-- first row moves a counter (the trigger messages_next_seq).
+INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_calls,
+                      meta, created_at, state, origin_id)
+WITH checked AS MATERIALIZED (
+    SELECT count(*) = ?1 AS ok
+    FROM json_each(?2) AS e JOIN sessions AS s ON s.id = e.key
+    WHERE s.ended_at IS NULL
+      AND CASE e.type WHEN 'integer' THEN s.next_seq = e.value
+                      ELSE s.next_seq || ' ' || s.incarnation = e.value END)
+SELECT v.* FROM checked, (VALUES
+
+-- name: insert_checked_messages_tail
+) AS v WHERE checked.ok
 
 -- name: bump_epoch
 UPDATE sessions SET epoch = epoch + 1 WHERE id = :session_id RETURNING epoch

@@ -2,9 +2,9 @@
 
 A batch of appends moves its sessions' seq counters. The SQLite writer remembers
 where it moved them (``persistence.sqlite.bulk.RememberedCounters``), so the next
-batch for the same sessions moves them with one conditional UPDATE instead of a
-read and an UPDATE: one statement less, and each statement the writer runs lets
-go of the GIL and must win it back from the callers. This script measures both
+batch for the same sessions checks them inside its INSERT instead of reading them
+first (its rows move them: schema 5's trigger): one statement less, and each
+statement the writer runs lets go of the GIL and must win it back from the callers. This script measures both
 in one process, side by side, for threads (``store.append`` from 64 threads, one
 session each) and for ``append_async`` (64 tasks on one loop through a registry):
 "read" runs with the memory patched to recall nothing (what every batch did

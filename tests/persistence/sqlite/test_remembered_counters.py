@@ -140,3 +140,62 @@ def test_a_remembered_counter_of_an_erased_id_is_refused_for_its_incarnation(pat
     finally:
         store.close()
         other.close()
+
+
+def _next_seq(path: str, session_id: str) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("SELECT next_seq FROM sessions WHERE id = ?", (session_id,)).fetchone()[0]
+    finally:
+        conn.close()
+
+
+def test_a_row_inserted_at_the_counter_moves_it_and_one_below_leaves_it(path):
+    """The counter follows the rows in the database itself (schema 5's trigger): a row
+    at or above next_seq moves it past the row; a row below it (a write that reserved
+    its seqs first) leaves it alone."""
+    SqliteStore(path).close()
+    store = SqliteStore(path)
+    try:
+        store.create_session("s1")
+    finally:
+        store.close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        insert = ("INSERT INTO messages (session_id, seq, role, content, created_at) "
+                  "VALUES ('s1', ?, 'user', '\"x\"', 0)")
+        conn.execute(insert, (1,))
+        assert _next_seq(path, "s1") == 2
+        conn.execute(insert, (5,))  # past the counter (only a hand-edit does this)
+        assert _next_seq(path, "s1") == 6
+        conn.execute("UPDATE sessions SET next_seq = 9 WHERE id = 's1'")  # seqs 6-8 reserved
+        conn.execute(insert, (6,))
+        assert _next_seq(path, "s1") == 9
+    finally:
+        conn.close()
+
+
+def test_a_remembered_batch_longer_than_one_insert_numbers_on_with_consecutive_ids(path):
+    """A batch on remembered counters whose rows fill more than one INSERT (the first
+    one checks the counters, the rest follow it): every row lands once, numbered on
+    from the counters, with the ids each append was answered, and the counters end
+    past the last rows."""
+    store = SqliteStore(path)
+    try:
+        for sid in ("pace", "s1", "s2"):
+            store.create_session(sid)
+
+        def appends(n: int) -> list[Callable[[], Any]]:
+            return [lambda s=s: store.append(s, [Message("user", f"{s}-{n}-{k}") for k in range(40)])
+                    for s in ("s1", "s2")]
+
+        _in_one_batch(store, path, appends(1))
+        results = _in_one_batch(store, path, appends(2))  # 80 rows on remembered counters
+        for sid, stored in zip(("s1", "s2"), results):
+            assert [m.seq for m in stored] == list(range(41, 81))
+            rows = _seqs_and_contents(path, sid)
+            assert rows == [(seq, f"{sid}-{1 + (seq - 1) // 40}-{(seq - 1) % 40}") for seq in range(1, 81)]
+            assert [(m.id, m.seq) for m in stored] == [(m.id, m.seq) for m in store.transcript(sid)[40:]]
+            assert _next_seq(path, sid) == 81
+    finally:
+        store.close()
