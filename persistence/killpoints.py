@@ -7,7 +7,8 @@ environment; the store then kills that process with SIGKILL the ``nth`` time
 
 - ``before_begin``: the transaction is about to start;
 - ``after_fence``: the fencing UPDATE of ``commit_compaction`` has matched;
-- ``before_commit``: every statement ran, COMMIT is next;
+- ``before_commit``: every statement ran, COMMIT is next (an SQLite batch of
+  appends written as one statement outside a transaction: just before it);
 - ``after_commit``: COMMIT returned, the caller has not been answered.
 
 ``operation`` is a store method name (``append``, ``commit_compaction``, ...) or

@@ -20,7 +20,12 @@ import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-__all__ = ["MAX_REMEMBERED", "ROWS_PER_INSERT", "AppendJob", "RememberedCounters", "bulk_append"]
+from protocol import TranscriptError
+
+__all__ = [
+    "MAX_REMEMBERED", "ROWS_PER_INSERT", "AloneAppends", "AlonePlan", "AppendJob", "RememberedCounters",
+    "bulk_append",
+]
 
 #: Rows per multi-row INSERT: full statements of this size, then one for the rest,
 #: so at most this many distinct statements live in the connection's cache.
@@ -76,25 +81,110 @@ def bulk_append(
     conn: sqlite3.Connection, q: Mapping[str, str], jobs: list[AppendJob], clock: Callable[[], float],
     remembered: RememberedCounters,
 ) -> list[tuple[int, list[int], float]] | None:
-    """Append every job; per job ``(first_seq, ids, created_at)`` like the single path.
+    """Append every job in the writer's transaction; per job ``(first_seq, ids,
+    created_at)`` like the single path.
 
     None when a session is unknown, ended or another incarnation than a job means:
     the writer then rolls the transaction back and replays the batch request by
     request, so only those requests fail.
     """
+    wanted = _wanted(jobs)
+    if wanted is None:
+        return None  # two incarnations meant for one id: let each request answer alone
+    start = remembered.recall(wanted)
+    if start is not None:
+        now = clock()  # read under the write lock, like every write's clock
+        values, firsts, moved = _rows(jobs, start, now)
+        last_id = _checked_insert(conn, q, values, _expected(wanted, start))
+        if last_id is None:  # a remembered counter was stale: nothing was written
+            remembered.forget(wanted)
+            return bulk_append(conn, q, jobs, clock, remembered)  # reads them
+        if last_id < 0:
+            return None  # cannot happen (all or none), but rows went in: the writer rolls back
+    else:
+        found = json.loads(conn.execute(q["live_next_seqs"], {"ids": _ENCODER.encode(wanted)}).fetchone()[0])
+        if len(found) != len(wanted):
+            return None
+        now = clock()
+        values, firsts, moved = _rows(jobs, found, now)
+        last_id = _insert_rows(conn, q, values)
+    remembered.note(moved)  # if this transaction rolls back, the next batch finds them stale
+    return _answers(jobs, firsts, last_id - len(values) + 1, now)
+
+
+class AlonePlan(NamedTuple):
+    """A batch that one statement can append: its jobs, the incarnation each session
+    is meant as, and the counters the writer remembers for them."""
+
+    jobs: list[AppendJob]
+    wanted: dict[str, str | None]
+    start: dict[str, int]
+
+
+class AloneAppends:
+    """Append batches written by one statement outside any transaction. SQLite runs
+    such a statement as a transaction of its own (the write lock taken, the COMMIT
+    and its fsync done inside it, all or nothing), so the writer runs one statement
+    for the batch instead of BEGIN, the INSERT and COMMIT, each of which lets go of
+    the GIL that the writer must then win back from its callers. Only a batch on
+    counters the writer remembers, whose rows fit one INSERT, is `planned`; the
+    checked INSERT refuses stale counters as in a transaction. The clock is read
+    just before the statement, which takes the write lock itself: a row's
+    created_at may then precede the commit of another process's write that went
+    first (by the busy wait at most), as on PostgreSQL, where it is the
+    transaction's start. Used by the writer's thread only, like `RememberedCounters`."""
+
+    __slots__ = ("_q", "_clock", "_remembered")
+
+    def __init__(self, q: Mapping[str, str], clock: Callable[[], float], remembered: RememberedCounters) -> None:
+        self._q = q
+        self._clock = clock
+        self._remembered = remembered
+
+    def planned(self, jobs: list[AppendJob]) -> AlonePlan | None:
+        """The batch's plan, if one statement can write it (nothing is written here)."""
+        rows = 0
+        for job in jobs:
+            rows += len(job.params)
+        if rows > ROWS_PER_INSERT:
+            return None
+        wanted = _wanted(jobs)
+        start = None if wanted is None else self._remembered.recall(wanted)
+        return None if start is None else AlonePlan(jobs, wanted, start)  # type: ignore[arg-type]
+
+    def write(self, conn: sqlite3.Connection, plan: AlonePlan) -> list[tuple[int, list[int], float]] | None:
+        """Append ``plan``'s jobs in one statement, committed when it returns; per job
+        ``(first_seq, ids, created_at)``. None when a remembered counter was stale:
+        nothing was written, and the counters are forgotten (the writer then runs the
+        batch in a transaction, which reads them)."""
+        jobs, wanted, start = plan
+        now = self._clock()
+        values, firsts, moved = _rows(jobs, start, now)
+        last_id = _checked_insert(conn, self._q, values, _expected(wanted, start))
+        if last_id is None:
+            self._remembered.forget(wanted)
+            return None
+        if last_id < 0:  # committed already: nothing to roll back, only to report
+            raise TranscriptError(f"a checked INSERT wrote part of its {len(values)} rows and committed them: "
+                                  "this SQLite did not materialize the check once")
+        self._remembered.note(moved)
+        return _answers(jobs, firsts, last_id - len(values) + 1, now)
+
+
+def _wanted(jobs: list[AppendJob]) -> dict[str, str | None] | None:
+    """Each session's incarnation meant, or None when two jobs mean two for one id."""
     wanted: dict[str, str | None] = {}
     for job in jobs:
         if wanted.setdefault(job.session_id, job.incarnation) != job.incarnation:
-            return None  # two incarnations meant for one id: let each request answer alone
-    start = remembered.recall(wanted)
-    if start is not None:
-        next_seq = dict(start)
-    else:
-        found = conn.execute(q["live_next_seqs"], {"ids": _ENCODER.encode(wanted)}).fetchone()[0]
-        next_seq = json.loads(found)
-        if len(next_seq) != len(wanted):
             return None
-    now = clock()  # read under the write lock, like every write's clock
+    return wanted
+
+
+def _rows(jobs: list[AppendJob], start: Mapping[str, int], now: float,
+          ) -> tuple[list[tuple[Any, ...]], list[int], dict[str, int]]:
+    """The rows' column values from the counters ``start``, each job's first seq, and
+    the counters past the rows."""
+    next_seq = dict(start)
     firsts, values = [], []
     for job in jobs:
         sid = job.session_id
@@ -104,24 +194,19 @@ def bulk_append(
             seq += 1
         next_seq[sid] = seq
         firsts.append(first)
-    if start is None:
-        last_id = _insert_rows(conn, q, values)
-    else:
-        last_id = _checked_insert(conn, q, values, _expected(wanted, start))
-        if last_id is None:  # a remembered counter was stale: nothing was written
-            remembered.forget(wanted)
-            return bulk_append(conn, q, jobs, clock, remembered)  # reads them
-        if last_id < 0:
-            return None  # cannot happen (all or none), but rows went in: the writer rolls back
-    remembered.note(next_seq)  # if this transaction rolls back, the next batch finds them stale
-    # AUTOINCREMENT under the exclusive write lock, with no trigger inserting into
-    # messages, hands out consecutive ids: the run's rows are last_id-n+1 .. last_id.
-    next_id = last_id - len(values) + 1
+    return values, firsts, next_seq
+
+
+def _answers(jobs: list[AppendJob], firsts: list[int], first_id: int, now: float,
+             ) -> list[tuple[int, list[int], float]]:
+    """Per job ``(first_seq, ids, created_at)``. AUTOINCREMENT under the exclusive write
+    lock, with no trigger inserting into messages, hands a statement's rows
+    consecutive ids: the run's rows are ``first_id`` on, in order."""
     results = []
     for job, first in zip(jobs, firsts):
         count = len(job.params)
-        results.append((first, list(range(next_id, next_id + count)), now))
-        next_id += count
+        results.append((first, list(range(first_id, first_id + count)), now))
+        first_id += count
     return results
 
 

@@ -65,7 +65,7 @@ from .connection import (
     map_sqlite_error,
     restrict_sidecars,
 )
-from .bulk import AppendJob, RememberedCounters, bulk_append
+from .bulk import AloneAppends, AppendJob, RememberedCounters, bulk_append
 from ..store import WriteStats
 from .schema import DIALECT, check_schema, prepare_database
 from .writer import GroupCommitWriter, ReadOnlyWriter, Wake
@@ -145,6 +145,7 @@ class SqliteStore:
             name=f"sqlite-writer:{self.path}",
             bulk=lambda conn, jobs: bulk_append(conn, self._q, jobs, self.now, remembered),
             one=self._append_one,
+            alone=AloneAppends(self._q, self.now, remembered),
             group_commit=group_commit,
             path=self.path,
             on_full=lambda: checkpoint_after_full(writer_conn, self.path),

@@ -86,15 +86,23 @@ def test_a_batch_after_another_connection_appended_numbers_from_the_database(pat
             other.close()
 
 
-def test_a_batch_retried_after_a_rollback_does_not_trust_the_counters_it_noted(path, monkeypatch):
-    """The first try of a batch moves and notes the counters, then rolls back (the
-    store was busy at its COMMIT): the retry finds them where they were, so its rows
+@pytest.mark.parametrize("rows_each", [1, 40], ids=["one-statement", "in-a-transaction"])
+def test_a_batch_retried_after_a_rollback_does_not_trust_the_counters_it_noted(path, monkeypatch, rows_each):
+    """The first try of a batch on remembered counters fails at its COMMIT (the store
+    was busy): written in a transaction (its rows fill more than one INSERT), it had
+    moved and noted the counters and rolls back; written as one statement, it never
+    started. Either way the retry finds the counters where they were, so its rows
     follow on without a gap."""
     store = SqliteStore(path)
     try:
         for sid in ("pace", "s1", "s2"):
             store.create_session(sid)
-        _in_one_batch(store, path, [lambda s=s: store.append(s, Message("user", f"{s}-1")) for s in ("s1", "s2")])
+
+        def appends(n: int) -> list[Callable[[], Any]]:
+            return [lambda s=s: store.append(s, [Message("user", f"{s}-{n}-{k}") for k in range(rows_each)])
+                    for s in ("s1", "s2")]
+
+        _in_one_batch(store, path, appends(1))
         failed: list[str] = []
 
         def busy_once(point: str, operations: Any) -> None:
@@ -104,12 +112,12 @@ def test_a_batch_retried_after_a_rollback_does_not_trust_the_counters_it_noted(p
 
         monkeypatch.setattr(killpoints, "ARMED", True)
         monkeypatch.setattr(killpoints, "reached", busy_once)
-        results = _in_one_batch(store, path, [lambda s=s: store.append(s, Message("user", f"{s}-2"))
-                                              for s in ("s1", "s2")])
+        results = _in_one_batch(store, path, appends(2))
         assert failed  # the fault happened, and the retry committed
-        assert [r[0].seq for r in results] == [2, 2]
+        assert [r[0].seq for r in results] == [rows_each + 1, rows_each + 1]
         for sid in ("s1", "s2"):
-            assert _seqs_and_contents(path, sid) == [(1, f"{sid}-1"), (2, f"{sid}-2")]
+            assert _seqs_and_contents(path, sid) == [
+                (1 + n * rows_each + k, f"{sid}-{n + 1}-{k}") for n in range(2) for k in range(rows_each)]
     finally:
         store.close()
 
@@ -197,5 +205,38 @@ def test_a_remembered_batch_longer_than_one_insert_numbers_on_with_consecutive_i
             assert rows == [(seq, f"{sid}-{1 + (seq - 1) // 40}-{(seq - 1) % 40}") for seq in range(1, 81)]
             assert [(m.id, m.seq) for m in stored] == [(m.id, m.seq) for m in store.transcript(sid)[40:]]
             assert _next_seq(path, sid) == 81
+    finally:
+        store.close()
+
+
+def test_a_batch_on_remembered_counters_takes_the_write_lock_in_its_one_statement(path, monkeypatch):
+    """A batch whose counters are read runs in a transaction: at its COMMIT point the
+    writer holds the write lock. One on remembered counters is one statement, which
+    takes the lock itself: at the same point (just before it) nobody holds it."""
+    store = SqliteStore(path)
+    try:
+        for sid in ("pace", "s1", "s2"):
+            store.create_session(sid)
+        lock_free_at_commit: list[bool] = []
+
+        def probe(point: str, operations: Any) -> None:
+            if point == "before_commit" and operations == ["append", "append"]:
+                other = sqlite3.connect(path, timeout=0, isolation_level=None)
+                try:
+                    other.execute("BEGIN IMMEDIATE")
+                    other.execute("ROLLBACK")
+                    lock_free_at_commit.append(True)
+                except sqlite3.OperationalError:
+                    lock_free_at_commit.append(False)
+                finally:
+                    other.close()
+
+        monkeypatch.setattr(killpoints, "ARMED", True)
+        monkeypatch.setattr(killpoints, "reached", probe)
+        for n in (1, 2):
+            results = _in_one_batch(store, path, [lambda n=n, s=s: store.append(s, Message("user", f"{s}-{n}"))
+                                                  for s in ("s1", "s2")])
+            assert [r[0].seq for r in results] == [n, n]
+        assert lock_free_at_commit == [False, True]
     finally:
         store.close()
