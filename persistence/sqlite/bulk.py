@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 from protocol import TranscriptError
 
 __all__ = [
-    "MAX_REMEMBERED", "ROWS_PER_INSERT", "AloneAppends", "AlonePlan", "AppendJob", "RememberedCounters",
+    "MAX_REMEMBERED", "ROWS_PER_INSERT", "ROW_WIDTH", "AloneAppends", "AlonePlan", "AppendJob", "RememberedCounters",
     "bulk_append",
 ]
 
@@ -33,6 +33,9 @@ ROWS_PER_INSERT = 64
 #: Sessions whose counters a writer remembers; past it the oldest noted is forgotten.
 MAX_REMEMBERED = 4096
 _COLUMNS = operator.itemgetter("role", "content", "name", "tool_call_id", "tool_calls", "meta")
+#: Parameters of a row (insert_messages_row): session_id, seq, the _COLUMNS, created_at.
+ROW_WIDTH = 9
+_CHUNK = ROWS_PER_INSERT * ROW_WIDTH  # parameters of a full INSERT
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
@@ -109,7 +112,7 @@ def bulk_append(
         values, firsts, moved = _rows(jobs, found, now)
         last_id = _insert_rows(conn, q, values)
     remembered.note(moved)  # if this transaction rolls back, the next batch finds them stale
-    return _answers(jobs, firsts, last_id - len(values) + 1, now)
+    return _answers(jobs, firsts, last_id - len(values) // ROW_WIDTH + 1, now)
 
 
 class AlonePlan(NamedTuple):
@@ -165,10 +168,11 @@ class AloneAppends:
             self._remembered.forget(wanted)
             return None
         if last_id < 0:  # committed already: nothing to roll back, only to report
-            raise TranscriptError(f"a checked INSERT wrote part of its {len(values)} rows and committed them: "
+            raise TranscriptError(f"a checked INSERT wrote part of its {len(values) // ROW_WIDTH} rows and "
+                                  "committed them: "
                                   "this SQLite did not materialize the check once")
         self._remembered.note(moved)
-        return _answers(jobs, firsts, last_id - len(values) + 1, now)
+        return _answers(jobs, firsts, last_id - len(values) // ROW_WIDTH + 1, now)
 
 
 def _wanted(jobs: list[AppendJob]) -> dict[str, str | None] | None:
@@ -181,16 +185,18 @@ def _wanted(jobs: list[AppendJob]) -> dict[str, str | None] | None:
 
 
 def _rows(jobs: list[AppendJob], start: Mapping[str, int], now: float,
-          ) -> tuple[list[tuple[Any, ...]], list[int], dict[str, int]]:
-    """The rows' column values from the counters ``start``, each job's first seq, and
+          ) -> tuple[list[Any], list[int], dict[str, int]]:
+    """The rows' parameters from the counters ``start``, `ROW_WIDTH` a row in one flat
+    list (what the INSERTs bind, without a tuple a row), each job's first seq, and
     the counters past the rows."""
     next_seq = dict(start)
-    firsts, values = [], []
+    firsts: list[int] = []
+    values: list[Any] = []
     for job in jobs:
         sid = job.session_id
         first = seq = next_seq[sid]
         for p in job.params:
-            values.append((sid, seq, *_COLUMNS(p), now))
+            values += (sid, seq, *_COLUMNS(p), now)
             seq += 1
         next_seq[sid] = seq
         firsts.append(first)
@@ -219,27 +225,29 @@ def _expected(wanted: Mapping[str, str | None], start: Mapping[str, int]) -> lis
     return [len(expected), _ENCODER.encode(expected)]
 
 
-def _checked_insert(conn: sqlite3.Connection, q: Mapping[str, str], values: list[tuple[Any, ...]],
+def _checked_insert(conn: sqlite3.Connection, q: Mapping[str, str], values: list[Any],
                     expected: list[Any]) -> int | None:
     """`_insert_rows` whose first statement checks the remembered counters ``expected``:
     None when it inserted nothing (a counter was stale), -1 when it inserted only
     some of its rows (the check is all or none: cannot happen)."""
-    chunk = values[:ROWS_PER_INSERT]
-    sql = _insert_sql(q["insert_checked_messages_head"], q["insert_messages_row"], len(chunk),
+    chunk = values[:_CHUNK]
+    rows = len(chunk) // ROW_WIDTH
+    sql = _insert_sql(q["insert_checked_messages_head"], q["insert_messages_row"], rows,
                       q["insert_checked_messages_tail"])
-    cursor = conn.execute(sql, [*expected, *(v for row in chunk for v in row)])
-    if cursor.rowcount != len(chunk):
+    cursor = conn.execute(sql, [*expected, *chunk])
+    if cursor.rowcount != rows:
         return None if cursor.rowcount == 0 else -1
-    return _insert_rows(conn, q, values[ROWS_PER_INSERT:]) or cursor.lastrowid
+    return _insert_rows(conn, q, values[_CHUNK:]) or cursor.lastrowid
 
 
-def _insert_rows(conn: sqlite3.Connection, q: Mapping[str, str], values: list[tuple[Any, ...]]) -> int:
-    """Insert the rows in order, `ROWS_PER_INSERT` per statement; the last row's id (0 if none)."""
+def _insert_rows(conn: sqlite3.Connection, q: Mapping[str, str], values: list[Any]) -> int:
+    """Insert the rows (`ROW_WIDTH` parameters each) in order, `ROWS_PER_INSERT` per
+    statement; the last row's id (0 if none)."""
     last_id = 0
-    for start in range(0, len(values), ROWS_PER_INSERT):
-        chunk = values[start:start + ROWS_PER_INSERT]
-        sql = _insert_sql(q["insert_messages_head"], q["insert_messages_row"], len(chunk))
-        last_id = conn.execute(sql, [v for row in chunk for v in row]).lastrowid
+    for start in range(0, len(values), _CHUNK):
+        chunk = values[start:start + _CHUNK]
+        sql = _insert_sql(q["insert_messages_head"], q["insert_messages_row"], len(chunk) // ROW_WIDTH)
+        last_id = conn.execute(sql, chunk).lastrowid
     return last_id
 
 

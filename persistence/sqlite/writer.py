@@ -282,7 +282,7 @@ class GroupCommitWriter:
 
     def _run(self) -> None:
         stopping = False
-        released: list[_Request] = []  # the last batch, whose callers the chain releases
+        released: list[_Request] = []  # the last batch's waiting callers, whom its chains release
         try:
             while not stopping:
                 try:
@@ -303,16 +303,17 @@ class GroupCommitWriter:
                         # whoever is still waiting in it (a caller interrupted while waiting)
                         self._release_held()
                         _sweep(released)
-                        released = batch
-                        self._hold(batch)  # see the module docstring
+                        released = self._hold(batch)  # see the module docstring
         finally:
             self._release_held()
             _sweep(released)
 
-    def _hold(self, batch: list[_Request]) -> None:
+    def _hold(self, batch: list[_Request]) -> list[_Request]:
         """A finished batch's answers: its waiting callers (in chains) and its submitted
         requests' completions are each released now, or kept for `_release_held`, as
-        the module's switches say (by default: callers now, completions kept)."""
+        the module's switches say (by default: callers now, completions kept). Returns
+        the waiting callers, for `_sweep` to release whoever a stalled chain left
+        (submitted requests are completed by `_release_held`, never swept)."""
         waiting, submitted = [], []
         for request in batch:
             (submitted if request.claim is None else waiting).append(request)
@@ -326,6 +327,7 @@ class GroupCommitWriter:
             self._held_submitted = submitted
         else:
             _completed(submitted)
+        return waiting
 
     def _release_held(self) -> None:
         """Complete the held submitted requests (their consumers woken once each), then

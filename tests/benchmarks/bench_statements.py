@@ -55,19 +55,21 @@ MOVE_REMEMBERED_COUNTERS = MOVE_COUNTERS + """
                          ELSE s.next_seq || ' ' || s.incarnation = e.value END) = :count"""
 
 
-def counters_after(values: list[tuple[Any, ...]]) -> str:
-    """Each session's counter past its last row of ``values`` (rows: session_id, seq, ...)."""
-    return json.dumps({row[0]: row[1] + 1 for row in values})
+def counters_after(values: list[Any]) -> str:
+    """Each session's counter past its last row of ``values`` (`bulk.ROW_WIDTH` a row:
+    session_id, seq, ...)."""
+    width = bulk.ROW_WIDTH
+    return json.dumps({values[i]: values[i + 1] + 1 for i in range(0, len(values), width)})
 
 
 def updating_inserts(insert_rows: Callable[..., int]) -> tuple[Callable[..., int], Callable[..., int | None]]:
     """`bulk._insert_rows` and `bulk._checked_insert` as schema 4 ran them: an UPDATE
     of the counters first, then the plain INSERTs."""
-    def plain(conn: sqlite3.Connection, q: Mapping[str, str], values: list[tuple[Any, ...]]) -> int:
+    def plain(conn: sqlite3.Connection, q: Mapping[str, str], values: list[Any]) -> int:
         conn.execute(MOVE_COUNTERS, {"moved": counters_after(values)})
         return insert_rows(conn, q, values)
 
-    def checked(conn: sqlite3.Connection, q: Mapping[str, str], values: list[tuple[Any, ...]],
+    def checked(conn: sqlite3.Connection, q: Mapping[str, str], values: list[Any],
                 expected: list[Any]) -> int | None:
         count, remembered = expected
         moved = conn.execute(MOVE_REMEMBERED_COUNTERS, {
