@@ -1,8 +1,10 @@
-"""What schema version 4 saves an append: one per-session index fewer (SQLite).
+"""What the indexes schema versions 4 and 5 dropped cost an append (SQLite).
 
-Two fresh store files side by side: the current schema, and the same with
-version 3's ``messages_session_state_idx`` created again (the index every append
-had to insert into before). Same code, same load, rounds alternating:
+Fresh store files side by side: the current schema; the same with schema 4's full
+indexes on ``origin_id`` and ``archived_at`` again (version 5 made them partial:
+an appended row has neither, yet took an entry in each); and the same with
+version 3's ``messages_session_state_idx`` created again (the per-session index
+version 4 removed). Same code, same load, rounds alternating:
 
 - ``writer``: the group commit's own SQLite work, one thread, 64 sessions, 64 rows
   per COMMIT through the store's multi-row INSERT (``synchronous=FULL``, as the
@@ -34,8 +36,14 @@ from tests.benchmarks.bench_agents import time_boxed_async
 from tests.benchmarks.timeboxed import client_messages
 
 SESSIONS = 64
-V3_INDEX = "CREATE INDEX messages_session_state_idx ON messages (session_id, state, seq)"
-VARIANTS = ("v4", "v4 + v3 index")
+OLDER_INDEXES = {
+    "v5 + full v4 indexes": [
+        "DROP INDEX messages_origin_idx", "CREATE INDEX messages_origin_idx ON messages (origin_id)",
+        "DROP INDEX messages_archived_idx", "CREATE INDEX messages_archived_idx ON messages (archived_at)",
+    ],
+    "v5 + v3 index": ["CREATE INDEX messages_session_state_idx ON messages (session_id, state, seq)"],
+}
+VARIANTS = ("v5", *OLDER_INDEXES)
 
 
 def fresh_store_file(directory: str, variant: str, tag: str) -> str:
@@ -44,9 +52,10 @@ def fresh_store_file(directory: str, variant: str, tag: str) -> str:
     for k in range(SESSIONS):
         store.create_session(f"s{k}")
     store.close()
-    if variant != "v4":
+    if variant in OLDER_INDEXES:
         conn = sqlite3.connect(path)
-        conn.execute(V3_INDEX)
+        for statement in OLDER_INDEXES[variant]:
+            conn.execute(statement)
         conn.commit()
         conn.close()
     return path
@@ -105,16 +114,17 @@ def main() -> None:
                 cpu[variant].append(c)
                 wall[variant].append(w)
                 rate[variant].append(r)
-                print(f"  round {number + 1}: {variant:<14} writer {c:5.1f} us CPU, {w:5.1f} us wall "
+                print(f"  round {number + 1}: {variant:<20} writer {c:5.1f} us CPU, {w:5.1f} us wall "
                       f"per row; registry async {r:8,.0f}/s")
     for variant in VARIANTS:
-        print(f"  median {variant:<14} writer {statistics.median(cpu[variant]):5.1f} us CPU, "
+        print(f"  median {variant:<20} writer {statistics.median(cpu[variant]):5.1f} us CPU, "
               f"{statistics.median(wall[variant]):5.1f} us wall per row; registry async "
               f"{statistics.median(rate[variant]):8,.0f}/s")
-    new, old = VARIANTS
-    print(f"  v4 / with the v3 index: writer CPU per row {statistics.median(cpu[new]) / statistics.median(cpu[old]):.2f}, "
-          f"registry async {statistics.median(rate[new]) / statistics.median(rate[old]):.2f}x (per round: "
-          f"{', '.join(f'{a / b:.2f}' for a, b in zip(rate[new], rate[old]))})")
+    new = VARIANTS[0]
+    for old in OLDER_INDEXES:
+        print(f"  {new} / {old}: writer CPU per row {statistics.median(cpu[new]) / statistics.median(cpu[old]):.2f}, "
+              f"registry async {statistics.median(rate[new]) / statistics.median(rate[old]):.2f}x (per round: "
+              f"{', '.join(f'{a / b:.2f}' for a, b in zip(rate[new], rate[old]))})")
 
 
 if __name__ == "__main__":

@@ -100,6 +100,11 @@ def test_an_append_writes_one_per_session_index(store, store_url, backend):
             SELECT l.name, l.partial FROM pragma_index_list('messages') AS l
             JOIN pragma_index_info(l.name) AS i ON i.seqno = 0 WHERE i.name = 'session_id'""")
         assert [(name, partial) for name, partial in leading] == [("sqlite_autoindex_messages_1", 0)]
+        # every other index skips a freshly appended row (no origin, not archived): partial
+        others = execute(backend, store_url, """
+            SELECT name, partial FROM pragma_index_list('messages')
+            WHERE name <> 'sqlite_autoindex_messages_1'""")
+        assert others and all(partial == 1 for _, partial in others), others
         return
     rows = execute(backend, store_url, """
         SELECT indexname, indexdef FROM pg_indexes
@@ -126,3 +131,24 @@ def test_the_sqlite_transcript_read_is_a_range_of_the_unique_index(sqlite_path):
         conn.close()
     assert any("USING INDEX sqlite_autoindex_messages_1 (session_id=? AND seq>?)" in step
                for step in plan), plan
+
+
+def test_the_sqlite_readers_of_the_partial_indexes_still_use_them(sqlite_path):
+    """Retention's prune and erasure's foreign-key check of copies name a value of the
+    column, which implies the partial index's NOT NULL: both search it, not scan."""
+    from persistence import open_store
+
+    open_store(sqlite_path).close()
+    prune = load_queries("sqlite")["prune_archive"]
+    conn = sqlite3.connect(sqlite_path)
+    try:
+        conn.execute("PRAGMA foreign_keys = ON")
+        plans = {
+            "prune": [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + prune, {"cutoff": 0, "ids": None})],
+            "erase": [row[3] for row in conn.execute(
+                "EXPLAIN QUERY PLAN DELETE FROM messages WHERE session_id = 's'")],
+        }
+    finally:
+        conn.close()
+    assert any("USING INDEX messages_archived_idx (archived_at<?)" in step for step in plans["prune"]), plans
+    assert any("USING COVERING INDEX messages_origin_idx (origin_id=?)" in step for step in plans["erase"]), plans
