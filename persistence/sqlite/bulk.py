@@ -23,8 +23,8 @@ from typing import Any, NamedTuple
 from protocol import TranscriptError
 
 __all__ = [
-    "MAX_REMEMBERED", "ROWS_PER_INSERT", "ROW_WIDTH", "AloneAppends", "AlonePlan", "AppendJob", "RememberedCounters",
-    "bulk_append",
+    "MAX_REMEMBERED", "ROWS_PER_INSERT", "ROW_WIDTH", "AloneAppends", "AppendJob", "RememberedBatch",
+    "RememberedCounters", "bulk_append",
 ]
 
 #: Rows per multi-row INSERT: full statements of this size, then one for the rest,
@@ -96,28 +96,24 @@ def bulk_append(
         return None  # two incarnations meant for one id: let each request answer alone
     start = remembered.recall(wanted)
     if start is not None:
-        now = clock()  # read under the write lock, like every write's clock
-        values, firsts, moved = _rows(jobs, start, now)
-        last_id = _checked_insert(conn, q, values, _expected(wanted, start))
-        if last_id is None:  # a remembered counter was stale: nothing was written
-            remembered.forget(wanted)
-            return bulk_append(conn, q, jobs, clock, remembered)  # reads them
-        if last_id < 0:
-            return None  # cannot happen (all or none), but rows went in: the writer rolls back
-    else:
-        found = json.loads(conn.execute(q["live_next_seqs"], {"ids": _ENCODER.encode(wanted)}).fetchone()[0])
-        if len(found) != len(wanted):
-            return None
-        now = clock()
-        values, firsts, moved = _rows(jobs, found, now)
-        last_id = _insert_rows(conn, q, values)
+        try:  # the clock read under the write lock, like every write's clock
+            results = _remembered_append(conn, q, RememberedBatch(jobs, wanted, start), clock(), remembered)
+        except _PartlyWritten:
+            return None  # the writer rolls back
+        return results if results is not None else bulk_append(conn, q, jobs, clock, remembered)  # reads them
+    found = json.loads(conn.execute(q["live_next_seqs"], {"ids": _ENCODER.encode(wanted)}).fetchone()[0])
+    if len(found) != len(wanted):
+        return None
+    now = clock()
+    values, firsts, moved = _rows(jobs, found, now)
+    last_id = _insert_rows(conn, q, values)
     remembered.note(moved)  # if this transaction rolls back, the next batch finds them stale
     return _answers(jobs, firsts, last_id - len(values) // ROW_WIDTH + 1, now)
 
 
-class AlonePlan(NamedTuple):
-    """A batch that one statement can append: its jobs, the incarnation each session
-    is meant as, and the counters the writer remembers for them."""
+class RememberedBatch(NamedTuple):
+    """A batch on counters the writer remembers: its jobs, the incarnation each
+    session is meant as, and the remembered counters."""
 
     jobs: list[AppendJob]
     wanted: dict[str, str | None]
@@ -144,7 +140,7 @@ class AloneAppends:
         self._clock = clock
         self._remembered = remembered
 
-    def planned(self, jobs: list[AppendJob]) -> AlonePlan | None:
+    def planned(self, jobs: list[AppendJob]) -> RememberedBatch | None:
         """The batch's plan, if one statement can write it (nothing is written here)."""
         rows = 0
         for job in jobs:
@@ -153,26 +149,37 @@ class AloneAppends:
             return None
         wanted = _wanted(jobs)
         start = None if wanted is None else self._remembered.recall(wanted)
-        return None if start is None else AlonePlan(jobs, wanted, start)  # type: ignore[arg-type]
+        return None if start is None else RememberedBatch(jobs, wanted, start)  # type: ignore[arg-type]
 
-    def write(self, conn: sqlite3.Connection, plan: AlonePlan) -> list[tuple[int, list[int], float]] | None:
+    def write(self, conn: sqlite3.Connection, plan: RememberedBatch) -> list[tuple[int, list[int], float]] | None:
         """Append ``plan``'s jobs in one statement, committed when it returns; per job
         ``(first_seq, ids, created_at)``. None when a remembered counter was stale:
-        nothing was written, and the counters are forgotten (the writer then runs the
-        batch in a transaction, which reads them)."""
-        jobs, wanted, start = plan
-        now = self._clock()
-        values, firsts, moved = _rows(jobs, start, now)
-        last_id = _checked_insert(conn, self._q, values, _expected(wanted, start))
-        if last_id is None:
-            self._remembered.forget(wanted)
-            return None
-        if last_id < 0:  # committed already: nothing to roll back, only to report
-            raise TranscriptError(f"a checked INSERT wrote part of its {len(values) // ROW_WIDTH} rows and "
-                                  "committed them: "
-                                  "this SQLite did not materialize the check once")
-        self._remembered.note(moved)
-        return _answers(jobs, firsts, last_id - len(values) // ROW_WIDTH + 1, now)
+        nothing was written (the writer then runs the batch in a transaction, which
+        reads them)."""
+        try:
+            return _remembered_append(conn, self._q, plan, self._clock(), self._remembered)
+        except _PartlyWritten as exc:  # committed already: nothing to roll back, only to report
+            raise TranscriptError(f"{exc}, committed outside a transaction") from exc
+
+
+class _PartlyWritten(Exception):
+    """A checked INSERT wrote some of its rows, not all (its check is all or none:
+    only an SQLite that evaluated it again after the first row could)."""
+
+
+def _remembered_append(conn: sqlite3.Connection, q: Mapping[str, str], batch: RememberedBatch, now: float,
+                       remembered: RememberedCounters) -> list[tuple[int, list[int], float]] | None:
+    """Append ``batch`` on its remembered counters, the first INSERT checking them; per
+    job ``(first_seq, ids, created_at)``, or None when a counter was stale (nothing
+    written; the batch's counters are forgotten). Raises `_PartlyWritten`."""
+    jobs, wanted, start = batch
+    values, firsts, moved = _rows(jobs, start, now)
+    last_id = _checked_insert(conn, q, values, _expected(wanted, start))
+    if last_id is None:
+        remembered.forget(wanted)
+        return None
+    remembered.note(moved)  # if this transaction rolls back, the next batch finds them stale
+    return _answers(jobs, firsts, last_id - len(values) // ROW_WIDTH + 1, now)
 
 
 def _wanted(jobs: list[AppendJob]) -> dict[str, str | None] | None:
@@ -228,15 +235,16 @@ def _expected(wanted: Mapping[str, str | None], start: Mapping[str, int]) -> lis
 def _checked_insert(conn: sqlite3.Connection, q: Mapping[str, str], values: list[Any],
                     expected: list[Any]) -> int | None:
     """`_insert_rows` whose first statement checks the remembered counters ``expected``:
-    None when it inserted nothing (a counter was stale), -1 when it inserted only
-    some of its rows (the check is all or none: cannot happen)."""
+    None when it inserted nothing (a counter was stale). Raises `_PartlyWritten`."""
     chunk = values[:_CHUNK]
     rows = len(chunk) // ROW_WIDTH
     sql = _insert_sql(q["insert_checked_messages_head"], q["insert_messages_row"], rows,
                       q["insert_checked_messages_tail"])
     cursor = conn.execute(sql, [*expected, *chunk])
     if cursor.rowcount != rows:
-        return None if cursor.rowcount == 0 else -1
+        if cursor.rowcount == 0:
+            return None
+        raise _PartlyWritten(f"a checked INSERT wrote {cursor.rowcount} of its {rows} rows")
     return _insert_rows(conn, q, values[_CHUNK:]) or cursor.lastrowid
 
 
