@@ -98,6 +98,12 @@ _STOP = object()
 #: module docstring. Read at each batch (`bench_held` compares both ways of each).
 HOLD_SUBMITTED = True
 HOLD_CHAINS = False
+#: Split in two halves a batch that holds every answer the writer owes its submitters
+#: (nothing held from the batch before), at least ``2 * SPLIT_MIN_HALF`` submitted appends,
+#: while the last commit waited less than half the time its consumers took to send the
+#: batch (`GroupCommitWriter._parts`). Read at each batch (a benchmark compares both ways).
+SPLIT_SUBMITTED = True
+SPLIT_MIN_HALF = 8
 _monotonic = time.monotonic
 _new_lock = threading.Lock
 _COMMITTED, _ROLLED_BACK, _REPLAY, _GAVE_UP = object(), object(), object(), object()
@@ -204,6 +210,8 @@ class GroupCommitWriter:
         self._in_flight = 0  # size of the batch being attempted
         self._held: list[_Request] = []  # heads of a committed batch's chains, if held (HOLD_CHAINS)
         self._held_submitted: list[_Request] = []  # its submitted requests, not yet completed
+        self._answered_at = 0.0  # when submitted answers were last completed (see `_parts`)
+        self._commit_wait = 0.0  # what the last statement written alone waited, in s
         # group_commit=False: callers take turns on the connection instead of queueing
         self._direct = None if group_commit else threading.Lock()
         self._thread = None
@@ -295,15 +303,15 @@ class GroupCommitWriter:
                 if _STOP in batch:
                     stopping = True
                     batch = [r for r in batch if r is not _STOP] + drain(self._queue, _STOP)
-                if batch:
+                for part in self._parts(batch) if batch else ():
                     try:
-                        batch = self._run_batch(batch)
+                        part = self._run_batch(part)
                     finally:
                         # the previous chain has had a whole batch to finish: release
                         # whoever is still waiting in it (a caller interrupted while waiting)
                         self._release_held()
                         _sweep(released)
-                        released = self._hold(batch)  # see the module docstring
+                        released = self._hold(part)  # see the module docstring
         finally:
             self._release_held()
             _sweep(released)
@@ -329,12 +337,28 @@ class GroupCommitWriter:
             _completed(submitted)
         return waiting
 
+    def _parts(self, batch: list[_Request]) -> list[list[_Request]]:
+        """``batch``, or its two halves when it is every answer the writer owes its
+        submitters (see `SPLIT_SUBMITTED`): then the consumers run the first half's
+        answers while the second half is written, and the two halves go on as two
+        groups that take turns. Only while a commit waits less than half the time the
+        consumers took to send the batch: with a slow disk the second fsync costs more
+        than the overlap gains."""
+        if (not SPLIT_SUBMITTED or len(batch) < 2 * SPLIT_MIN_HALF or self._held_submitted
+                or self._alone is None or not all(r.on_done is not None and r.job is not None for r in batch)):
+            return [batch]
+        if self._commit_wait >= (_monotonic() - self._answered_at) / 2:
+            return [batch]
+        half = len(batch) // 2
+        return [batch[:half], batch[half:]]
+
     def _release_held(self) -> None:
         """Complete the held submitted requests (their consumers woken once each), then
         release the held chains' heads."""
         submitted, self._held_submitted = self._held_submitted, []
         if submitted:
             _completed(submitted)
+            self._answered_at = _monotonic()
         held, self._held = self._held, []
         for head in held:
             head.release()
@@ -467,8 +491,11 @@ class GroupCommitWriter:
         self._release_held()  # the statement holds the COMMIT's fsync: the loop runs meanwhile
         if killpoints.ARMED:  # nothing is written yet: COMMIT is the statement itself
             killpoints.reached("before_commit", [r.what for r in batch])
+        began, cpu_began = _monotonic(), time.thread_time()
         try:
             results = self._alone.write(conn, plan)
+            # what the statement waited (the COMMIT's fsync, mostly): see `_parts`
+            self._commit_wait = (_monotonic() - began) - (time.thread_time() - cpu_began)
         except sqlite3.Error as exc:
             if is_busy(exc):
                 raise  # the whole batch retries

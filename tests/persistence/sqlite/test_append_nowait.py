@@ -171,3 +171,40 @@ def test_a_committed_submission_never_waits_on_the_next_batch_finding_the_store_
         foreign.close()
     assert second.event.wait(10) and second.error is None
     assert [m.content for m in store.transcript("b")] == ["b"]
+
+
+@pytest.mark.parametrize("split", [True, False], ids=["split", "off"])
+def test_a_batch_of_every_answer_owed_is_written_in_two_halves(store, tmp_path, monkeypatch, split):
+    """32 submitted appends that are every answer the writer owes (nothing held from the
+    batch before, a commit far shorter than the wait for them) are written in two
+    commits, so their consumer runs the first half's answers while the second half is
+    written; with ``SPLIT_SUBMITTED`` off (`bench_statements` compares), in one. Either
+    way each lands once, numbered in order, and is answered."""
+    from persistence.sqlite import writer
+
+    monkeypatch.setattr(writer, "SPLIT_SUBMITTED", split)
+    sids = [f"s{k}" for k in range(32)]
+    for sid in ("pace", *sids):
+        store.create_session(sid)
+        store.append(sid, Message("user", "first"))  # its counter remembered: one statement
+    done = Completions(expected=32)
+    pace = threading.Thread(target=store.append, args=("pace", Message("user", "pace")))
+    blocker = sqlite3.connect(str(tmp_path / "state.db"), isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        pace.start()  # a waiting caller: the writer takes it alone and waits on the lock
+        wait_for(lambda: store.write_stats().in_flight == 1)
+        for sid in sids:
+            assert store.append_nowait(sid, [Message("user", f"{sid}-2")], done.on_done)
+        wait_for(lambda: store.write_stats().queued == 32)
+        before = store.write_stats().transactions
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    pace.join(10)
+    assert done.all_in.wait(10)
+    assert store.write_stats().transactions - before == (3 if split else 2)  # pace's, then the 32's
+    assert all(error is None for _, error, _ in done.outcomes)
+    assert sorted(m.session_id for built, _, _ in done.outcomes for m in built()) == sorted(sids)
+    for sid in sids:
+        assert [(m.seq, m.content) for m in store.transcript(sid)] == [(1, "first"), (2, f"{sid}-2")]
