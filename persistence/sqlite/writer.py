@@ -30,7 +30,12 @@ loop runs its tasks while the writer waits on the disk (``python -m
 tests.benchmarks.bench_held`` compares both ways, for both kinds of callers).
 Only a batch of appends (a bulk run, short and bounded) may hold answers: they
 are released at once when the queue is empty, when the next batch holds any
-other request, fails or retries, and on close.
+other request, fails or retries, and on close. When every task of a loop waits on
+the same batch, holding answers has nothing to overlap: the loop idles while the
+batch is written, the writer while the loop runs. So the batch that holds every
+answer owed is written in two halves (`GroupCommitWriter._parts`, while commits
+are short): the loop runs the first half's tasks while the second is written,
+and the halves go on taking turns (``python -m tests.benchmarks.bench_split``).
 
 A batch of appends that one statement can write (see `AloneWrites`) runs as that
 statement alone, outside a transaction: SQLite makes it a transaction of its own,
