@@ -494,12 +494,13 @@ class GroupCommitWriter:
         transaction; False when it wrote nothing (the batch then runs in one)."""
         assert self._alone is not None
         self._release_held()  # the statement holds the COMMIT's fsync: the loop runs meanwhile
+        began, cpu_began = _monotonic(), time.thread_time()
         if killpoints.ARMED:  # nothing is written yet: COMMIT is the statement itself
             killpoints.reached("before_commit", [r.what for r in batch])
-        began, cpu_began = _monotonic(), time.thread_time()
         try:
             results = self._alone.write(conn, plan)
-            # what the statement waited (the COMMIT's fsync, mostly): see `_parts`
+            # what the commit waited (its fsync, mostly; a test's fault at the commit point
+            # too): see `_parts`
             self._commit_wait = (_monotonic() - began) - (time.thread_time() - cpu_began)
         except sqlite3.Error as exc:
             if is_busy(exc):

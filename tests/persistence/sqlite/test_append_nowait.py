@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -208,3 +209,48 @@ def test_a_batch_of_every_answer_owed_is_written_in_two_halves(store, tmp_path, 
     assert sorted(m.session_id for built, _, _ in done.outcomes for m in built()) == sorted(sids)
     for sid in sids:
         assert [(m.seq, m.content) for m in store.transcript(sid)] == [(1, "first"), (2, f"{sid}-2")]
+
+
+def test_the_batch_of_every_answer_owed_is_written_whole_after_a_slow_commit(store, tmp_path, monkeypatch):
+    """The split costs a second commit: after a commit that waited longer than half the
+    time since the last answers went out (a fault stalls it at its commit point, as a
+    slow disk would), the same 32 owed answers are written in one commit."""
+    from persistence import killpoints
+
+    sids = [f"s{k}" for k in range(32)]
+    for sid in ("pace", *sids):
+        store.create_session(sid)
+        store.append(sid, Message("user", "first"))  # its counter remembered: one statement
+    answered = Completions(expected=1)
+    assert store.append_nowait("s0", [Message("user", "answered")], answered.on_done)
+    assert answered.all_in.wait(10)  # the last answers went out now
+    stall = threading.Event()
+
+    def slow_commit(point: str, operations: Any) -> None:
+        if point == "before_commit" and stall.is_set():
+            stall.clear()
+            time.sleep(0.5)  # the injected fault: this commit is 0.5 s slow
+
+    monkeypatch.setattr(killpoints, "ARMED", True)
+    monkeypatch.setattr(killpoints, "reached", slow_commit)
+    done = Completions(expected=32)
+    pace = threading.Thread(target=store.append, args=("pace", Message("user", "pace")))
+    blocker = sqlite3.connect(str(tmp_path / "state.db"), isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        pace.start()
+        wait_for(lambda: store.write_stats().in_flight == 1)
+        for sid in sids:
+            assert store.append_nowait(sid, [Message("user", f"{sid}-x")], done.on_done)
+        wait_for(lambda: store.write_stats().queued == 32)
+        before = store.write_stats().transactions
+        stall.set()  # pace's commit, next, is the slow one
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    pace.join(10)
+    assert done.all_in.wait(10)
+    assert not stall.is_set()  # the fault happened
+    assert store.write_stats().transactions - before == 2  # pace's, then the 32 whole
+    assert all(error is None for _, error, _ in done.outcomes)
+    assert [m.content for m in store.transcript("s5")] == ["first", "s5-x"]
