@@ -174,40 +174,58 @@ def test_a_committed_submission_never_waits_on_the_next_batch_finding_the_store_
     assert [m.content for m in store.transcript("b")] == ["b"]
 
 
-@pytest.mark.parametrize("split", [True, False], ids=["split", "off"])
-def test_a_batch_of_every_answer_owed_is_written_in_two_halves(store, tmp_path, monkeypatch, split):
-    """32 submitted appends that are every answer the writer owes (nothing held from the
-    batch before, a commit far shorter than the wait for them) are written in two
-    commits, so their consumer runs the first half's answers while the second half is
-    written; with ``SPLIT_SUBMITTED`` off (`bench_statements` compares), in one. Either
-    way each lands once, numbered in order, and is answered."""
-    from persistence.sqlite import writer
+OWED = [f"s{k}" for k in range(32)]
 
-    monkeypatch.setattr(writer, "SPLIT_SUBMITTED", split)
-    sids = [f"s{k}" for k in range(32)]
-    for sid in ("pace", *sids):
+
+def _sessions_on_remembered_counters(store: SqliteStore) -> None:
+    for sid in ("pace", *OWED):
         store.create_session(sid)
         store.append(sid, Message("user", "first"))  # its counter remembered: one statement
-    done = Completions(expected=32)
+
+
+def _owed_batch_after_pace(store: SqliteStore, path: str, on_released: Any = None) -> tuple[Completions, int]:
+    """A waiting caller's append ("pace") holds the writer on another connection's write
+    lock while a submitted append per `OWED` session queues behind it, so that those
+    are every answer the writer owes and one batch; then the lock goes (``on_released``
+    called just before). Returns their completions and the transactions the writer had
+    committed before."""
+    done = Completions(expected=len(OWED))
     pace = threading.Thread(target=store.append, args=("pace", Message("user", "pace")))
-    blocker = sqlite3.connect(str(tmp_path / "state.db"), isolation_level=None)
+    blocker = sqlite3.connect(path, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")
     try:
-        pace.start()  # a waiting caller: the writer takes it alone and waits on the lock
+        pace.start()  # the writer takes it alone and waits on the lock
         wait_for(lambda: store.write_stats().in_flight == 1)
-        for sid in sids:
+        for sid in OWED:
             assert store.append_nowait(sid, [Message("user", f"{sid}-2")], done.on_done)
-        wait_for(lambda: store.write_stats().queued == 32)
+        wait_for(lambda: store.write_stats().queued == len(OWED))
         before = store.write_stats().transactions
+        if on_released is not None:
+            on_released()
     finally:
         blocker.execute("ROLLBACK")
         blocker.close()
     pace.join(10)
     assert done.all_in.wait(10)
-    assert store.write_stats().transactions - before == (3 if split else 2)  # pace's, then the 32's
     assert all(error is None for _, error, _ in done.outcomes)
-    assert sorted(m.session_id for built, _, _ in done.outcomes for m in built()) == sorted(sids)
-    for sid in sids:
+    assert sorted(m.session_id for built, _, _ in done.outcomes for m in built()) == sorted(OWED)
+    return done, before
+
+
+@pytest.mark.parametrize("split", [True, False], ids=["split", "off"])
+def test_a_batch_of_every_answer_owed_is_written_in_two_halves(store, tmp_path, monkeypatch, split):
+    """32 submitted appends that are every answer the writer owes (nothing held from the
+    batch before, a commit far shorter than the wait for them) are written in two
+    commits, so their consumer runs the first half's answers while the second half is
+    written; with ``SPLIT_SUBMITTED`` off (`bench_split` compares), in one. Either
+    way each lands once, numbered in order, and is answered."""
+    from persistence.sqlite import writer
+
+    monkeypatch.setattr(writer, "SPLIT_SUBMITTED", split)
+    _sessions_on_remembered_counters(store)
+    _, before = _owed_batch_after_pace(store, str(tmp_path / "state.db"))
+    assert store.write_stats().transactions - before == (3 if split else 2)  # pace's, then the 32's
+    for sid in OWED:
         assert [(m.seq, m.content) for m in store.transcript(sid)] == [(1, "first"), (2, f"{sid}-2")]
 
 
@@ -217,12 +235,9 @@ def test_the_batch_of_every_answer_owed_is_written_whole_after_a_slow_commit(sto
     slow disk would), the same 32 owed answers are written in one commit."""
     from persistence import killpoints
 
-    sids = [f"s{k}" for k in range(32)]
-    for sid in ("pace", *sids):
-        store.create_session(sid)
-        store.append(sid, Message("user", "first"))  # its counter remembered: one statement
+    _sessions_on_remembered_counters(store)
     answered = Completions(expected=1)
-    assert store.append_nowait("s0", [Message("user", "answered")], answered.on_done)
+    assert store.append_nowait("pace", [Message("user", "answered")], answered.on_done)
     assert answered.all_in.wait(10)  # the last answers went out now
     stall = threading.Event()
 
@@ -233,24 +248,7 @@ def test_the_batch_of_every_answer_owed_is_written_whole_after_a_slow_commit(sto
 
     monkeypatch.setattr(killpoints, "ARMED", True)
     monkeypatch.setattr(killpoints, "reached", slow_commit)
-    done = Completions(expected=32)
-    pace = threading.Thread(target=store.append, args=("pace", Message("user", "pace")))
-    blocker = sqlite3.connect(str(tmp_path / "state.db"), isolation_level=None)
-    blocker.execute("BEGIN IMMEDIATE")
-    try:
-        pace.start()
-        wait_for(lambda: store.write_stats().in_flight == 1)
-        for sid in sids:
-            assert store.append_nowait(sid, [Message("user", f"{sid}-x")], done.on_done)
-        wait_for(lambda: store.write_stats().queued == 32)
-        before = store.write_stats().transactions
-        stall.set()  # pace's commit, next, is the slow one
-    finally:
-        blocker.execute("ROLLBACK")
-        blocker.close()
-    pace.join(10)
-    assert done.all_in.wait(10)
+    _, before = _owed_batch_after_pace(store, str(tmp_path / "state.db"), on_released=stall.set)  # pace's is slow
     assert not stall.is_set()  # the fault happened
     assert store.write_stats().transactions - before == 2  # pace's, then the 32 whole
-    assert all(error is None for _, error, _ in done.outcomes)
-    assert [m.content for m in store.transcript("s5")] == ["first", "s5-x"]
+    assert [m.content for m in store.transcript("s5")] == ["first", "s5-2"]
