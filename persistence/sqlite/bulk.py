@@ -108,7 +108,7 @@ def bulk_append(
     values, firsts, moved = _rows(jobs, found, now)
     last_id = _insert_rows(conn, q, values)
     remembered.note(moved)  # if this transaction rolls back, the next batch finds them stale
-    return _answers(jobs, firsts, last_id - len(values) // ROW_WIDTH + 1, now)
+    return _answers(jobs, firsts, last_id, len(values) // ROW_WIDTH, now)
 
 
 class RememberedBatch(NamedTuple):
@@ -179,7 +179,7 @@ def _remembered_append(conn: sqlite3.Connection, q: Mapping[str, str], batch: Re
         remembered.forget(wanted)
         return None
     remembered.note(moved)  # if this transaction rolls back, the next batch finds them stale
-    return _answers(jobs, firsts, last_id - len(values) // ROW_WIDTH + 1, now)
+    return _answers(jobs, firsts, last_id, len(values) // ROW_WIDTH, now)
 
 
 def _wanted(jobs: list[AppendJob]) -> dict[str, str | None] | None:
@@ -210,11 +210,12 @@ def _rows(jobs: list[AppendJob], start: Mapping[str, int], now: float,
     return values, firsts, next_seq
 
 
-def _answers(jobs: list[AppendJob], firsts: list[int], first_id: int, now: float,
+def _answers(jobs: list[AppendJob], firsts: list[int], last_id: int, rows: int, now: float,
              ) -> list[tuple[int, list[int], float]]:
     """Per job ``(first_seq, ids, created_at)``. AUTOINCREMENT under the exclusive write
     lock, with no trigger inserting into messages, hands a statement's rows
-    consecutive ids: the run's rows are ``first_id`` on, in order."""
+    consecutive ids: the run's ``rows`` rows are the ones up to ``last_id``, in order."""
+    first_id = last_id - rows + 1
     results = []
     for job, first in zip(jobs, firsts):
         count = len(job.params)

@@ -17,6 +17,8 @@ Not collected by pytest.
 
 from __future__ import annotations
 
+from unittest import mock
+
 from persistence import latch
 from tests.benchmarks.bench_agents import SESSIONS, fresh_run
 from tests.benchmarks.timeboxed import Run, measured_rounds, printed_ratios
@@ -26,13 +28,9 @@ COMPARED = (("store eventfd", "store lock"), ("registry eventfd", "registry lock
 
 
 def run_mode(directory: str, mode: str, seconds: float, tag: str) -> Run:
-    most = latch.MAX_EVENTFDS
-    if mode.endswith("lock"):
-        latch.MAX_EVENTFDS = 0
-    try:
-        return fresh_run(directory, mode, seconds, tag, "threads" if mode.startswith("store") else "registry")
-    finally:
-        latch.MAX_EVENTFDS = most
+    how = "threads" if mode.startswith("store") else "registry"
+    with mock.patch.object(latch, "MAX_EVENTFDS", 0 if mode.endswith("lock") else latch.MAX_EVENTFDS):
+        return fresh_run(directory, mode, seconds, tag, how)
 
 
 def main() -> None:

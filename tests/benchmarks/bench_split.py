@@ -20,6 +20,8 @@ Not collected by pytest.
 
 from __future__ import annotations
 
+from unittest import mock
+
 from persistence.sqlite import writer
 from tests.benchmarks.bench_agents import SESSIONS, fresh_run
 from tests.benchmarks.timeboxed import Run, measured_rounds, printed_ratios
@@ -32,12 +34,8 @@ COMPARED = (("append_async split", "append_async whole"), ("append_async split",
 def run_mode(directory: str, mode: str, seconds: float, tag: str) -> Run:
     if mode == "store threads":
         return fresh_run(directory, mode, seconds, tag, "threads")
-    default = writer.SPLIT_SUBMITTED
-    writer.SPLIT_SUBMITTED = mode.endswith("split")
-    try:
+    with mock.patch.object(writer, "SPLIT_SUBMITTED", mode.endswith("split")):  # read at each batch
         return fresh_run(directory, mode, seconds, tag, "append_async")
-    finally:
-        writer.SPLIT_SUBMITTED = default
 
 
 def main() -> None:
