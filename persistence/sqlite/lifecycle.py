@@ -1,7 +1,7 @@
 """Transaction bodies of the data lifecycle on SQLite: listing pages, metadata,
 erasure, retraction and archive retention.
 
-Like `persistence.sqlite.ops`, each is a function of an open connection inside
+Like `persistence.sqlite.sessions`, each is a function of an open connection inside
 the caller's transaction (the writer's for writes, so every check and the write
 it guards see one state of the database).
 """
@@ -16,7 +16,7 @@ from typing import Any
 from protocol import END_REASON_COMPRESSION, SessionEndedError, SessionInfo, SessionNotFoundError
 
 from ..metadata import merge_metadata, metadata_from_column
-from .ops import require_incarnation, require_session, resolve
+from .lineage import require_incarnation, require_session, resolve
 
 __all__ = ["erase_lineage", "lineage_ids", "list_sessions", "prune", "retract_last", "update_metadata"]
 

@@ -54,7 +54,7 @@ from ..rows import (
     stored_message_from_row,
 )
 from . import lifecycle
-from . import ops
+from . import compaction, lineage, sessions
 from .connection import (
     SYNCHRONOUS_MODES,
     BusyRetry,
@@ -242,7 +242,7 @@ class SqliteStore:
         check_text(source, "source")
         text = check_metadata(metadata)
         row = self._write(
-            lambda c: ops.create_session(c, self._q, session_id, source, parent_session_id, self.now(), text),
+            lambda c: sessions.create_session(c, self._q, session_id, source, parent_session_id, self.now(), text),
             session_id,
         )
         return session_from_row(row)
@@ -255,7 +255,7 @@ class SqliteStore:
     def end_session(self, session_id: str, reason: str) -> SessionInfo:
         checked_session_id(session_id)
         check_text(reason, "reason")
-        row = self._write(lambda c: ops.end_session(c, self._q, session_id, reason, self.now()), session_id)
+        row = self._write(lambda c: sessions.end_session(c, self._q, session_id, reason, self.now()), session_id)
         return session_from_row(row)
 
     def sessions(
@@ -303,14 +303,14 @@ class SqliteStore:
         checked_session_id(session_id)
 
         def body(c: sqlite3.Connection) -> list[sqlite3.Row]:
-            ops.require_session(c, self._q, session_id)
+            lineage.require_session(c, self._q, session_id)
             return c.execute(self._q["children"], {"session_id": session_id}).fetchall()
 
         return [session_from_row(r) for r in self._read(body, session_id)]
 
     def resolve(self, session_id: str) -> str:
         checked_session_id(session_id)
-        return self._read(lambda c: ops.resolve(c, self._q, session_id), session_id)
+        return self._read(lambda c: lineage.resolve(c, self._q, session_id), session_id)
 
     # -- messages ---------------------------------------------------------------
 
@@ -337,7 +337,7 @@ class SqliteStore:
         """One append job alone, in the writer's transaction (no closure per append:
         fewer objects for the garbage collector, see `_Request`)."""
         now = self.now()
-        first_seq, ids = ops.append_rows(c, self._q, job.session_id, job.params, now, job.incarnation)
+        first_seq, ids = sessions.append_rows(c, self._q, job.session_id, job.params, now, job.incarnation)
         self._remembered.note({job.session_id: first_seq + len(ids)})  # a bulk batch may skip reading it
         return first_seq, ids, now
 
@@ -362,7 +362,7 @@ class SqliteStore:
         checked_session_id(session_id)
 
         def body(c: sqlite3.Connection) -> list[sqlite3.Row]:
-            ops.require_session(c, self._q, session_id)
+            lineage.require_session(c, self._q, session_id)
             return c.execute(self._q[query], {"session_id": session_id}).fetchall()
 
         return [stored_message_from_row(r) for r in self._read(body, session_id)]
@@ -381,7 +381,7 @@ class SqliteStore:
         ttl = check_ttl(ttl_s)
 
         def body(c: sqlite3.Connection) -> sqlite3.Row | None:
-            ops.require_session(c, self._q, session_id)
+            lineage.require_session(c, self._q, session_id)
             now = self.now()
             params = {"session_id": session_id, "holder": holder, "now": now, "expires_at": now + ttl}
             return c.execute(self._q["acquire_lease"], params).fetchone()
@@ -423,7 +423,7 @@ class SqliteStore:
         checked_session_id(session_id)
 
         def body(c: sqlite3.Connection) -> sqlite3.Row | None:
-            ops.require_session(c, self._q, session_id)
+            lineage.require_session(c, self._q, session_id)
             return c.execute(self._q["current_lease"], {"session_id": session_id, "now": self.now()}).fetchone()
 
         row = self._read(body, session_id)
@@ -450,7 +450,7 @@ class SqliteStore:
             child_session_id=child_session_id, compressor=compressor,
             max_content_bytes=self._max_content_bytes)
         return self._write(
-            lambda c: ops.commit_compaction(
+            lambda c: compaction.commit_compaction(
                 c, self._q, lease, watermark=watermark, params=params, mode=mode,
                 child_session_id=child_session_id, compressor=compressor, now=self.now(),
             ),
@@ -461,7 +461,7 @@ class SqliteStore:
         checked_session_id(session_id)
 
         def body(c: sqlite3.Connection) -> list[sqlite3.Row]:
-            ops.require_session(c, self._q, session_id)
+            lineage.require_session(c, self._q, session_id)
             return c.execute(self._q["compactions"], {"session_id": session_id}).fetchall()
 
         return [compaction_from_row(r) for r in self._read(body, session_id)]
@@ -472,7 +472,7 @@ class SqliteStore:
         checked_session_id(session_id)
 
         def body(c: sqlite3.Connection) -> sqlite3.Row | None:
-            ops.require_session(c, self._q, session_id)
+            lineage.require_session(c, self._q, session_id)
             return c.execute(self._q["get_cooldown"], {"session_id": session_id}).fetchone()
 
         row = self._read(body, session_id)
@@ -484,7 +484,7 @@ class SqliteStore:
         check_cooldown_error(error)
 
         def body(c: sqlite3.Connection) -> sqlite3.Row:
-            ops.require_session(c, self._q, session_id)
+            lineage.require_session(c, self._q, session_id)
             params = {"session_id": session_id, "until": self.now() + seconds, "error": error}
             return c.execute(self._q["arm_cooldown"], params).fetchone()
 
@@ -498,7 +498,7 @@ class SqliteStore:
         snapshot = check_snapshot(session_id, snapshot)
 
         def body(c: sqlite3.Connection) -> None:
-            ops.require_session(c, self._q, session_id)
+            lineage.require_session(c, self._q, session_id)
             if snapshot is None:
                 c.execute(self._q["delete_cooldown"], {"session_id": session_id})
             else:
