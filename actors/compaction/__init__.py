@@ -1,5 +1,5 @@
-"""One compaction attempt and its parts: the attempt's state machine, the commit
-fence, the lease keeper, the policy and the role-alternation rules."""
+"""One compaction attempt and its parts: the attempt's state machine, the decision
+decision (who ends it), the lease keeper, the policy and the role-alternation rules."""
 
 from .policy import CompactionPolicy, TokenCounter, bind_compressor, estimate_tokens
 

@@ -3,7 +3,7 @@
 `Attempt.prepare` runs on the actor thread (cooldown, lease, adoption, forced
 cooldown snapshot, durable read) and starts the compressor in a worker thread.
 `Attempt.on_result` runs on the actor thread when the compressor returns; it goes
-through the commit fence, so exactly one of {commit, interrupt, timeout, lease
+through its decision (`AttemptDecision`), so exactly one of {commit, interrupt, timeout, lease
 loss} decides the outcome. Whoever decides cleans up (restore/arm the cooldown,
 release the lease) *before* the outcome future is completed.
 """
@@ -38,7 +38,7 @@ from protocol import (
 from protocol.transcript import invalid_tool_pairing
 
 from ..compressors.base import Compressor
-from .fence import CommitFence, FenceState
+from .decision import AttemptDecision, AttemptState
 from .lease_keeper import LeaseKeeper
 from .loop import CompressorLoop
 from .policy import CompactionPolicy
@@ -89,7 +89,7 @@ class Attempt:
         self.outcome: Future[CompressionOutcome] = Future()
         self.finished_at: float | None = None
         self.cancel = threading.Event()
-        self.fence = CommitFence()
+        self.decision = AttemptDecision()
         self._host = host
         self._store = store
         self._policy = policy
@@ -144,12 +144,12 @@ class Attempt:
             self._cleanup_and_complete(self._outcome(S.CANCELLED, "interrupted"))
             return
         except BaseException as exc:  # store errors, ended session, forked lineage
-            self.fence.admit()
+            self.decision.admit()
             self._fail_with(exc)
             return
         if outcome is None:
             return  # the compressor is running; on_result or an abort finishes
-        if not self.fence.admit():  # an interrupt won while we were preparing
+        if not self.decision.admit():  # an interrupt won while we were preparing
             outcome = self._outcome(S.CANCELLED, "interrupted")
         self._cleanup_and_complete(outcome)
 
@@ -177,7 +177,7 @@ class Attempt:
         return None
 
     def _checkpoint(self) -> None:
-        if self.fence.aborted:
+        if self.decision.aborted:
             raise _Aborted
 
     def _cooldown_is_live(self) -> bool:
@@ -197,7 +197,7 @@ class Attempt:
         telemetry.lease_acquisition("held" if lease is None else "acquired")
         if lease is None:
             return self._outcome(S.SKIPPED, "lease_held")
-        if not self.fence.publish_lease(lease):
+        if not self.decision.publish_lease(lease):
             self._release(lease)
             raise _Aborted
         self._proven_at = proven_at
@@ -232,12 +232,12 @@ class Attempt:
     def _snapshot_and_clear_cooldown(self) -> None:
         """Step 5, forced: keep the raw row (under the lease) to restore it verbatim."""
         snapshot = self._store.cooldown(self._base_id)
-        if not self.fence.publish_snapshot(snapshot):
+        if not self.decision.publish_snapshot(snapshot):
             raise _Aborted
         self._store.clear_cooldown(self._base_id)
 
     def _start_compressor(self) -> None:
-        lease = self.fence.lease
+        lease = self.decision.lease
         if lease is None:  # an interrupt already took it back
             raise _Aborted
         self._keeper = LeaseKeeper(
@@ -246,7 +246,7 @@ class Attempt:
             on_timeout=lambda: self.abort(S.CANCELLED, "timeout", wait=False),
             renewed_at=self._proven_at,
         )
-        if not self.fence.start_running():
+        if not self.decision.start_running():
             raise _Aborted
         self._keeper.start()
         self._worker = threading.Thread(
@@ -284,8 +284,8 @@ class Attempt:
     # -- step 6, on the actor thread ------------------------------------------------
 
     def on_result(self, result: list[Message] | None, error: BaseException | None) -> None:
-        """Admit the compressor's result through the fence, then decide and commit."""
-        if not self.fence.admit():
+        """Admit the compressor's result through its decision, then decide and commit."""
+        if not self.decision.admit():
             return  # an interrupt, timeout or lease loss already answered
         try:
             outcome = self._decide(result, error)
@@ -352,9 +352,9 @@ class Attempt:
         slow store call), it repeats the idempotent cleanup at its next checkpoint,
         for anything it took after this returned.
         """
-        previous = self.fence.abort()
+        previous = self.decision.abort()
         if previous is None:
-            if wait and self.fence.state is FenceState.ADMITTED:
+            if wait and self.decision.state is AttemptState.ADMITTED:
                 try:
                     self.outcome.exception(timeout=self._policy.ask_timeout_s)
                 except Exception:  # timed out or cancelled: we waited as long as allowed
@@ -384,9 +384,9 @@ class Attempt:
         if self._keeper is not None:
             self._keeper.stop()
         failure: BaseException | None = None
-        if self.command.force and self.fence.has_snapshot and status not in _KEEPS_FORCED_CLEAR:
+        if self.command.force and self.decision.has_snapshot and status not in _KEEPS_FORCED_CLEAR:
             try:
-                self._store.restore_cooldown(self._base_id, self.fence.snapshot)
+                self._store.restore_cooldown(self._base_id, self.decision.snapshot)
             except Exception as exc:  # a failed compensation must surface, not look clean
                 logger.error("restoring the cooldown of %s failed", self._base_id, exc_info=True)
                 failure = exc
@@ -397,7 +397,7 @@ class Attempt:
             except Exception as exc:
                 logger.error("arming the cooldown of %s failed", self._base_id, exc_info=True)
                 failure = failure or exc
-        lease = self.fence.take_lease()
+        lease = self.decision.take_lease()
         if lease is not None:
             self._release(lease)
         return failure

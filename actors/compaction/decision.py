@@ -1,4 +1,11 @@
-"""The commit fence: one lock decides between admitting a result and aborting.
+"""Who ends an attempt: one in-process lock decides between admitting its result
+and aborting it.
+
+This is not the fencing token: that one is checked by the store inside the
+compaction commit's own write (see each backend's ``compaction`` module) and guards
+against other processes. `AttemptDecision` only settles the race inside this
+process between the actor thread admitting the compressor's result and an
+interrupt, a timeout or a lost lease aborting it.
 
 An attempt is PREPARING (the actor thread takes the lease, snapshots the cooldown,
 reads the transcript), then RUNNING (the compressor works in its own thread), then
@@ -16,43 +23,43 @@ import threading
 
 from protocol import Cooldown, Lease
 
-__all__ = ["CommitFence", "FenceState"]
+__all__ = ["AttemptDecision", "AttemptState"]
 
 
-class FenceState(enum.Enum):
+class AttemptState(enum.Enum):
     PREPARING = "preparing"
     RUNNING = "running"
     ADMITTED = "admitted"
     ABORTED = "aborted"
 
 
-_OPEN = (FenceState.PREPARING, FenceState.RUNNING)
+_OPEN = (AttemptState.PREPARING, AttemptState.RUNNING)
 _NO_SNAPSHOT = object()
 
 
-class CommitFence:
+class AttemptDecision:
     """Thread-safe state of one attempt, plus the resources it must give back."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._state = FenceState.PREPARING
+        self._state = AttemptState.PREPARING
         self._lease: Lease | None = None
         self._snapshot: object = _NO_SNAPSHOT
 
     @property
-    def state(self) -> FenceState:
+    def state(self) -> AttemptState:
         with self._lock:
             return self._state
 
     @property
     def aborted(self) -> bool:
         with self._lock:
-            return self._state is FenceState.ABORTED
+            return self._state is AttemptState.ABORTED
 
     def publish_lease(self, lease: Lease) -> bool:
         """Record the lease; False (caller releases it) when already aborted."""
         with self._lock:
-            if self._state is FenceState.ABORTED:
+            if self._state is AttemptState.ABORTED:
                 return False
             self._lease = lease
             return True
@@ -60,7 +67,7 @@ class CommitFence:
     def publish_snapshot(self, snapshot: Cooldown | None) -> bool:
         """Record the raw cooldown row before clearing it; False when already aborted."""
         with self._lock:
-            if self._state is FenceState.ABORTED:
+            if self._state is AttemptState.ABORTED:
                 return False
             self._snapshot = snapshot
             return True
@@ -90,8 +97,8 @@ class CommitFence:
     def start_running(self) -> bool:
         """PREPARING -> RUNNING; False when an abort got there first."""
         with self._lock:
-            if self._state is FenceState.PREPARING:
-                self._state = FenceState.RUNNING
+            if self._state is AttemptState.PREPARING:
+                self._state = AttemptState.RUNNING
                 return True
             return False
 
@@ -99,14 +106,14 @@ class CommitFence:
         """Admit the compressor's result for commit; False when aborted first."""
         with self._lock:
             if self._state in _OPEN:
-                self._state = FenceState.ADMITTED
+                self._state = AttemptState.ADMITTED
                 return True
             return False
 
-    def abort(self) -> FenceState | None:
+    def abort(self) -> AttemptState | None:
         """Abort if still open; returns the state it aborted from, else None."""
         with self._lock:
             if self._state in _OPEN:
-                previous, self._state = self._state, FenceState.ABORTED
+                previous, self._state = self._state, AttemptState.ABORTED
                 return previous
             return None

@@ -1,4 +1,4 @@
-"""The two small mechanisms under the flow: the commit fence and the lease keeper."""
+"""The two small mechanisms under the flow: an attempt's decision and the lease keeper."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from actors import CompactionPolicy
-from actors.compaction.fence import CommitFence, FenceState
+from actors.compaction.decision import AttemptDecision, AttemptState
 from actors.compaction.lease_keeper import LeaseKeeper
 
 from .helpers import FaultyStore, wait_until
@@ -15,34 +15,34 @@ from .helpers import FaultyStore, wait_until
 pytestmark = pytest.mark.timeout(30)
 
 
-def test_fence_admission_and_abort_exclude_each_other():
-    fence = CommitFence()
-    assert fence.start_running() is True
-    assert fence.admit() is True
-    assert fence.abort() is None  # too late: the commit was admitted
-    assert fence.state is FenceState.ADMITTED
+def test_decision_admission_and_abort_exclude_each_other():
+    decision = AttemptDecision()
+    assert decision.start_running() is True
+    assert decision.admit() is True
+    assert decision.abort() is None  # too late: the commit was admitted
+    assert decision.state is AttemptState.ADMITTED
 
-    fence = CommitFence()
-    assert fence.abort() is FenceState.PREPARING
-    assert fence.start_running() is False
-    assert fence.admit() is False
-    assert fence.abort() is None  # only one aborter owns the cleanup
+    decision = AttemptDecision()
+    assert decision.abort() is AttemptState.PREPARING
+    assert decision.start_running() is False
+    assert decision.admit() is False
+    assert decision.abort() is None  # only one aborter owns the cleanup
 
 
-def test_fence_race_has_exactly_one_winner():
+def test_decision_race_has_exactly_one_winner():
     for _ in range(200):
-        fence = CommitFence()
-        fence.start_running()
+        decision = AttemptDecision()
+        decision.start_running()
         barrier = threading.Barrier(2)
         results = {}
 
         def admit():
             barrier.wait(5)
-            results["admit"] = fence.admit()
+            results["admit"] = decision.admit()
 
         def abort():
             barrier.wait(5)
-            results["abort"] = fence.abort() is not None
+            results["abort"] = decision.abort() is not None
 
         threads = [threading.Thread(target=admit), threading.Thread(target=abort)]
         for t in threads:
@@ -55,12 +55,12 @@ def test_fence_race_has_exactly_one_winner():
 def test_a_lease_taken_back_is_handed_to_one_releaser(store):
     store.create_session("f")
     lease = store.acquire_lease("f", "me", 30)
-    fence = CommitFence()
-    assert fence.publish_lease(lease) is True
-    assert fence.take_lease() == lease
-    assert fence.take_lease() is None
-    fence.abort()
-    assert fence.publish_lease(lease) is False  # the caller must release it itself
+    decision = AttemptDecision()
+    assert decision.publish_lease(lease) is True
+    assert decision.take_lease() == lease
+    assert decision.take_lease() is None
+    decision.abort()
+    assert decision.publish_lease(lease) is False  # the caller must release it itself
     assert store.release_lease(lease) is True
 
 
