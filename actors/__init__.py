@@ -1,15 +1,19 @@
 """Actors: one `SessionActor` per live session, the registry that owns them,
 the handles callers use, and the compaction flow with its compressors.
 
+The public surface is what this package exports: what you construct
+(`SessionRegistry`, `CompactionPolicy`, the compressors) and what you catch
+(`AskTimeoutError`, `RegistryClosedError`; every error is a
+`protocol.errors.TranscriptError`). The modules behind it are the runtime's own.
+
 Start here: `SessionRegistry(store, compressor=..., policy=...)`, then
 ``registry.session(id)`` for a `SessionHandle` (append, compress, interrupt,
 transcript) or ``registry.review(id)`` for a `ReviewHandle` (never compacts).
 """
 
-from .actor import SessionActor
 from .compaction import CompactionPolicy, TokenCounter, estimate_tokens
 from .compressors import Compressor, HeadTailCompressor, LLMCompressor
-from .handle import AskTimeoutError, ReviewHandle, SessionHandle
+from .handle import AskTimeoutError, ReviewHandle, SessionHandle, Turn
 from .registry import RegistryClosedError, SessionRegistry
 
 __all__ = [
@@ -20,9 +24,9 @@ __all__ = [
     "LLMCompressor",
     "RegistryClosedError",
     "ReviewHandle",
-    "SessionActor",
     "SessionHandle",
     "SessionRegistry",
     "TokenCounter",
+    "Turn",
     "estimate_tokens",
 ]

@@ -19,32 +19,35 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pykka
 
 from persistence import Store
+from persistence.store import SubmittingStore, submits
 from protocol import (
-    Append,
-    CloseTurn,
     CompactionRecord,
-    Compress,
     CompressionDisabledError,
     CompressionStatus,
-    Interrupt,
     InvalidArgumentError,
     Message,
-    OpenTurn,
-    ReadArchive,
-    ReadTranscript,
-    Retract,
     SessionEndedError,
     SessionInfo,
     SessionNotFoundError,
     StoredMessage,
     TranscriptError,
-    compactable_end,
 )
+from protocol.commands import (
+    Append,
+    CloseTurn,
+    Compress,
+    Interrupt,
+    OpenTurn,
+    ReadArchive,
+    ReadTranscript,
+    Retract,
+)
+from protocol.turns import compactable_end
 
 from .compaction.attempt import Attempt
 from .compaction.policy import CompactionPolicy
@@ -128,11 +131,10 @@ class SessionActor(PooledActor):
         slot.turns = self._turns
         self._stopping = False  # on_stop began: no new attempt (nobody would abort it)
         self._answers: list[tuple[Any, Any, BaseException | None]] | None = None  # see on_receive
-        # Only a store class that offers it (a wrapper delegating by __getattr__ does
-        # not, so its own `append` is honoured): `submit_here`.
-        # (a flag, not the bound method: one object less per resident actor, see
-        # `pooled.StopFlag`)
-        self._submits = callable(getattr(type(store), "append_nowait", None))
+        # A `SubmittingStore` (checked on its class: a wrapper delegating by __getattr__
+        # is used through its own `append`): `submit_here`. A flag, not the bound
+        # method: one object less per resident actor (see `pooled.StopFlag`).
+        self._submits = submits(store)
         self._mailbox = self.actor_inbox.queue  # the same deque for the actor's life
         slot.runner = self
 
@@ -385,7 +387,7 @@ class SessionActor(PooledActor):
             session_id = self.live_id
             self._count_tokens(messages)  # here: the loop has time, the writer not
             done = functools.partial(self._submitted_done, messages, sender, session_id, answer)
-            submitted = self._store.append_nowait(  # type: ignore[attr-defined]  # see _submits
+            submitted = cast(SubmittingStore, self._store).append_nowait(  # see _submits
                 session_id, messages, done, incarnation=self._incarnation)
         except BaseException:
             self._tokens = None  # counted, not appended: recount

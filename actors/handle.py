@@ -24,7 +24,7 @@ import functools
 import itertools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from types import TracebackType
@@ -32,23 +32,25 @@ from typing import TYPE_CHECKING, Any, overload
 
 from protocol import (
     MODES,
-    Append,
-    CloseTurn,
-    Compress,
     CompressionDisabledError,
     CompressionOutcome,
-    Interrupt,
     InvalidArgumentError,
     InvalidMessageError,
     Message,
+    StoredMessage,
+)
+from protocol.commands import (
+    Append,
+    CloseTurn,
+    Compress,
+    Interrupt,
     OpenTurn,
+    Origin,
     ReadArchive,
     ReadTranscript,
     Retract,
-    StoredMessage,
-    TranscriptError,
 )
-from protocol.commands import Origin
+from protocol.errors import AskTimeoutError
 from protocol.records import CompactionMode
 
 from .reply import LoopReplies, Reply
@@ -67,10 +69,6 @@ _handle_keys = itertools.count(1)
 
 #: ``append(role)`` without content (None is a value: a tool-call message's content).
 _MISSING: Any = object()
-
-
-class AskTimeoutError(TranscriptError, TimeoutError):
-    """The session actor did not answer within the ask timeout."""
 
 
 class _Handle:
@@ -218,30 +216,16 @@ class _Handle:
         ``abandoned(answer)`` runs when the caller gives up on a request the actor
         had already claimed: it still gets applied, and nobody is waiting for it.
         """
-        policy = self._registry.policy
-        timeout = policy.ask_timeout_s if timeout is None else timeout
+        timeout = self._registry.policy.ask_timeout_s if timeout is None else timeout
         sent = time.monotonic()
         request = self._send(command, Reply())  # a lock latch: much cheaper than a Future
         reply = request.reply
-        try:
-            return reply.result(timeout=timeout)
-        except FutureTimeout:
-            if reply.done():  # the command itself raised a TimeoutError
-                raise
-        if request.held:  # behind another handle's turn: it applies when that closes
+        for wait in _waits(request, self._registry.policy, timeout, sent, abandoned):
             try:
-                return reply.result(timeout=max(0.0, sent + policy.held_wait_s - time.monotonic()))
+                return reply.result(timeout=wait)
             except FutureTimeout:
-                if reply.done():
+                if reply.done():  # the command itself raised a TimeoutError
                     raise
-        if reply.cancel() or request.withdraw_forwarded():  # withdrawn: never applied later
-            raise self._timed_out(command, time.monotonic() - sent)
-        try:  # the actor claimed it just now: its answer is coming
-            return reply.result(timeout=policy.ask_timeout_s)
-        except FutureTimeout:
-            if reply.done():
-                raise
-        _when_answered(reply, abandoned)
         raise self._timed_out(command, time.monotonic() - sent)
 
     async def _ask_async(self, command: Any, timeout: float | None = None,
@@ -257,20 +241,14 @@ class _Handle:
         reply = request.reply
         answer = asyncio.wrap_future(reply)
         try:
-            if await _answered(answer, timeout):
-                return answer.result()
-            if request.held and await _answered(answer, sent + policy.held_wait_s - time.monotonic()):
-                return answer.result()
-            if reply.cancel() or request.withdraw_forwarded():  # withdrawn: never applied later
-                raise self._timed_out(command, time.monotonic() - sent)
-            if await _answered(answer, policy.ask_timeout_s):
-                return answer.result()
+            for wait in _waits(request, policy, timeout, sent, abandoned):
+                if await _answered(answer, wait):
+                    return answer.result()
         except asyncio.CancelledError:
             # the awaiting task was cancelled: withdraw if not applied yet
-            if not (reply.cancel() or request.withdraw_forwarded()):
+            if not _withdrawn(request):
                 _when_answered(reply, abandoned)
             raise
-        _when_answered(reply, abandoned)
         raise self._timed_out(command, time.monotonic() - sent)
 
     def _timed_out(self, command: Any, waited: float) -> AskTimeoutError:
@@ -421,3 +399,24 @@ def _messages(first: Any, content: Any, fields: dict[str, Any]) -> tuple[tuple[M
             raise InvalidMessageError("append(list) needs Message values")
         return items, False
     raise InvalidMessageError(f"cannot append {type(first).__name__}")
+
+
+def _withdrawn(request: Any) -> bool:
+    """Take back a request the actor has not claimed: it is never applied later."""
+    return bool(request.reply.cancel() or request.withdraw_forwarded())
+
+
+def _waits(request: Any, policy: Any, timeout: float, sent: float,
+           abandoned: Callable[[Any], None] | None) -> Iterator[float]:
+    """How long an ask waits for its answer, stage by stage (its caller waits each
+    out and stops at the answer): its timeout; behind another handle's turn, until
+    ``policy.held_wait_s`` after it was sent; then, unless the request could be
+    withdrawn (never applied later), one more ask timeout for an answer already on
+    its way, after which ``abandoned`` gets the answer whenever it comes."""
+    yield timeout
+    if request.held:  # behind another handle's turn: it applies when that closes
+        yield max(0.0, sent + policy.held_wait_s - time.monotonic())
+    if _withdrawn(request):
+        return
+    yield policy.ask_timeout_s  # the actor claimed it just now: its answer is coming
+    _when_answered(request.reply, abandoned)

@@ -33,6 +33,7 @@ from protocol import (
     TranscriptError,
     validate_session_id,
 )
+from protocol.errors import RegistryClosedError
 
 from .actor import CheckTurn, SessionActor
 from .compaction.attempt import Attempt
@@ -56,10 +57,6 @@ POOL_SLACK = 8
 
 #: Bound on slot-chasing retries in `SessionRegistry._dispatch` (evictions racing a send).
 MAX_DISPATCH_RETRIES = 64
-
-
-class RegistryClosedError(TranscriptError):
-    """The registry is closed; open a new one."""
 
 
 def default_holder() -> str:

@@ -19,7 +19,8 @@ from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from protocol import Append, OpenTurn, Retract, StoredMessage
+from protocol import StoredMessage
+from protocol.commands import Append, OpenTurn, Retract
 
 from .routing import Request
 

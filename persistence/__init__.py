@@ -7,9 +7,9 @@ the ``postgres`` extra).
 
 import logging
 
-from .store import Store
+from .store import Store, SubmittingStore
 from .urls import open_store
 
 logging.getLogger("session_actors").addHandler(logging.NullHandler())
 
-__all__ = ["Store", "open_store"]
+__all__ = ["Store", "SubmittingStore", "open_store"]

@@ -15,8 +15,9 @@ import math
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from protocol import InvalidArgumentError, InvalidMetadataError, SessionInfo, content_limit
+from protocol import InvalidArgumentError, InvalidMetadataError, SessionInfo
 from protocol.checks import MAX_JSON_DEPTH, check_count
+from protocol.messages import content_limit
 
 __all__ = [
     "MAX_DEPTH",

@@ -7,13 +7,12 @@ same way, before it writes anything.
 
 from __future__ import annotations
 
-import secrets
-
 import functools
 import hashlib
 import json
 import math
 import re
+import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,13 +25,17 @@ from protocol import (
     Lease,
     Message,
     SessionInfo,
-    StoredMessage,
-    content_limit,
-    validate_session_id,
     SessionNotFoundError,
+    StoredMessage,
+    validate_session_id,
 )
 from protocol.checks import check_count, check_duration, check_text, encode_json_bounded
-from protocol.messages import MAX_CONTENT_LIMIT, MAX_SESSION_ID_LENGTH, ROLES
+from protocol.messages import (
+    MAX_CONTENT_LIMIT,
+    MAX_SESSION_ID_LENGTH,
+    ROLES,
+    content_limit,
+)
 
 from .metadata import metadata_from_column
 

@@ -25,7 +25,9 @@ from protocol import (
 )
 from protocol.records import CompactionMode
 
-__all__ = ["Store", "WriteStats"]
+from .submitted import OnDone
+
+__all__ = ["Store", "SubmittingStore", "WriteStats", "submits"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,3 +280,29 @@ class Store(Protocol):
     def close(self) -> None:
         """Release connections and threads. Idempotent."""
         ...
+
+
+class SubmittingStore(Store, Protocol):
+    """A `Store` whose group-commit writer also takes appends without waiting for them
+    (both shipped backends): the path ``handle.append_async`` uses from an event loop.
+
+    The runtime checks the store's *class* (`submits`), so a wrapper that delegates
+    by ``__getattr__`` is used through its own ``append``.
+    """
+
+    def append_nowait(self, session_id: str, messages: Message | Sequence[Message], on_done: OnDone, *,
+                      incarnation: str | None = None) -> bool:
+        """`Store.append` without waiting: the messages are checked now (a bad one
+        raises here, nothing queued), then queued for the writer thread, which calls
+        ``on_done(stored, None)`` once they are committed or ``on_done(None, error)``
+        when nothing was written; ``stored()`` builds the `StoredMessage` s (call it
+        off the writer thread). ``on_done`` runs on the writer thread: it must be
+        quick, must not wait on this store, and may return a wake-up the writer
+        calls once per batch. False (nothing queued) when this store has no writer
+        thread: call `Store.append`."""
+        ...
+
+
+def submits(store: Store) -> bool:
+    """Does ``store``'s class implement `SubmittingStore.append_nowait`?"""
+    return callable(getattr(type(store), "append_nowait", None))

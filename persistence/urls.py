@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import Any
 import re
+from typing import Any
 from urllib.parse import unquote_plus
 
 from protocol import ConfigurationError

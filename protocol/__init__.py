@@ -1,20 +1,11 @@
-"""Pure values of session-actors: messages, records, commands, outcomes and errors.
+"""Pure values of session-actors: messages, records, outcomes and errors.
+
+The mailbox commands (`protocol.commands`) and the snapshot rules
+(`protocol.turns`) are the runtime's own: import them from their modules.
 
 No I/O, no threads, no drivers: everything here is safe to share between threads.
 """
 
-from .commands import (
-    Append,
-    CloseTurn,
-    Command,
-    Compress,
-    Interrupt,
-    OpenTurn,
-    Origin,
-    ReadArchive,
-    ReadTranscript,
-    Retract,
-)
 from .errors import (
     CompressionDisabledError,
     ConfigurationError,
@@ -31,8 +22,8 @@ from .errors import (
     SessionEndedError,
     SessionExistsError,
     SessionNotFoundError,
-    StorageFullError,
     SnapshotRetractedError,
+    StorageFullError,
     StoreBusyError,
     TranscriptError,
 )
@@ -41,15 +32,24 @@ from .messages import (
     SUMMARY_PREFIX,
     Message,
     StoredMessage,
-    content_limit,
-    is_real_user_ask,
     set_content_limit,
     transcripts_equal,
     validate_session_id,
 )
-from .outcomes import CANCEL_REASONS, SKIP_REASONS, CompressionOutcome, CompressionStatus
-from .records import END_REASON_COMPRESSION, MODES, CompactionRecord, Cooldown, Lease, SessionInfo
-from .turns import compactable_end
+from .outcomes import (
+    CANCEL_REASONS,
+    SKIP_REASONS,
+    CompressionOutcome,
+    CompressionStatus,
+)
+from .records import (
+    END_REASON_COMPRESSION,
+    MODES,
+    CompactionRecord,
+    Cooldown,
+    Lease,
+    SessionInfo,
+)
 
 __all__ = [
     "CANCEL_REASONS",
@@ -58,17 +58,12 @@ __all__ = [
     "MODES",
     "SKIP_REASONS",
     "SUMMARY_PREFIX",
-    "Append",
-    "CloseTurn",
-    "Command",
     "CompactionRecord",
-    "Compress",
     "CompressionDisabledError",
     "CompressionOutcome",
     "CompressionStatus",
     "ConfigurationError",
     "Cooldown",
-    "Interrupt",
     "InvalidArgumentError",
     "InvalidLineageError",
     "InvalidMessageError",
@@ -79,12 +74,7 @@ __all__ = [
     "LeaseLostError",
     "LineageForkedError",
     "Message",
-    "OpenTurn",
-    "Origin",
-    "ReadArchive",
     "ReadOnlyStoreError",
-    "ReadTranscript",
-    "Retract",
     "SchemaVersionError",
     "SessionEndedError",
     "SessionExistsError",
@@ -95,9 +85,6 @@ __all__ = [
     "StoreBusyError",
     "StoredMessage",
     "TranscriptError",
-    "compactable_end",
-    "content_limit",
-    "is_real_user_ask",
     "set_content_limit",
     "transcripts_equal",
     "validate_session_id",

@@ -10,23 +10,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 __all__ = [
+    "AskTimeoutError",
     "CompressionDisabledError",
+    "CompressorLoopClosedError",
     "ConfigurationError",
     "InvalidArgumentError",
     "InvalidLineageError",
     "InvalidMessageError",
     "InvalidMetadataError",
     "InvalidSessionIdError",
+    "InvalidSessionSettingsError",
+    "LLMCancelledError",
+    "LLMCompressorError",
+    "LLMTimeoutError",
     "LeaseHeldError",
     "LeaseLostError",
     "LineageForkedError",
     "ReadOnlyStoreError",
+    "RegistryClosedError",
     "SchemaVersionError",
     "SessionEndedError",
     "SessionExistsError",
     "SessionNotFoundError",
-    "StorageFullError",
     "SnapshotRetractedError",
+    "StorageFullError",
     "StoreBusyError",
     "TranscriptError",
 ]
@@ -201,3 +208,41 @@ class SchemaVersionError(TranscriptError):
             message = (f"database schema version {found} is older than version {supported} of"
                        " this code; run `session-actors migrate` to upgrade it")
         super().__init__(message)
+
+
+# -- raised by the runtime (actors) ---------------------------------------------------
+
+
+class AskTimeoutError(TranscriptError, TimeoutError):
+    """The session actor did not answer within the ask timeout."""
+
+
+class RegistryClosedError(TranscriptError):
+    """The registry is closed; open a new one."""
+
+
+class CompressorLoopClosedError(TranscriptError, RuntimeError):
+    """The registry closed its compressor loop; no more async compressors run on it."""
+
+
+class InvalidSessionSettingsError(InvalidArgumentError, TypeError):
+    """``session_settings`` must be a ``SessionSettings`` or a dict of its fields."""
+
+
+# -- raised by LLMCompressor ------------------------------------------------------------
+
+
+class LLMCompressorError(TranscriptError):
+    """The summary request failed (HTTP error, unreachable endpoint or malformed reply)."""
+
+    def __init__(self, message: str | None = None, *, status: int | None = None) -> None:
+        self.status = status
+        super().__init__(message)
+
+
+class LLMTimeoutError(LLMCompressorError, TimeoutError):
+    """The summary request took longer than its timeout."""
+
+
+class LLMCancelledError(LLMCompressorError):
+    """The summary request was cancelled while in flight."""

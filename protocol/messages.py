@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Literal
@@ -42,22 +43,28 @@ MAX_SESSION_ID_LENGTH = 128
 #: Content of a summary message written by a compressor starts with this marker.
 SUMMARY_PREFIX = "[CONTEXT COMPACTION]"
 
-_limit = {"bytes": DEFAULT_MAX_CONTENT_BYTES}
+# Set only by the deprecated `set_content_limit`; None: stores apply their own
+# ``max_content_bytes`` and a message is checked against `MAX_CONTENT_LIMIT` alone.
+_limit: dict[str, int | None] = {"bytes": None}
 
 
 def content_limit() -> int:
-    """The per-message content limit in UTF-8 bytes checked at construction."""
-    return _limit["bytes"]
+    """The per-message content limit in UTF-8 bytes a store applies when it was given
+    no ``max_content_bytes`` (`DEFAULT_MAX_CONTENT_BYTES`)."""
+    return _limit["bytes"] or DEFAULT_MAX_CONTENT_BYTES
 
 
 def set_content_limit(nbytes: int) -> int:
-    """Set the process-wide per-message content limit; returns the previous one.
+    """Deprecated: pass ``max_content_bytes=`` to the store instead.
 
-    The limit applies to messages constructed afterwards. Stores may enforce their
-    own (``max_content_bytes=`` option) on top of it.
+    Sets a process-wide per-message content limit, checked when a message is
+    constructed and used by stores given no ``max_content_bytes``; returns the
+    previous one. It will be removed in the next release.
     """
+    warnings.warn("set_content_limit() is deprecated: pass max_content_bytes= to the store",
+                  DeprecationWarning, stacklevel=2)
     check_count(nbytes, "content limit", minimum=1, maximum=MAX_CONTENT_LIMIT)
-    previous, _limit["bytes"] = _limit["bytes"], nbytes
+    previous, _limit["bytes"] = content_limit(), nbytes
     return previous
 
 
@@ -170,7 +177,7 @@ class Message:
             raise InvalidMessageError(
                 f"content must be a str or a list of dicts, got {type(content).__name__}"
             )
-        limit = content_limit()
+        limit = _limit["bytes"] or MAX_CONTENT_LIMIT  # a store checks its own limit
         if size > limit:
             raise InvalidMessageError(f"content is {size} bytes, over the {limit}-byte limit")
 

@@ -61,7 +61,9 @@ def install() -> Otel:
         from opentelemetry.sdk.metrics.export import InMemoryMetricReader
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+            InMemorySpanExporter,
+        )
 
         reader, exporter = InMemoryMetricReader(), InMemorySpanExporter()
         tracer_provider = TracerProvider()

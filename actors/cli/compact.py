@@ -13,11 +13,17 @@ from __future__ import annotations
 import argparse
 import logging
 
-from protocol import MODES, CompressionOutcome, CompressionStatus, SessionNotFoundError, validate_session_id
+from protocol import (
+    MODES,
+    CompressionOutcome,
+    CompressionStatus,
+    SessionNotFoundError,
+    validate_session_id,
+)
 
+from ..compaction.policy import CompactionPolicy
 from ..compressors import Compressor, HeadTailCompressor
 from .database import open_existing
-from ..compaction.policy import CompactionPolicy
 from .output import Output, to_jsonable
 
 __all__ = ["add_compact_options", "add_compressor_options", "cmd_compact", "explain", "make_compressor"]
@@ -74,7 +80,9 @@ def cmd_compact(args: argparse.Namespace) -> int:
         session_id = validate_session_id(args.session_id)
         if store.get_session(session_id) is None:  # the registry would create it
             raise SessionNotFoundError(session_id)
-        from ..registry import SessionRegistry  # imports pykka machinery only when needed
+        from ..registry import (
+            SessionRegistry,  # imports pykka machinery only when needed
+        )
 
         with SessionRegistry(store, compressor=compressor, policy=policy) as registry:
             outcome = registry.session(session_id).compress(force=args.force, mode=args.mode)

@@ -20,7 +20,16 @@ from protocol import (
 )
 
 from .database import open_existing
-from .output import Column, Output, fmt_time, lease_dict, message_dict, session_dict, shorten, to_jsonable
+from .output import (
+    Column,
+    Output,
+    fmt_time,
+    lease_dict,
+    message_dict,
+    session_dict,
+    shorten,
+    to_jsonable,
+)
 
 __all__ = ["cmd_fsck", "cmd_locks", "cmd_sessions", "cmd_show", "existing_session", "live_tip", "state_text"]
 

@@ -25,7 +25,6 @@ from protocol import (
     CompactionRecord,
     CompressionOutcome,
     CompressionStatus,
-    Compress,
     Lease,
     LeaseLostError,
     Message,
@@ -35,6 +34,7 @@ from protocol import (
     StoredMessage,
     transcripts_equal,
 )
+from protocol.commands import Compress
 from protocol.transcript import invalid_tool_pairing
 
 from ..compressors.base import Compressor

@@ -25,10 +25,6 @@ T = TypeVar("T")
 _CANCEL_POLL_S = 0.02
 
 
-class CompressorLoopClosedError(RuntimeError):
-    """The registry closed its compressor loop; no more async compressors run on it."""
-
-
 class CompressorLoop:
     """Starts its thread on first use; `close` cancels what is left and joins it."""
 

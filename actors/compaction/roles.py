@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from protocol import SUMMARY_PREFIX, Message, is_real_user_ask
+from protocol import SUMMARY_PREFIX, Message
+from protocol.messages import is_real_user_ask
 from protocol.transcript import group_start
 
 __all__ = ["latest_real_ask", "merge_adjacent_user_turns", "restore_real_user_ask"]

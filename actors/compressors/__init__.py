@@ -6,7 +6,7 @@ OpenAI-compatible chat-completions endpoint (standard library HTTP).
 
 from .base import Compressor
 from .head_tail import HeadTailCompressor
-from .llm import LLMCompressor, LLMCancelledError, LLMCompressorError, LLMTimeoutError
+from .llm import LLMCancelledError, LLMCompressor, LLMCompressorError, LLMTimeoutError
 
 __all__ = [
     "Compressor",

@@ -34,11 +34,20 @@ from protocol import (
     ConfigurationError,
     InvalidArgumentError,
     Message,
-    TranscriptError,
 )
+from protocol.errors import LLMCancelledError, LLMCompressorError, LLMTimeoutError
 
 from .shape import split_transcript, summary_message
-from .transport import Cancelled, Endpoint, Exchange, Failed, Reply, TimedOut, TooLarge, proxy_for
+from .transport import (
+    Cancelled,
+    Endpoint,
+    Exchange,
+    Failed,
+    Reply,
+    TimedOut,
+    TooLarge,
+    proxy_for,
+)
 
 __all__ = [
     "ENV_API_KEY",
@@ -83,22 +92,6 @@ _INSTRUCTIONS = (
     "decisions made, facts and names established, tool results that matter, and open questions. "
     "Do not invent anything. Reply with the summary text only, in at most about {budget} tokens."
 )
-
-
-class LLMCompressorError(TranscriptError):
-    """The summary request failed (HTTP error, unreachable endpoint or malformed reply)."""
-
-    def __init__(self, message: str | None = None, *, status: int | None = None) -> None:
-        self.status = status
-        super().__init__(message)
-
-
-class LLMTimeoutError(LLMCompressorError, TimeoutError):
-    """The summary request took longer than its timeout."""
-
-
-class LLMCancelledError(LLMCompressorError):
-    """The summary request was cancelled while in flight."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from protocol import Message, is_real_user_ask
+from protocol import Message
+from protocol.messages import is_real_user_ask
 from protocol.transcript import tail_start
 
 __all__ = ["Split", "split_transcript", "summary_message"]

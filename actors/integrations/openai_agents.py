@@ -22,6 +22,7 @@ from protocol import (
     SessionNotFoundError,
     validate_session_id,
 )
+from protocol.errors import InvalidSessionSettingsError
 
 from .response_items import item_to_message, message_to_items
 
@@ -38,10 +39,6 @@ logger.addHandler(logging.NullHandler())
 SOURCE = "openai-agents"
 
 _T = TypeVar("_T")
-
-
-class InvalidSessionSettingsError(InvalidArgumentError, TypeError):
-    """session_settings must be a SessionSettings or a dict of its fields."""
 
 
 def _session_settings_module() -> Any:

@@ -21,8 +21,8 @@ from typing import Any
 
 from protocol import Message, StoredMessage
 
-from .config import WorkerConfig, session_ids
 from .check import Ack
+from .config import WorkerConfig, session_ids
 from .ledger import Ledger, read_ledgers
 from .workload import Gateway, build_jobs, run_worker
 

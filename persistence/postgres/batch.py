@@ -14,7 +14,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from protocol import SessionExistsError, SessionNotFoundError, StoreBusyError, TranscriptError
+from protocol import (
+    SessionExistsError,
+    SessionNotFoundError,
+    StoreBusyError,
+    TranscriptError,
+)
 
 from ..batching import linked_chains
 from ..latch import Latch

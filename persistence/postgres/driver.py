@@ -19,7 +19,13 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from protocol import ConfigurationError, ReadOnlyStoreError, StorageFullError, StoreBusyError, TranscriptError
+from protocol import (
+    ConfigurationError,
+    ReadOnlyStoreError,
+    StorageFullError,
+    StoreBusyError,
+    TranscriptError,
+)
 
 from .. import killpoints, telemetry
 

@@ -12,7 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from protocol import END_REASON_COMPRESSION, SessionEndedError, SessionInfo, SessionNotFoundError
+from protocol import (
+    END_REASON_COMPRESSION,
+    SessionEndedError,
+    SessionInfo,
+    SessionNotFoundError,
+)
 
 from ..metadata import Listing, merge_metadata, metadata_from_column
 from ..rows import other_incarnation

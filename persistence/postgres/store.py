@@ -21,12 +21,11 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from protocol.checks import check_text
 from protocol import (
-    ConfigurationError,
-    CompactionRecord,
-    Cooldown,
     END_REASON_COMPRESSION,
+    CompactionRecord,
+    ConfigurationError,
+    Cooldown,
     InvalidLineageError,
     Lease,
     Message,
@@ -36,20 +35,25 @@ from protocol import (
     StoredMessage,
     validate_session_id,
 )
+from protocol.checks import check_text
 from protocol.records import CompactionMode
 
 from .. import telemetry
-from ..submitted import completion, stored_messages
-from ..metadata import check_listing, check_metadata, check_metadata_patch, check_older_than
+from ..metadata import (
+    check_listing,
+    check_metadata,
+    check_metadata_patch,
+    check_older_than,
+)
 from ..queries import load_queries
 from ..rows import (
     check_commit_args,
     check_cooldown_error,
     check_cooldown_seconds,
-    check_open_flags,
-    check_lease,
     check_incarnation,
+    check_lease,
     check_messages,
+    check_open_flags,
     check_snapshot,
     check_ttl,
     checked_session_id,
@@ -60,15 +64,16 @@ from ..rows import (
     session_from_row,
     stored_message_from_row,
 )
+from ..store import WriteStats
+from ..submitted import completion, stored_messages
 from . import lifecycle
 from .args import check_pool_options
+from .batch import Wake
 from .compaction import commit_in_transaction
 from .driver import PgDatabase
 from .lineage import ended_error, require_incarnation, require_session, resolve_tip
 from .notify import CompactionListener
 from .schema import DIALECT, ensure_schema
-from ..store import WriteStats
-from .batch import Wake
 from .writer import AppendJob, CreateJob, PgWriter
 
 __all__ = ["PostgresStore"]

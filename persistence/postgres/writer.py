@@ -42,8 +42,20 @@ from .. import killpoints, telemetry
 from ..batching import drain, fill_batch
 from ..store import WriteStats
 from .batch import (
-    JSONB_TEXT_LIMIT, AppendJob, CreateJob, DoneFn, Pending, append_payload, append_run, assign_rows,
-    complete_submitted, create_run, one_incarnation_each, refuse, release_chain, sweep,
+    JSONB_TEXT_LIMIT,
+    AppendJob,
+    CreateJob,
+    DoneFn,
+    Pending,
+    append_payload,
+    append_run,
+    assign_rows,
+    complete_submitted,
+    create_run,
+    one_incarnation_each,
+    refuse,
+    release_chain,
+    sweep,
 )
 from .driver import busy_reason, set_local_timeouts, set_timeouts_sql
 from .pipeline import AppendPipeline, numbered_placeholders, socket_ready

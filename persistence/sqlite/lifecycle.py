@@ -13,7 +13,12 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from protocol import END_REASON_COMPRESSION, SessionEndedError, SessionInfo, SessionNotFoundError
+from protocol import (
+    END_REASON_COMPRESSION,
+    SessionEndedError,
+    SessionInfo,
+    SessionNotFoundError,
+)
 
 from ..metadata import merge_metadata, metadata_from_column
 from .lineage import require_incarnation, require_session, resolve

@@ -32,29 +32,35 @@ from protocol.checks import check_text
 from protocol.records import CompactionMode
 
 from .. import telemetry
-from ..submitted import completion, stored_messages
-from ..metadata import check_listing, check_metadata, check_metadata_patch, check_older_than
+from ..metadata import (
+    check_listing,
+    check_metadata,
+    check_metadata_patch,
+    check_older_than,
+)
 from ..queries import load_queries
 from ..rows import (
     check_commit_args,
     check_cooldown_error,
     check_cooldown_seconds,
-    check_open_flags,
-    checked_session_id,
-    check_lease,
     check_incarnation,
+    check_lease,
     check_messages,
+    check_open_flags,
     check_snapshot,
     check_store_options,
     check_ttl,
+    checked_session_id,
     compaction_from_row,
     cooldown_from_row,
     lease_from_row,
     session_from_row,
     stored_message_from_row,
 )
-from . import lifecycle
-from . import compaction, lineage, sessions
+from ..store import WriteStats
+from ..submitted import completion, stored_messages
+from . import compaction, lifecycle, lineage, sessions
+from .bulk import AloneAppends, AppendJob, RememberedCounters, bulk_append
 from .connection import (
     SYNCHRONOUS_MODES,
     BusyRetry,
@@ -65,8 +71,6 @@ from .connection import (
     map_sqlite_error,
     restrict_sidecars,
 )
-from .bulk import AloneAppends, AppendJob, RememberedCounters, bulk_append
-from ..store import WriteStats
 from .schema import DIALECT, check_schema, prepare_database
 from .writer import GroupCommitWriter, ReadOnlyWriter, Wake
 
@@ -344,7 +348,7 @@ class SqliteStore:
     def append_nowait(self, session_id: str, messages: Message | Sequence[Message],
                       on_done: Callable[[Callable[[], list[StoredMessage]] | None, BaseException | None],
                                         Wake | None], *, incarnation: str | None = None) -> bool:
-        """`append` without waiting (not part of the `Store` protocol): the messages are
+        """`SubmittingStore.append_nowait`: the messages are
         checked now (a bad one raises here, nothing queued), then queued for the
         group-commit writer, which calls ``on_done(stored, None)`` once they are
         committed, or ``on_done(None, error)`` when nothing was written. ``stored()``

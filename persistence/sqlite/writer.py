@@ -15,7 +15,7 @@ COMMIT: they run while the writer builds the next batch. (Holding them until
 that batch is about to COMMIT, so they would run while the writer waits on the
 disk, measured 5-16% slower from 64 threads: each caller's round trip grows by
 a whole batch, and with a fixed number of callers the rate is callers per round
-trip; ``HOLD_CHAINS`` turns it on for `bench_held`.)
+trip.)
 
 A request submitted with `GroupCommitWriter.submit_nowait` has no waiting
 thread: the writer completes it itself once the batch that holds it has its
@@ -26,8 +26,8 @@ are already queued, until the next batch is about to COMMIT: an event loop runs
 every task it wakes in one stretch that keeps the GIL, and the writer cannot run
 a statement of the next batch until that stretch ends, so a loop woken right
 after a COMMIT and the writer take turns; woken just before the next COMMIT, the
-loop runs its tasks while the writer waits on the disk (``python -m
-tests.benchmarks.bench_held`` compares both ways, for both kinds of callers).
+loop runs its tasks while the writer waits on the disk
+(measured 1.06-1.22x for ``append_async`` on a 2-core VM when it was introduced).
 Only a batch of appends (a bulk run, short and bounded) may hold answers: they
 are released at once when the queue is empty, when the next batch holds any
 other request, fails or retries, and on close. When every task of a loop waits on
@@ -35,7 +35,8 @@ the same batch, holding answers has nothing to overlap: the loop idles while the
 batch is written, the writer while the loop runs. So the batch that holds every
 answer owed is written in two halves (`GroupCommitWriter._parts`, while commits
 are short): the loop runs the first half's tasks while the second is written,
-and the halves go on taking turns (``python -m tests.benchmarks.bench_split``).
+and the halves go on taking turns (1.19x ``append_async`` from 64 tasks when it
+was introduced).
 
 A batch of appends that one statement can write (see `AloneWrites`) runs as that
 statement alone, outside a transaction: SQLite makes it a transaction of its own,
@@ -59,7 +60,12 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from protocol import ReadOnlyStoreError, StorageFullError, StoreBusyError, TranscriptError
+from protocol import (
+    ReadOnlyStoreError,
+    StorageFullError,
+    StoreBusyError,
+    TranscriptError,
+)
 
 from .. import killpoints, telemetry
 from ..batching import drain, fill_batch, linked_chains
@@ -98,17 +104,11 @@ class AloneWrites(Protocol):
 
 
 _STOP = object()
-#: Hold a committed batch's submitted completions until the next batch is about to
-#: COMMIT, and its waiting callers (off: they go right after their COMMIT); see the
-#: module docstring. Read at each batch (`bench_held` compares both ways of each).
-HOLD_SUBMITTED = True
-HOLD_CHAINS = False
-#: Split in two halves a batch that holds every answer the writer owes its submitters
-#: (nothing held from the batch before), at least ``2 * SPLIT_MIN_HALF`` submitted appends,
-#: while the last commit waited less than half the time its consumers took to send the
-#: batch (`GroupCommitWriter._parts`). Read at each batch (a benchmark compares both ways).
-SPLIT_SUBMITTED = True
-SPLIT_MIN_HALF = 8
+#: A batch that holds every answer the writer owes its submitters (nothing held from
+#: the batch before) is split in two halves when it has at least twice this many
+#: submitted appends, while the last commit waited less than half the time its
+#: consumers took to send the batch (`GroupCommitWriter._parts`).
+_SPLIT_MIN_HALF = 8
 _monotonic = time.monotonic
 _new_lock = threading.Lock
 _COMMITTED, _ROLLED_BACK, _REPLAY, _GAVE_UP = object(), object(), object(), object()
@@ -213,7 +213,6 @@ class GroupCommitWriter:
         self._transactions = 0  # committed batches
         self._requests = 0  # requests those batches held
         self._in_flight = 0  # size of the batch being attempted
-        self._held: list[_Request] = []  # heads of a committed batch's chains, if held (HOLD_CHAINS)
         self._held_submitted: list[_Request] = []  # its submitted requests, not yet completed
         self._answered_at = 0.0  # when submitted answers were last completed (see `_parts`)
         self._commit_wait = 0.0  # what the last statement written alone waited, in s
@@ -322,34 +321,27 @@ class GroupCommitWriter:
             _sweep(released)
 
     def _hold(self, batch: list[_Request]) -> list[_Request]:
-        """A finished batch's answers: its waiting callers (in chains) and its submitted
-        requests' completions are each released now, or kept for `_release_held`, as
-        the module's switches say (by default: callers now, completions kept). Returns
-        the waiting callers, for `_sweep` to release whoever a stalled chain left
-        (submitted requests are completed by `_release_held`, never swept)."""
+        """A finished batch's answers: its waiting callers are released now (in chains),
+        its submitted requests' completions kept for `_release_held` (see the module
+        docstring). Returns the waiting callers, for `_sweep` to release whoever a
+        stalled chain left (submitted requests are completed by `_release_held`,
+        never swept)."""
         waiting, submitted = [], []
         for request in batch:
             (submitted if request.claim is None else waiting).append(request)
-        heads = linked_chains(waiting)
-        if HOLD_CHAINS:
-            self._held = heads
-        else:
-            for head in heads:
-                head.release()
-        if HOLD_SUBMITTED:
-            self._held_submitted = submitted
-        else:
-            _completed(submitted)
+        for head in linked_chains(waiting):
+            head.release()
+        self._held_submitted = submitted
         return waiting
 
     def _parts(self, batch: list[_Request]) -> list[list[_Request]]:
         """``batch``, or its two halves when it is every answer the writer owes its
-        submitters (see `SPLIT_SUBMITTED`): then the consumers run the first half's
+        submitters (see `_SPLIT_MIN_HALF`): then the consumers run the first half's
         answers while the second half is written, and the two halves go on as two
         groups that take turns. Only while a commit waits less than half the time the
         consumers took to send the batch: with a slow disk the second fsync costs more
         than the overlap gains."""
-        if (not SPLIT_SUBMITTED or len(batch) < 2 * SPLIT_MIN_HALF or self._held_submitted
+        if (len(batch) < 2 * _SPLIT_MIN_HALF or self._held_submitted
                 or self._alone is None or not all(r.on_done is not None and r.job is not None for r in batch)):
             return [batch]
         if self._commit_wait >= (_monotonic() - self._answered_at) / 2:
@@ -358,15 +350,11 @@ class GroupCommitWriter:
         return [batch[:half], batch[half:]]
 
     def _release_held(self) -> None:
-        """Complete the held submitted requests (their consumers woken once each), then
-        release the held chains' heads."""
+        """Complete the held submitted requests (their consumers woken once each)."""
         submitted, self._held_submitted = self._held_submitted, []
         if submitted:
             _completed(submitted)
             self._answered_at = _monotonic()
-        held, self._held = self._held, []
-        for head in held:
-            head.release()
 
     def _run_batch(self, batch: list[_Request]) -> list[_Request]:
         """Run ``batch`` to an outcome for each request; returns the requests that were

@@ -13,9 +13,9 @@ append was submitted and counts the blocking appends.
 from __future__ import annotations
 
 import asyncio
-import sys
 import logging
 import sqlite3
+import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator

@@ -12,14 +12,13 @@ import pytest
 
 from actors.testing import GatedCompressor, ScriptedCompressor, summary_only
 from protocol import (
-    Interrupt,
-    Compress,
     CompressionDisabledError,
     CompressionStatus,
     InvalidArgumentError,
     InvalidMessageError,
     Message,
 )
+from protocol.commands import Compress, Interrupt
 
 from .helpers import Blocker, conversation, result_of, run_in_thread
 

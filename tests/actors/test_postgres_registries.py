@@ -16,8 +16,8 @@ import pytest
 
 from persistence.postgres import PostgresStore
 from protocol import CompressionStatus
-from tests.pg import pg_rows
 from tests.persistence.postgres.test_processes import check_integrity, run_processes
+from tests.pg import pg_rows
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
 

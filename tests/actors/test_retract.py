@@ -8,7 +8,8 @@ import asyncio
 import pytest
 
 from actors.testing import GatedCompressor
-from protocol import CompressionStatus, Message, Retract
+from protocol import CompressionStatus, Message
+from protocol.commands import Retract
 
 from .helpers import conversation, result_of, run_in_thread
 

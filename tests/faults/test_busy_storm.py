@@ -20,7 +20,14 @@ import pytest
 
 from persistence import open_store
 
-from .harness import Tally, check_after_failures, failed_calls, finish, spawn_worker, trials
+from .harness import (
+    Tally,
+    check_after_failures,
+    failed_calls,
+    finish,
+    spawn_worker,
+    trials,
+)
 
 #: Upper bound on trials when the first ones made no call give up.
 _MAX_TRIALS = 8

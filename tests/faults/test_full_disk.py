@@ -22,7 +22,15 @@ import pytest
 from actors.simulate.ledger import read_ledgers
 from persistence import open_store
 
-from .harness import Tally, check_after_failures, failed_calls, finish, spawn_worker, trials, wait_until
+from .harness import (
+    Tally,
+    check_after_failures,
+    failed_calls,
+    finish,
+    spawn_worker,
+    trials,
+    wait_until,
+)
 
 #: Bigger than SQLite's WAL at its auto-checkpoint (1000 pages, 4 MiB), so freeing the
 #: filler is enough for the store to go on.

@@ -19,7 +19,15 @@ import pytest
 from persistence import open_store
 from tests.pg import with_application_name
 
-from .harness import Tally, finish, integrity_problems, ledger_acks, recover, spawn_worker, trials
+from .harness import (
+    Tally,
+    finish,
+    integrity_problems,
+    ledger_acks,
+    recover,
+    spawn_worker,
+    trials,
+)
 
 #: Backends of the worker that are inside a transaction (a statement or COMMIT running).
 _IN_TRANSACTION = """

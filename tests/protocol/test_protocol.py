@@ -9,7 +9,6 @@ import pytest
 
 from protocol import (
     DEFAULT_MAX_CONTENT_BYTES,
-    SessionEndedError,
     CompressionOutcome,
     CompressionStatus,
     InvalidArgumentError,
@@ -17,6 +16,7 @@ from protocol import (
     InvalidSessionIdError,
     LineageForkedError,
     Message,
+    SessionEndedError,
     StoredMessage,
     TranscriptError,
     set_content_limit,
@@ -40,24 +40,36 @@ def test_non_json_content_is_rejected(content):
     assert isinstance(info.value, ValueError) and isinstance(info.value, TranscriptError)
 
 
-def test_content_over_the_default_limit_is_rejected_and_at_the_limit_accepted():
-    Message("user", "a" * DEFAULT_MAX_CONTENT_BYTES)
-    with pytest.raises(InvalidMessageError):
-        Message("user", "a" * (DEFAULT_MAX_CONTENT_BYTES + 1))
-    # the limit counts UTF-8 bytes, not characters
-    with pytest.raises(InvalidMessageError):
-        Message("user", "é" * (DEFAULT_MAX_CONTENT_BYTES // 2 + 1))
+def test_a_store_rejects_content_over_its_limit_and_writes_nothing(tmp_path):
+    """The limit is the store's (``max_content_bytes``, default 1 MiB, counted in
+    UTF-8 bytes): a message over it constructs, and its append raises, writing nothing."""
+    from persistence import open_store
+
+    over = Message("user", "a" * (DEFAULT_MAX_CONTENT_BYTES + 1))
+    wide = Message("user", "é" * (DEFAULT_MAX_CONTENT_BYTES // 2 + 1))  # 2 bytes a character
+    with open_store(str(tmp_path / "limit.db")) as store:
+        store.create_session("s")
+        store.append("s", [Message("user", "a" * DEFAULT_MAX_CONTENT_BYTES)])
+        for message in (over, wide):
+            with pytest.raises(InvalidMessageError):
+                store.append("s", [message])
+        assert len(store.transcript("s")) == 1
+    with open_store(str(tmp_path / "wide.db"), max_content_bytes=2 * DEFAULT_MAX_CONTENT_BYTES) as store:
+        store.create_session("s")
+        assert len(store.append("s", [over, wide])) == 2
 
 
-def test_content_limit_is_configurable():
-    previous = set_content_limit(10)
+def test_set_content_limit_is_a_deprecated_process_wide_limit():
+    with pytest.warns(DeprecationWarning, match="max_content_bytes"):
+        previous = set_content_limit(10)
     try:
         Message("user", "a" * 10)
         with pytest.raises(InvalidMessageError):
             Message("user", "a" * 11)
     finally:
-        set_content_limit(previous)
-    with pytest.raises(InvalidArgumentError):
+        with pytest.warns(DeprecationWarning):
+            set_content_limit(previous)
+    with pytest.raises(InvalidArgumentError), pytest.warns(DeprecationWarning):
         set_content_limit(0)
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from protocol import StoredMessage, compactable_end
-from protocol.turns import trailing_open_run_start
+from protocol import StoredMessage
+from protocol.turns import compactable_end, trailing_open_run_start
 
 
 def stored(role, content="", *, seq, **fields):

@@ -12,7 +12,6 @@ from protocol import SUMMARY_PREFIX, InvalidArgumentError, Message
 from protocol.transcript import invalid_tool_pairing
 from tests.tool_messages import call, issue_turns, result
 
-
 SUMMARY = Message("assistant", f"{SUMMARY_PREFIX} s", meta={"synthetic": True})
 
 

@@ -62,8 +62,7 @@ def test_configuration_from_environment(llm_server: FakeLLM, monkeypatch) -> Non
 
 
 def test_keep_last_comes_from_the_policy_when_not_given(llm_server: FakeLLM) -> None:
-    from actors.compaction.policy import bind_compressor
-    from actors.compaction.policy import CompactionPolicy
+    from actors.compaction.policy import CompactionPolicy, bind_compressor
 
     comp = bind_compressor(LLMCompressor(base_url=llm_server.base_url, model="m"),
                            CompactionPolicy(keep_last=3))

@@ -18,7 +18,13 @@ from actors.compressors.llm import (
     backoff_delay,
 )
 from persistence import open_store
-from protocol import SUMMARY_PREFIX, CompressionStatus, ConfigurationError, InvalidArgumentError, Message
+from protocol import (
+    SUMMARY_PREFIX,
+    CompressionStatus,
+    ConfigurationError,
+    InvalidArgumentError,
+    Message,
+)
 from tests.llm_server import FakeLLM, running_proxy
 
 pytestmark = pytest.mark.timeout(60)

@@ -7,7 +7,11 @@ import json
 
 import pytest
 
-from actors.integrations.response_items import ITEM_KEY, item_to_message, message_to_items
+from actors.integrations.response_items import (
+    ITEM_KEY,
+    item_to_message,
+    message_to_items,
+)
 from protocol import InvalidMessageError, Message
 
 from .items_catalog import ITEMS

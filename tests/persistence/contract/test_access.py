@@ -14,9 +14,14 @@ import pytest
 
 from persistence import open_store
 from persistence.migrations import latest_version
-from protocol import ConfigurationError, Cooldown, Message, ReadOnlyStoreError, SchemaVersionError
-from tests.persistence.contract.db import execute
-from tests.persistence.contract.db import plant_schema, snapshot
+from protocol import (
+    ConfigurationError,
+    Cooldown,
+    Message,
+    ReadOnlyStoreError,
+    SchemaVersionError,
+)
+from tests.persistence.contract.db import execute, plant_schema, snapshot
 
 
 def _dialect(backend: str) -> str:

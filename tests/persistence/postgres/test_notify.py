@@ -3,11 +3,10 @@ same schema, a fenced-off one is not, and other schemas' events are filtered out
 
 from __future__ import annotations
 
-
 import pytest
 
-from persistence.postgres.notify import CompactionEvent
 from persistence.postgres import PostgresStore
+from persistence.postgres.notify import CompactionEvent
 from protocol import LeaseLostError, Message
 from tests.pg import isolated_postgres_url
 

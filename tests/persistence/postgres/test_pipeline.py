@@ -331,14 +331,8 @@ def test_a_batch_too_big_for_jsonb_is_still_written(pg_url: str):
     """A jsonb value holds at most 268435455 bytes: an append (or a batch) whose rows
     take more failed, every caller told it may or may not have been written, where
     the statement reading json wrote it. Two messages of 130 MiB are written, once."""
-    from protocol import set_content_limit
-
     size = 130 * 1024 * 1024
-    previous = set_content_limit(256 * 1024 * 1024)
-    try:
-        messages = [Message("user", "x" * size), Message("assistant", "y" * size)]
-    finally:
-        set_content_limit(previous)
+    messages = [Message("user", "x" * size), Message("assistant", "y" * size)]
     with PostgresStore(pg_url, patience_s=240, max_content_bytes=256 * 1024 * 1024) as store:
         store.create_session("big")
         stored = store.append("big", messages)

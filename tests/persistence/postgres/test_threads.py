@@ -12,7 +12,11 @@ import pytest
 
 from persistence.postgres import PostgresStore
 from protocol import Message
-from tests.persistence.postgres.test_processes import append_following, compact_once, check_integrity
+from tests.persistence.postgres.test_processes import (
+    append_following,
+    check_integrity,
+    compact_once,
+)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(60)]
 

@@ -122,22 +122,16 @@ def _first_committed_with_another_queued(store: SqliteStore, path: str) -> tuple
     return first, second
 
 
-@pytest.mark.parametrize("held", [True, False], ids=["held", "at-once"])
-def test_a_committed_submission_is_answered_while_the_next_batch_waits_on_the_disk(store, tmp_path,
-                                                                                   monkeypatch, held):
+def test_a_committed_submission_is_answered_while_the_next_batch_waits_on_the_disk(store, tmp_path):
     """With more queued, a committed batch's submitted appends are answered once the
     next batch is written and about to COMMIT (an event loop runs its tasks while the
-    writer waits on the disk), not while the writer still builds that batch; with
-    ``HOLD_SUBMITTED`` off (`bench_held` compares both), right after their COMMIT."""
-    from persistence.sqlite import writer
-
-    monkeypatch.setattr(writer, "HOLD_SUBMITTED", held)
+    writer waits on the disk), not while the writer still builds that batch."""
     for sid in ("a", "b"):
         store.create_session(sid)
     first, second = _first_committed_with_another_queued(store, str(tmp_path / "state.db"))
     assert first.event.wait(10) and second.event.wait(10)
     assert first.error is None and second.error is None
-    assert first.in_flight_then == (1 if held else 0)  # answered during b's batch, or before it
+    assert first.in_flight_then == 1  # answered during b's batch, not before it
     assert second.in_flight_then == 0  # nothing queued after b: answered at once
     assert [m.content for m in store.transcript("a")] == ["a"]
     assert [m.content for m in store.transcript("b")] == ["b"]
@@ -212,19 +206,14 @@ def _owed_batch_after_pace(store: SqliteStore, path: str, on_released: Any = Non
     return done, before
 
 
-@pytest.mark.parametrize("split", [True, False], ids=["split", "off"])
-def test_a_batch_of_every_answer_owed_is_written_in_two_halves(store, tmp_path, monkeypatch, split):
+def test_a_batch_of_every_answer_owed_is_written_in_two_halves(store, tmp_path):
     """32 submitted appends that are every answer the writer owes (nothing held from the
     batch before, a commit far shorter than the wait for them) are written in two
     commits, so their consumer runs the first half's answers while the second half is
-    written; with ``SPLIT_SUBMITTED`` off (`bench_split` compares), in one. Either
-    way each lands once, numbered in order, and is answered."""
-    from persistence.sqlite import writer
-
-    monkeypatch.setattr(writer, "SPLIT_SUBMITTED", split)
+    written; each lands once, numbered in order, and is answered."""
     _sessions_on_remembered_counters(store)
     _, before = _owed_batch_after_pace(store, str(tmp_path / "state.db"))
-    assert store.write_stats().transactions - before == (3 if split else 2)  # pace's, then the 32's
+    assert store.write_stats().transactions - before == 3  # pace's, then the 32's in two halves
     for sid in OWED:
         assert [(m.seq, m.content) for m in store.transcript(sid)] == [(1, "first"), (2, f"{sid}-2")]
 

@@ -404,15 +404,11 @@ def test_callers_of_a_batch_all_return_when_one_never_passes_the_release_on(sqli
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("held", [False, True], ids=["at-once", "held"])
-def test_a_committed_caller_returns_while_the_writer_builds_the_next_batch(sqlite_path, monkeypatch, held):
+def test_a_committed_caller_returns_while_the_writer_builds_the_next_batch(sqlite_path, monkeypatch):
     """A committed batch's waiting callers are released right after its COMMIT, so
-    they run while the writer builds the next batch; with ``HOLD_CHAINS`` on (what
-    `bench_held` compares) only once that batch is written, just before its COMMIT.
-    Seen from the writer reaching the next batch's BEGIN: has the first caller
-    returned by then?"""
+    they run while the writer builds the next batch. Seen from the writer reaching
+    the next batch's BEGIN: has the first caller returned by then?"""
     from persistence import killpoints
-    from persistence.sqlite import writer as writer_module
 
     committed, first_returned = threading.Event(), threading.Event()
     seen: dict[str, bool] = {}
@@ -421,10 +417,8 @@ def test_a_committed_caller_returns_while_the_writer_builds_the_next_batch(sqlit
         if point == "after_commit":
             committed.set()
         elif point == "before_begin" and committed.is_set() and "next batch" not in seen:
-            # held, the first caller cannot return before this batch is written: no wait
-            seen["next batch"] = first_returned.is_set() if held else first_returned.wait(10)
+            seen["next batch"] = first_returned.wait(10)
 
-    monkeypatch.setattr(writer_module, "HOLD_CHAINS", held)
     store = SqliteStore(sqlite_path)
     try:
         for sid in ("a", "b"):
@@ -447,7 +441,7 @@ def test_a_committed_caller_returns_while_the_writer_builds_the_next_batch(sqlit
         for t in threads + more:
             t.join(timeout=20)
         assert not any(t.is_alive() for t in threads + more)
-        assert seen == {"next batch": not held}
+        assert seen == {"next batch": True}
         assert [m.content for m in results[0]] == ["a"]
         assert [m.content for m in more_results[0]] == ["b"]
     finally:

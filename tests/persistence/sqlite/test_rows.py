@@ -21,6 +21,7 @@ from protocol import (
     validate_session_id,
 )
 
+
 def _valid(s: str) -> bool:
     try:
         validate_session_id(s)
