@@ -12,19 +12,17 @@ No handler lets an exception escape: pykka would stop every actor on a
 
 from __future__ import annotations
 
-import functools
 import logging
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import pykka
 
 from persistence import Store
-from persistence.store import SubmittingStore, submits
+from persistence.store import submits
 from protocol import (
     CompactionRecord,
     CompressionDisabledError,
@@ -49,6 +47,7 @@ from protocol.commands import (
 )
 from protocol.turns import compactable_end
 
+from .admission import Forwarded, runs_here
 from .compaction.attempt import Attempt
 from .compaction.policy import CompactionPolicy
 from .compressors.base import Compressor
@@ -56,6 +55,7 @@ from .pool import WorkerPool
 from .pooled import PooledActor
 from .routing import Request, Router
 from .slot import Slot
+from .submitted import SubmittedAppends
 from .turns import MovedTurn, ResumeTurn, TurnGate
 
 __all__ = ["SessionActor"]
@@ -67,12 +67,6 @@ _monotonic = time.monotonic
 #: An append following successors more often than this is a lineage bug, not a race.
 MAX_REDIRECTS = 16
 
-#: Builds the stored messages of a committed append (wherever the answer is used).
-Built = Callable[[], list[StoredMessage]]
-#: How a submitted append is answered: ``(built, None)``, ``(None, error)``, or
-#: ``(None, None)``: not applied, send it through the mailbox (`SessionActor.submit_here`).
-#: It may return a wake-up to call once the answers at hand are all posted.
-Answer = Callable[[Built | None, BaseException | None], Callable[[], None] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,15 +86,11 @@ class _CheckBudget:
 
 
 class _HandedOver:
-    """Internal: an append on a caller's thread handed this actor over (`_Forwarded`):
+    """Internal: an append on a caller's thread handed this actor over (`Forwarded`):
     its mailbox stops it, as after a message that did (`_stop_if_handed_over`)."""
 
 
-class _Forwarded(Exception):
-    """Internal: the request was handed to the actor that now serves the live id."""
-
-
-class SessionActor(PooledActor):
+class SessionActor(SubmittedAppends, PooledActor):
     """Serves one live session: appends, reads and the compaction flow."""
 
     def __init__(self, *, slot: Slot, registry: Router, store: Store,
@@ -276,7 +266,7 @@ class SessionActor(PooledActor):
                 raise InvalidArgumentError("Interrupt is not a mailbox message; use interrupt()")
             else:
                 raise InvalidArgumentError(f"unknown command {command!r}")
-        except _Forwarded:
+        except Forwarded:
             try:
                 if not request.forwarding():  # nothing was written; its caller left
                     raise TranscriptError("append withdrawn: its caller gave up while the "
@@ -330,20 +320,19 @@ class SessionActor(PooledActor):
         append is done: stopping takes the lock too).
 
         Every caller of the registry runs this: it is kept to a few attribute reads
-        (the conditions of `_may_run_here`, inlined) around the store's ``append``.
+        (`admission.runs_here`) around the store's ``append``.
         """
         exclusive = self._exclusive
         if not exclusive.acquire(False):
             return None
         try:
             slot = self._slot
-            if (slot.closed or slot.successor is not None or slot.pending or self._mailbox
-                    or not self._turns.admits(sender)):  # = not self._may_run_here(sender)
+            if not runs_here(slot, self._mailbox, self._turns, sender):
                 return None
             slot.last_used = _monotonic()
             try:
                 stored = self._append(messages, sender)
-            except _Forwarded:
+            except Forwarded:
                 self._stop_later()
                 return None  # the live id is served by another actor: the mailbox forwards
             except SessionNotFoundError:
@@ -354,105 +343,6 @@ class SessionActor(PooledActor):
             return stored
         finally:
             exclusive.release()
-
-    def _may_run_here(self, sender: int) -> bool:
-        """With the exclusive lock held: may an append of ``sender`` run off the actor
-        thread now (see `append_here`, which inlines this)?"""
-        slot = self._slot
-        return not (slot.closed or slot.successor is not None or slot.pending
-                    or self._mailbox or not self._turns.admits(sender))
-
-    def submit_here(self, messages: tuple[Message, ...], sender: int, answer: Answer) -> bool:
-        """The submitted path of an append from an event loop: queue it for the store's
-        group commit without waiting; False (nothing done) when it must go through
-        the mailbox (the conditions of `append_here`, or a store that cannot submit).
-
-        The exclusive lock is taken here, on the loop's thread, and held until the
-        commit answers (`_submitted_done`, on the store's writer thread): it is a plain
-        lock, not owned by a thread. Meanwhile the actor thread, caller-run appends
-        and other submissions wait behind this append exactly as behind a caller-run
-        one, so nothing overtakes it or is overtaken by it, and the actor is not
-        evicted under it. Once this returns True, ``answer(stored, error)`` is called
-        exactly once, from another thread: ``(None, None)`` when the append was not
-        applied and must go through the mailbox (another actor serves the live id).
-        Bad messages raise here (nothing queued).
-        """
-        if not self._submits or not self._exclusive.acquire(blocking=False):
-            return False
-        try:
-            if not self._may_run_here(sender):
-                self._exclusive.release()
-                return False
-            self._slot.last_used = time.monotonic()
-            session_id = self.live_id
-            self._count_tokens(messages)  # here: the loop has time, the writer not
-            done = functools.partial(self._submitted_done, messages, sender, session_id, answer)
-            submitted = cast(SubmittingStore, self._store).append_nowait(  # see _submits
-                session_id, messages, done, incarnation=self._incarnation)
-        except BaseException:
-            self._tokens = None  # counted, not appended: recount
-            self._exclusive.release()
-            raise
-        if not submitted:
-            self._tokens = None
-            self._exclusive.release()
-        # once submitted, the exclusive lock is the completion's (it may be released already)
-        return submitted
-
-    def _submitted_done(self, messages: tuple[Message, ...], sender: int, session_id: str, answer: Answer,
-                        built: Built | None, error: BaseException | None) -> Callable[[], None] | None:
-        """A submitted append has its outcome (writer thread, exclusive lock held): the
-        rest of `_append`'s bookkeeping, then the lock goes and the caller is answered
-        (the stored messages are built where the answer is used, off the writer)."""
-        if error is None and built is not None:
-            try:
-                if self._turns.owned_by(sender):  # the turn learns its seqs
-                    stored = built()
-                    self._turns.note_appended(sender, stored)
-                    built = functools.partial(list, stored)
-                self._check_budget_later()
-            finally:
-                self._exclusive.release()
-            return answer(built, None)
-        self._tokens = None  # counted when submitted: recount
-        if isinstance(error, (SessionEndedError, SessionNotFoundError)):
-            # following a successor appends again and moves through the registry (whose
-            # lock may be held by a thread waiting on this writer): not on the writer thread
-            try:
-                threading.Thread(target=self._finish_submitted, name="session-append-follow",
-                                 args=(messages, sender, session_id, answer, error), daemon=True).start()
-                return None
-            except BaseException as exc:
-                error = exc
-        self._exclusive.release()
-        return answer(None, error)
-
-    def _finish_submitted(self, messages: tuple[Message, ...], sender: int, session_id: str, answer: Answer,
-                          error: BaseException) -> None:
-        """A submitted append met a session ended or erased: follow the successor as
-        `_append` does (exclusive lock still held), or retire the actor as `_serve` does."""
-        stored: list[StoredMessage] | None = None
-        failure: BaseException | None = error
-        try:
-            if isinstance(error, SessionEndedError):
-                self._follow(error, session_id)
-                stored, failure = self._append(messages, sender), None
-                self._check_budget_later()
-        except _Forwarded:
-            failure = None  # not applied: the mailbox forwards it to the actor serving the live id
-            self._stop_later()
-        except BaseException as exc:
-            failure = exc
-        finally:
-            self._exclusive.release()
-        if isinstance(failure, SessionNotFoundError):
-            try:
-                self._registry._retire_erased(self._slot)  # erased elsewhere, as in `_serve`
-            except BaseException:
-                logger.exception("retiring the erased session actor %s failed", self.live_id)
-        wake = answer(None if stored is None else functools.partial(list, stored), failure)
-        if wake is not None:
-            wake()
 
     def _stop_later(self) -> None:
         """Off the actor thread, this actor was handed over: let its mailbox stop it
@@ -504,13 +394,13 @@ class SessionActor(PooledActor):
 
     def _follow(self, exc: SessionEndedError, session_id: str) -> None:
         """An append met ``session_id`` ended: move to its successor (the baseline
-        stays, so a later compress adopts), or raise ``exc``; `_Forwarded` when
+        stays, so a later compress adopts), or raise ``exc``; `Forwarded` when
         another actor serves the successor."""
         successor = exc.successor_id
         if not successor or successor == session_id:
             raise exc
         if not self._move(successor):
-            raise _Forwarded from exc
+            raise Forwarded from exc
 
     def _retract(self) -> Any:
         """`store.retract` in mailbox order: after every append queued before it."""

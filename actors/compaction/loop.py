@@ -16,6 +16,8 @@ from concurrent.futures import CancelledError
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TypeVar
 
+from protocol.errors import CompressorLoopClosedError
+
 __all__ = ["CompressorLoop", "CompressorLoopClosedError"]
 
 logger = logging.getLogger("session_actors.compressor_loop")
