@@ -11,10 +11,10 @@ Start here: `SessionRegistry(store, compressor=..., policy=...)`, then
 transcript) or ``registry.review(id)`` for a `ReviewHandle` (never compacts).
 """
 
+from ._handle import AskTimeoutError, ReviewHandle, SessionHandle, Turn
+from ._registry import RegistryClosedError, SessionRegistry
 from .compaction import CompactionPolicy, TokenCounter, estimate_tokens
 from .compressors import Compressor, HeadTailCompressor, LLMCompressor
-from .handle import AskTimeoutError, ReviewHandle, SessionHandle, Turn
-from .registry import RegistryClosedError, SessionRegistry
 
 __all__ = [
     "AskTimeoutError",

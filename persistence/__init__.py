@@ -7,8 +7,8 @@ the ``postgres`` extra).
 
 import logging
 
-from .store import Store, SubmittingStore
-from .urls import open_store
+from ._store import Store, SubmittingStore
+from ._urls import open_store
 
 logging.getLogger("session_actors").addHandler(logging.NullHandler())
 

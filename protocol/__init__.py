@@ -1,11 +1,34 @@
 """Pure values of session-actors: messages, records, outcomes and errors.
 
-The mailbox commands (`protocol.commands`) and the snapshot rules
-(`protocol.turns`) are the runtime's own: import them from their modules.
+The mailbox commands (`protocol._commands`) and the snapshot rules
+(`protocol._turns`) are the runtime's own: import them from their modules.
 
 No I/O, no threads, no drivers: everything here is safe to share between threads.
 """
 
+from ._messages import (
+    DEFAULT_MAX_CONTENT_BYTES,
+    SUMMARY_PREFIX,
+    Message,
+    StoredMessage,
+    set_content_limit,
+    transcripts_equal,
+    validate_session_id,
+)
+from ._outcomes import (
+    CANCEL_REASONS,
+    SKIP_REASONS,
+    CompressionOutcome,
+    CompressionStatus,
+)
+from ._records import (
+    END_REASON_COMPRESSION,
+    MODES,
+    CompactionRecord,
+    Cooldown,
+    Lease,
+    SessionInfo,
+)
 from .errors import (
     CompressionDisabledError,
     ConfigurationError,
@@ -26,29 +49,6 @@ from .errors import (
     StorageFullError,
     StoreBusyError,
     TranscriptError,
-)
-from .messages import (
-    DEFAULT_MAX_CONTENT_BYTES,
-    SUMMARY_PREFIX,
-    Message,
-    StoredMessage,
-    set_content_limit,
-    transcripts_equal,
-    validate_session_id,
-)
-from .outcomes import (
-    CANCEL_REASONS,
-    SKIP_REASONS,
-    CompressionOutcome,
-    CompressionStatus,
-)
-from .records import (
-    END_REASON_COMPRESSION,
-    MODES,
-    CompactionRecord,
-    Cooldown,
-    Lease,
-    SessionInfo,
 )
 
 __all__ = [

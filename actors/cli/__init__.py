@@ -1,9 +1,9 @@
 """The ``session-actors`` command: inspect, check, compact and stress a session store.
 
-`main` is the console script's entry point; each command lives in its own module
-(`inspect`, `compact`, `simulate`) and prints through `output`.
+`main` is the console script's entry point; each command lives in a private module
+of its own (`_inspect`, `_compact`, `_simulate`, ...) and prints through `_output`.
 """
 
-from .main import EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, build_parser, main
+from ._main import EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, build_parser, main
 
 __all__ = ["EXIT_OK", "EXIT_PROBLEM", "EXIT_USAGE", "build_parser", "main"]

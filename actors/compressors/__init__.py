@@ -4,9 +4,9 @@
 OpenAI-compatible chat-completions endpoint (standard library HTTP).
 """
 
-from .base import Compressor
-from .head_tail import HeadTailCompressor
-from .llm import LLMCancelledError, LLMCompressor, LLMCompressorError, LLMTimeoutError
+from ._base import Compressor
+from ._head_tail import HeadTailCompressor
+from ._llm import LLMCancelledError, LLMCompressor, LLMCompressorError, LLMTimeoutError
 
 __all__ = [
     "Compressor",

@@ -2,10 +2,10 @@
 
 `run_simulation` drives the workload (`workload`) through a gateway (`gateways`: the
 actors, or the naive upstream path) from threads or spawned processes and checks
-every acknowledged message (`check`). The command line is `actors.cli.simulate`.
+every acknowledged message (`check`). The command line is `actors.cli._simulate`.
 """
 
-from .config import WorkerConfig
-from .run import run_simulation
+from ._config import WorkerConfig
+from ._run import run_simulation
 
 __all__ = ["WorkerConfig", "run_simulation"]

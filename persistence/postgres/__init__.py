@@ -3,6 +3,6 @@
 psycopg is imported when a store is opened, not when this package is imported.
 """
 
-from .store import PostgresStore
+from ._store import PostgresStore
 
 __all__ = ["PostgresStore"]

@@ -1,5 +1,5 @@
 """The SQLite backend (the default): one local database file, WAL, group commit."""
 
-from .store import SqliteStore
+from ._store import SqliteStore
 
 __all__ = ["SqliteStore"]

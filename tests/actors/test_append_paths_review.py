@@ -15,9 +15,9 @@ from typing import Any
 import pykka
 import pytest
 
-from actors.actor import SessionActor
+from actors._actor import SessionActor
 from actors.testing import GatedCompressor
-from persistence import telemetry
+from persistence import _telemetry as telemetry
 from protocol import CompressionStatus
 
 from .helpers import conversation, result_of, run_in_thread

@@ -15,7 +15,7 @@ from actors import CompactionPolicy, RegistryClosedError, SessionRegistry
 from actors.testing import GatedCompressor, ScriptedCompressor, summary_only
 from persistence import open_store
 from protocol import CompressionDisabledError, CompressionStatus
-from protocol.commands import Compress
+from protocol._commands import Compress
 
 from .helpers import Blocker, conversation, result_of, run_in_thread, wait_until
 

@@ -7,8 +7,8 @@ import threading
 import pytest
 
 from actors import CompactionPolicy
-from actors.compaction.decision import AttemptDecision, AttemptState
-from actors.compaction.lease_keeper import LeaseKeeper
+from actors.compaction._decision import AttemptDecision, AttemptState
+from actors.compaction._lease_keeper import LeaseKeeper
 
 from .helpers import FaultyStore, wait_until
 

@@ -18,7 +18,7 @@ from protocol import (
     InvalidMessageError,
     Message,
 )
-from protocol.commands import Compress, Interrupt
+from protocol._commands import Compress, Interrupt
 
 from .helpers import Blocker, conversation, result_of, run_in_thread
 

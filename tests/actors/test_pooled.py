@@ -10,8 +10,8 @@ from typing import Any
 import pykka
 import pytest
 
-from actors.pool import WorkerPool
-from actors.pooled import PooledActor
+from actors._pool import WorkerPool
+from actors._pooled import PooledActor
 
 pytestmark = pytest.mark.timeout(60)
 

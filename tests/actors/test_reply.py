@@ -9,7 +9,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 
 import pytest
 
-from actors.reply import LoopReplies, Reply
+from actors._reply import LoopReplies, Reply
 
 
 def test_result_crosses_threads_and_can_be_read_twice():

@@ -9,7 +9,7 @@ import pytest
 
 from actors.testing import GatedCompressor
 from protocol import CompressionStatus, Message
-from protocol.commands import Retract
+from protocol._commands import Retract
 
 from .helpers import conversation, result_of, run_in_thread
 

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from actors.pool import WorkerPool
+from actors._pool import WorkerPool
 
 pytestmark = pytest.mark.timeout(120)
 

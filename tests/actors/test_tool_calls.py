@@ -9,7 +9,7 @@ import pytest
 from actors import HeadTailCompressor
 from actors.testing import GatedCompressor, ScriptedCompressor
 from protocol import CompressionStatus, InvalidMessageError, Message
-from protocol.transcript import invalid_tool_pairing
+from protocol._transcript import invalid_tool_pairing
 from tests.tool_messages import call, issue_turns, result
 
 from .helpers import result_of, run_in_thread

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from actors.cli import compact as cli_compact
+from actors.cli import _compact as cli_compact
 from persistence import open_store
 from protocol import SUMMARY_PREFIX, LeaseLostError, Message
 from tests.cli.helpers import run_cli

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from persistence.migrations import latest_version
+from persistence._migrations import latest_version
 from tests.cli.helpers import build_lineage_db, run_cli
 from tests.persistence.contract.db import plant_schema
 

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from actors import CompactionPolicy, HeadTailCompressor, SessionRegistry
-from actors.simulate.check import Ack, IntegrityReport, check_run
-from actors.simulate.ledger import read_ledgers
+from actors.simulate._check import Ack, IntegrityReport, check_run
+from actors.simulate._ledger import read_ledgers
 from persistence import Store, open_store
-from persistence.killpoints import ENV_KILL_AT
+from persistence._killpoints import ENV_KILL_AT
 from protocol import CompressionStatus, Message
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,6 +1,6 @@
 """kill -9 at every commit point of every write, on both backends.
 
-A worker process runs with ``SESSION_ACTORS_KILL_AT`` set (`persistence.killpoints`):
+A worker process runs with ``SESSION_ACTORS_KILL_AT`` set (`persistence._killpoints`):
 the store SIGKILLs it at one named point of one kind of transaction. Each trial
 checks that the worker really died there, that the transaction is atomic at that
 point (committed only once COMMIT returned), that a new registry recovers the
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import pytest
 
 from persistence import open_store
-from persistence.killpoints import POINTS
+from persistence._killpoints import POINTS
 
 from .harness import (
     WORKER_HOLDER,

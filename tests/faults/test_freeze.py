@@ -17,7 +17,7 @@ import uuid
 
 import pytest
 
-from actors.simulate.ledger import read_ledgers
+from actors.simulate._ledger import read_ledgers
 from persistence import open_store
 
 from .harness import (

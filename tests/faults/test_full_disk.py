@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.simulate.ledger import read_ledgers
+from actors.simulate._ledger import read_ledgers
 from persistence import open_store
 
 from .harness import (

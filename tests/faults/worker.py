@@ -1,7 +1,7 @@
 """A fault-trial worker: appends and compacts one session until it is killed or done.
 
 Run as ``python -m tests.faults.worker DB SESSION LEDGER [options]`` in a separate
-process (its environment may arm a kill point, see `persistence.killpoints`).
+process (its environment may arm a kill point, see `persistence._killpoints`).
 Each acknowledged message goes to the ledger (fsync'd) before the next step, so
 the parent can hold the store to every acknowledgement the worker ever got.
 With ``--lease-file`` the worker writes that file once its compressor runs (it
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from actors import CompactionPolicy, HeadTailCompressor, SessionRegistry
-from actors.simulate.ledger import Ledger
+from actors.simulate._ledger import Ledger
 from persistence import open_store
 from protocol import Message, StoreBusyError, StoredMessage, TranscriptError
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from persistence import killpoints
+from persistence import _killpoints as killpoints
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,7 +29,7 @@ def test_unarmed_hook_does_nothing() -> None:
 
 def test_armed_process_dies_at_the_named_point_only(tmp_path) -> None:
     script = (
-        "from persistence import killpoints\n"
+        "from persistence import _killpoints as killpoints\n"
         "killpoints.reached('before_commit', 'append')\n"  # another point: ignored
         "killpoints.reached('after_commit', ['renew_lease'])\n"  # another operation: ignored
         "print('alive', flush=True)\n"

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from persistence import latch
-from persistence.latch import Latch
+from persistence import _latch as latch
+from persistence._latch import Latch
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -112,7 +112,7 @@ NO_EXTRA = """
 import sys
 sys.modules["opentelemetry"] = None  # as if the otel extra were not installed
 from actors import HeadTailCompressor, SessionRegistry, CompactionPolicy
-from persistence import open_store, telemetry
+from persistence import open_store, _telemetry as telemetry
 store = open_store(sys.argv[1])
 with SessionRegistry(store, compressor=HeadTailCompressor(keep_last=2),
                      policy=CompactionPolicy(max_tokens=50)) as registry:
@@ -138,7 +138,7 @@ def test_without_the_extra_nothing_is_imported_and_everything_works(tmp_path) ->
 
 API_ONLY = """
 import sys
-from persistence import open_store, telemetry
+from persistence import open_store, _telemetry as telemetry
 from protocol import Message
 store = open_store(sys.argv[1])
 store.create_session("s")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from persistence.urls import display_url, parse_store_url
+from persistence._urls import display_url, parse_store_url
 from protocol import ConfigurationError
 
 

@@ -1,11 +1,11 @@
-"""Tool runs, tail boundaries and the valid-result check (protocol.transcript)."""
+"""Tool runs, tail boundaries and the valid-result check (protocol._transcript)."""
 
 from __future__ import annotations
 
 import pytest
 
 from protocol import Message
-from protocol.transcript import (
+from protocol._transcript import (
     call_ids,
     group_start,
     in_tool_run,

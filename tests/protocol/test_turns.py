@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from protocol import StoredMessage
-from protocol.turns import compactable_end, trailing_open_run_start
+from protocol._turns import compactable_end, trailing_open_run_start
 
 
 def stored(role, content="", *, seq, **fields):

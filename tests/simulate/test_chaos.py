@@ -9,11 +9,11 @@ from contextlib import closing
 
 import pytest
 
-from actors.simulate.chaos import run_chaos
-from actors.simulate.chaos_worker import ledger_acks
-from actors.simulate.check import check_run
-from actors.simulate.config import WorkerConfig, session_ids
-from actors.simulate.ledger import Ledger
+from actors.simulate._chaos import run_chaos
+from actors.simulate._chaos_worker import ledger_acks
+from actors.simulate._check import check_run
+from actors.simulate._config import WorkerConfig, session_ids
+from actors.simulate._ledger import Ledger
 from persistence import open_store
 from tests.cli.helpers import run_cli
 

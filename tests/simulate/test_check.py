@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from actors.simulate.check import Ack, check_run
+from actors.simulate._check import Ack, check_run
 from persistence import open_store
 from protocol import Message
 from tests.cli.helpers import sql

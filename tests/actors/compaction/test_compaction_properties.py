@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from actors import CompactionPolicy, HeadTailCompressor, LLMCompressor, SessionRegistry
-from actors.compaction.roles import latest_real_ask, restore_real_user_ask
+from actors.compaction._roles import latest_real_ask, restore_real_user_ask
 from persistence import open_store
 from protocol import CompressionStatus, Message, transcripts_equal
-from protocol.transcript import invalid_tool_pairing
+from protocol._transcript import invalid_tool_pairing
 from tests.llm_server import running_llm_server
 
 pytestmark = pytest.mark.timeout(600)

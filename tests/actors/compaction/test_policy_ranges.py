@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from actors import CompactionPolicy
-from actors.compaction.policy import DURATIONS
+from actors.compaction._policy import DURATIONS
 from protocol import InvalidArgumentError
-from protocol.checks import MAX_COUNT, MAX_DURATION_S
+from protocol._checks import MAX_COUNT, MAX_DURATION_S
 
 BAD_DURATIONS = [0, -1, 1e300, 10**400, float("inf"), float("nan"), MAX_DURATION_S + 0.5, True, "30"]
 COUNTS = {"max_tokens": 1, "target_tokens": 1, "keep_last": 0, "max_resident": 1}

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.compaction.policy import CompactionPolicy, bind_compressor, estimate_tokens
-from actors.compaction.roles import latest_real_ask, restore_real_user_ask
+from actors.compaction._policy import CompactionPolicy, bind_compressor, estimate_tokens
+from actors.compaction._roles import latest_real_ask, restore_real_user_ask
 from actors.compressors import HeadTailCompressor
 from actors.testing import GatedCompressor, ScriptedCompressor
 from protocol import SUMMARY_PREFIX, InvalidArgumentError, Message

@@ -7,9 +7,9 @@ import threading
 import pytest
 
 from actors import CompactionPolicy, HeadTailCompressor
-from actors.compaction.roles import restore_real_user_ask
+from actors.compaction._roles import restore_real_user_ask
 from protocol import SUMMARY_PREFIX, InvalidArgumentError, Message
-from protocol.transcript import invalid_tool_pairing
+from protocol._transcript import invalid_tool_pairing
 from tests.tool_messages import call, issue_turns, result
 
 SUMMARY = Message("assistant", f"{SUMMARY_PREFIX} s", meta={"synthetic": True})

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from actors.compressors.llm import (
+from actors.compressors._llm import (
     ENV_API_KEY,
     ENV_BASE_URL,
     ENV_MODEL,
@@ -62,7 +62,7 @@ def test_configuration_from_environment(llm_server: FakeLLM, monkeypatch) -> Non
 
 
 def test_keep_last_comes_from_the_policy_when_not_given(llm_server: FakeLLM) -> None:
-    from actors.compaction.policy import CompactionPolicy, bind_compressor
+    from actors.compaction._policy import CompactionPolicy, bind_compressor
 
     comp = bind_compressor(LLMCompressor(base_url=llm_server.base_url, model="m"),
                            CompactionPolicy(keep_last=3))

@@ -10,7 +10,7 @@ from email.utils import formatdate
 import pytest
 
 from actors import CompactionPolicy, SessionRegistry
-from actors.compressors.llm import (
+from actors.compressors._llm import (
     MAX_BACKOFF_S,
     LLMCancelledError,
     LLMCompressor,

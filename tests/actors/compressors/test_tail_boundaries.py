@@ -8,7 +8,7 @@ import pytest
 
 from actors.compressors import HeadTailCompressor, LLMCompressor
 from protocol import SUMMARY_PREFIX, Message
-from protocol.transcript import invalid_tool_pairing, is_tail_boundary
+from protocol._transcript import invalid_tool_pairing, is_tail_boundary
 from tests.tool_messages import call, result
 
 pytestmark = pytest.mark.timeout(60)

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from actors.integrations.response_items import (
+from actors.integrations._response_items import (
     ITEM_KEY,
     item_to_message,
     message_to_items,

@@ -49,13 +49,13 @@ def wait_for(condition: Callable[[], Any], *, timeout: float = 10.0, interval: f
 def plant_schema(backend: str, url: str, version: int) -> None:
     """Bring an empty database to schema ``version`` (< the latest) by running the
     shipped migrations 1..version directly: an older deployment, as it was."""
-    from persistence.migrations import load_migrations
-    from persistence.queries import load_queries
+    from persistence._migrations import load_migrations
+    from persistence._queries import load_queries
 
     dialect = "sqlite" if backend == "sqlite" else "postgres"
     migrations, q = load_migrations(dialect)[:version], load_queries(dialect)
     if backend == "sqlite":
-        from persistence.sqlite.schema import split_statements
+        from persistence.sqlite._schema import split_statements
 
         conn = sqlite3.connect(url, isolation_level=None)
         try:
@@ -100,6 +100,6 @@ def pg_connect(url: str) -> Any:
     statements, so it works through PgBouncer too)."""
     import psycopg
 
-    from persistence.urls import split_store_options
+    from persistence._urls import split_store_options
 
     return psycopg.connect(split_store_options(url)[0], autocommit=True, prepare_threshold=None)

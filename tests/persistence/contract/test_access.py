@@ -13,7 +13,7 @@ import os
 import pytest
 
 from persistence import open_store
-from persistence.migrations import latest_version
+from persistence._migrations import latest_version
 from protocol import (
     ConfigurationError,
     Cooldown,

@@ -11,7 +11,7 @@ import dataclasses
 
 import pytest
 
-from persistence.integrity import check_store
+from persistence._integrity import check_store
 from protocol import (
     Cooldown,
     InvalidArgumentError,
@@ -20,7 +20,7 @@ from protocol import (
     Message,
     validate_session_id,
 )
-from protocol.checks import MAX_DURATION_S, MAX_JSON_DEPTH
+from protocol._checks import MAX_DURATION_S, MAX_JSON_DEPTH
 from tests.persistence.contract.db import snapshot
 
 SPOOFING = {

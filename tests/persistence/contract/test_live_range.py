@@ -12,7 +12,7 @@ import sqlite3
 
 import pytest
 
-from persistence.queries import load_queries
+from persistence._queries import load_queries
 from protocol import Message
 from tests.persistence.contract.db import execute
 

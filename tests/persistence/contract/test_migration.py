@@ -12,7 +12,7 @@ import sqlite3
 import pytest
 
 from persistence import open_store
-from persistence.migrations import latest_version, load_migrations
+from persistence._migrations import latest_version, load_migrations
 from protocol import Message
 from tests.persistence.contract.db import execute, pg_connect
 

@@ -8,7 +8,7 @@ import stat
 import pytest
 
 from persistence import open_store
-from persistence.migrations import latest_version
+from persistence._migrations import latest_version
 from protocol import Message, SchemaVersionError
 from tests.persistence.contract.db import execute
 

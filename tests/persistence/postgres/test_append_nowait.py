@@ -76,7 +76,7 @@ def test_a_waiting_caller_and_submissions_share_a_batch(pg_url: str):
 def test_a_failing_telemetry_hook_still_completes_the_submission(pg_url: str, monkeypatch):
     """The appends counter raises on the writer thread (a broken metrics SDK;
     injected): the committed append is still completed, so its actor is answered."""
-    from persistence import telemetry
+    from persistence import _telemetry as telemetry
 
     def broken(count: int, seconds: float) -> None:
         raise RuntimeError("the metrics SDK is broken")

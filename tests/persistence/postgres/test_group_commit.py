@@ -209,7 +209,7 @@ TRICKY = ['say "hi" \\ and \\\\', "literal \\u0000 and \\ud800 as text", "tab\tn
 def test_tricky_text_in_one_batch_is_stored_exactly_as_sent(pg_url: str):
     """Every message of a batch travels inside one JSON document: what is read back,
     and the stored JSON text, equal what was appended, character for character."""
-    from persistence.rows import message_params
+    from persistence._rows import message_params
 
     with PostgresStore(pg_url) as store:
         for sid in ["gate", "tricky-a", "tricky-b"]:
@@ -245,7 +245,7 @@ def test_callers_after_one_that_never_passes_the_release_on_still_return(pg_url:
     """The callers of a batch release one another in a chain. A caller interrupted
     while it waited never passes the release on: the writer sweeps the chain, so the
     callers after it still return (each with its own result)."""
-    from persistence.postgres import batch
+    from persistence.postgres import _batch as batch
 
     class Interrupted(BaseException):
         """What an interrupt (KeyboardInterrupt, an async exception) is to the waiter."""

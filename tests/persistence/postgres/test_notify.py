@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from persistence.postgres import PostgresStore
-from persistence.postgres.notify import CompactionEvent
+from persistence.postgres._notify import CompactionEvent
 from protocol import LeaseLostError, Message
 from tests.pg import isolated_postgres_url
 

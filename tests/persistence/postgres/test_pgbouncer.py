@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from persistence import open_store
-from persistence.urls import split_store_options
+from persistence._urls import split_store_options
 from protocol import ConfigurationError, Message
 from tests.cli.helpers import run_cli
 from tests.pg import PGBOUNCER_URL

@@ -303,7 +303,7 @@ def test_a_batch_whose_sending_fails_unexpectedly_is_written_the_plain_way(pg_ur
     """Sending the first batch down the pipeline fails with something else than a
     driver error (injected): the writer thread died there and the append's
     completion never came. The batch is written the plain way instead."""
-    from persistence.postgres.pipeline import AppendPipeline
+    from persistence.postgres._pipeline import AppendPipeline
 
     real_send, failures = AppendPipeline.send, []
 
@@ -373,7 +373,7 @@ def test_a_crash_while_landing_a_sent_batch_answers_that_it_may_have_been_writte
     """Reading a batch's rows crashes (injected) after its Sync was sent: the server
     commits it anyway, so its caller must hear that the outcome is unknown, never a
     plain failure (which says nothing was written: a retry would write it twice)."""
-    from persistence.postgres.pipeline import AppendPipeline
+    from persistence.postgres._pipeline import AppendPipeline
 
     real_rows = AppendPipeline.rows
 

@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from persistence import open_store
-from persistence.migrations import latest_version
+from persistence._migrations import latest_version
 from persistence.postgres import PostgresStore
 from protocol import (
     ConfigurationError,

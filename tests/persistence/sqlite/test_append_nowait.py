@@ -141,7 +141,7 @@ def test_a_committed_submission_never_waits_on_the_next_batch_finding_the_store_
     """The fault: another connection takes the write lock right after the first COMMIT,
     so the next batch retries. The committed append is answered at once all the same:
     it never waits for another process's transaction."""
-    from persistence import killpoints
+    from persistence import _killpoints as killpoints
 
     path = str(tmp_path / "state.db")
     for sid in ("a", "b"):
@@ -222,7 +222,7 @@ def test_the_batch_of_every_answer_owed_is_written_whole_after_a_slow_commit(sto
     """The split costs a second commit: after a commit that waited longer than half the
     time since the last answers went out (a fault stalls it at its commit point, as a
     slow disk would), the same 32 owed answers are written in one commit."""
-    from persistence import killpoints
+    from persistence import _killpoints as killpoints
 
     _sessions_on_remembered_counters(store)
     answered = Completions(expected=1)

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from persistence.sqlite import SqliteStore
-from persistence.sqlite.connection import connect
-from persistence.sqlite.writer import GroupCommitWriter
+from persistence.sqlite._driver import connect
+from persistence.sqlite._writer import GroupCommitWriter
 from protocol import (
     Message,
     SessionEndedError,
@@ -351,11 +351,11 @@ def test_group_commit_off_runs_appends_in_the_callers_threads(sqlite_path):
 @pytest.mark.timeout(60)
 def test_callers_of_a_batch_all_return_when_one_never_passes_the_release_on(sqlite_path, monkeypatch):
     """A committed batch's callers release one another in a few interleaved chains
-    (`persistence.batching.RELEASE_CHAINS`). A caller interrupted while it waited
+    (`persistence._batching.RELEASE_CHAINS`). A caller interrupted while it waited
     never passes the release on: every other caller of its batch still returns with
     its own rows, those in other chains and those after it in its own (the writer
     sweeps a stalled chain)."""
-    from persistence.sqlite import writer as writer_module
+    from persistence.sqlite import _writer as writer_module
 
     class Interrupted(BaseException):
         """What an interrupt (KeyboardInterrupt, an async exception) is to the waiter."""
@@ -408,7 +408,7 @@ def test_a_committed_caller_returns_while_the_writer_builds_the_next_batch(sqlit
     """A committed batch's waiting callers are released right after its COMMIT, so
     they run while the writer builds the next batch. Seen from the writer reaching
     the next batch's BEGIN: has the first caller returned by then?"""
-    from persistence import killpoints
+    from persistence import _killpoints as killpoints
 
     committed, first_returned = threading.Event(), threading.Event()
     seen: dict[str, bool] = {}

@@ -20,7 +20,7 @@ from collections import defaultdict
 
 import pytest
 
-from persistence.migrations import latest_version
+from persistence._migrations import latest_version
 from persistence.sqlite import SqliteStore
 from protocol import Message
 

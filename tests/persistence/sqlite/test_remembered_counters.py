@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from persistence import killpoints
+from persistence import _killpoints as killpoints
 from persistence.sqlite import SqliteStore
 from protocol import Message, SessionNotFoundError
 from tests.persistence.contract.db import wait_for, writes_held

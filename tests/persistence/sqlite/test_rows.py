@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from persistence.migrations import latest_version, load_migrations, pending_migrations
-from persistence.queries import load_queries, parse_named_blocks
-from persistence.rows import derive_child_id, message_params
-from persistence.sqlite.schema import split_statements
+from persistence._migrations import latest_version, load_migrations, pending_migrations
+from persistence._queries import load_queries, parse_named_blocks
+from persistence._rows import derive_child_id, message_params
+from persistence.sqlite._schema import split_statements
 from protocol import (
     ConfigurationError,
     InvalidMessageError,

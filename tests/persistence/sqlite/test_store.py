@@ -10,7 +10,7 @@ import pytest
 
 from persistence import open_store
 from persistence.sqlite import SqliteStore
-from persistence.sqlite.connection import WAL_AUTOCHECKPOINT_PAGES
+from persistence.sqlite._driver import WAL_AUTOCHECKPOINT_PAGES
 from protocol import (
     ConfigurationError,
     InvalidArgumentError,

@@ -1,0 +1,547 @@
+"""`SessionActor`: one pykka actor per live session id per registry.
+
+The mailbox serializes every append, compress and read of the session, so two
+paths of one process can never compact it concurrently. The actor owns no
+thread: its messages are handled one at a time on the registry's shared worker
+pool (`actors._pooled`), and an append may run on its caller's thread
+(`append_here`). Compression itself runs in a worker thread of its own (see
+`actors.compaction._attempt`), so appends keep flowing meanwhile.
+No handler lets an exception escape: pykka would stop every actor on a
+`BaseException`, so errors are delivered to the caller's reply future instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass
+from typing import Any
+
+import pykka
+
+from persistence import Store
+from persistence._store import submits
+from protocol import (
+    CompactionRecord,
+    CompressionDisabledError,
+    CompressionStatus,
+    InvalidArgumentError,
+    Message,
+    SessionEndedError,
+    SessionInfo,
+    SessionNotFoundError,
+    StoredMessage,
+    TranscriptError,
+)
+from protocol._commands import (
+    Append,
+    CloseTurn,
+    Compress,
+    Interrupt,
+    OpenTurn,
+    ReadArchive,
+    ReadTranscript,
+    Retract,
+)
+from protocol._turns import compactable_end
+
+from ._admission import Forwarded, runs_here
+from ._pool import WorkerPool
+from ._pooled import PooledActor
+from ._routing import Request, Router
+from ._slot import Slot
+from ._submitted import SubmittedAppends
+from ._turns import MovedTurn, ResumeTurn, TurnGate
+from .compaction._attempt import Attempt
+from .compaction._policy import CompactionPolicy
+from .compressors._base import Compressor
+
+__all__ = ["SessionActor"]
+
+logger = logging.getLogger("session_actors.actor")
+
+_monotonic = time.monotonic
+
+#: An append following successors more often than this is a lineage bug, not a race.
+MAX_REDIRECTS = 16
+
+
+
+@dataclass(frozen=True, slots=True)
+class _AttemptResult:
+    attempt: Attempt
+    result: list[Message] | None
+    error: BaseException | None
+
+
+class CheckTurn:
+    """Internal message from the registry's janitor: close the turn if it is overdue."""
+
+
+class _CheckBudget:
+    """Internal: an append ran on its caller's thread; check the automatic compaction
+    threshold here (an attempt starts on the actor thread)."""
+
+
+class _HandedOver:
+    """Internal: an append on a caller's thread handed this actor over (`Forwarded`):
+    its mailbox stops it, as after a message that did (`_stop_if_handed_over`)."""
+
+
+class SessionActor(SubmittedAppends, PooledActor):
+    """Serves one live session: appends, reads and the compaction flow."""
+
+    def __init__(self, *, slot: Slot, registry: Router, store: Store,
+                 compressor: Compressor | None, policy: CompactionPolicy, holder: str,
+                 info: SessionInfo, pool: WorkerPool) -> None:
+        # What every caller-run append reads (`append_here`, `_append`), set first so it
+        # sits together at the front of the instance's values, a cache line or two: with
+        # dozens of callers taking turns, each append finds its actor cold in the cache.
+        self._exclusive = slot.exclusive
+        self._slot = slot
+        self._mailbox: Sequence[Any] = ()  # the inbox's queue, once pykka has made it (below)
+        self._turns = TurnGate(policy.max_turn_s)
+        self._budgeted = policy.max_tokens is not None and compressor is not None
+        self._store = store
+        # The conversation this actor serves, whatever ids its lineage moves through:
+        # every write names it, so a lineage erased and started again under the same
+        # id by another process is refused (SessionNotFoundError: the actor retires).
+        self._incarnation = info.incarnation
+        self._tokens: int | None = None  # live-transcript estimate; None = recount
+        super().__init__(pool=pool)
+        self._registry = registry
+        self._compressor = compressor
+        self._policy = policy
+        self._holder = holder
+        self._baseline = (info.id, info.epoch)
+        self._attempt: Attempt | None = None
+        self._last_auto: Attempt | None = None
+        slot.turns = self._turns
+        self._stopping = False  # on_stop began: no new attempt (nobody would abort it)
+        self._answers: list[tuple[Any, Any, BaseException | None]] | None = None  # see on_receive
+        # A `SubmittingStore` (checked on its class: a wrapper delegating by __getattr__
+        # is used through its own `append`): `submit_here`. A flag, not the bound
+        # method: one object less per resident actor (see `pooled.StopFlag`).
+        self._submits = submits(store)
+        self._mailbox = self.actor_inbox.queue  # the same deque for the actor's life
+        slot.runner = self
+
+    # -- AttemptHost ------------------------------------------------------------------
+
+    @property
+    def baseline(self) -> tuple[str, int]:
+        return self._baseline
+
+    @property
+    def live_id(self) -> str:
+        return self._slot.session_id
+
+    def adopt(self, live_id: str, epoch: int) -> None:
+        self._move(live_id)
+        self._baseline = (live_id, epoch)
+        self._tokens = None
+        self._turns.note_rewritten()
+
+    def compactable(self, transcript: list[StoredMessage]) -> list[StoredMessage]:
+        """The snapshot a compaction may take: never into the open turn (it travels
+        whole in the tail) nor into a trailing tool run still waiting for results."""
+        if not transcript:
+            return transcript
+        turn_messages, first_seq = self._turns.snapshot_bounds(transcript[0].session_id)
+        end = compactable_end(transcript, turn_messages=turn_messages, turn_first_seq=first_seq)
+        return transcript[:end]
+
+    def on_committed(self, record: CompactionRecord, mode: str) -> None:
+        if mode == "rotate" and record.child_session_id:
+            self._move(record.child_session_id)
+            self._baseline = (record.child_session_id, 0)
+        else:
+            self._baseline = (record.session_id, self._baseline[1] + 1)
+        self._tokens = None
+        self._turns.note_rewritten()  # the open turn's messages were copied with new seqs
+
+    def post_result(self, attempt: Attempt, result: list[Message] | None,
+                    error: BaseException | None) -> None:
+        self.actor_ref.tell(_AttemptResult(attempt, result, error))
+
+    # -- mailbox ----------------------------------------------------------------------
+
+    def on_receive(self, message: Any) -> None:
+        """Handle ``message`` holding the exclusive lock; its callers are answered only
+        once the lock and the pending count are let go, so a caller that goes on at
+        once (the next append of a turn) finds the actor free and takes its fast path."""
+        with self._exclusive:
+            answers = self._answers = []
+            try:
+                self._receive(message)
+            finally:
+                self._answers = None
+        try:
+            if isinstance(message, (Request, MovedTurn)):  # both counted pending when sent
+                self._registry._request_done(self._slot)
+        finally:
+            _deliver(answers)
+
+    def _answer(self, reply: Any, value: Any = None, error: BaseException | None = None) -> None:
+        """Answer a request: after the handler when one is running (`on_receive`), else now."""
+        if self._answers is not None:
+            self._answers.append((reply, value, error))
+        elif error is not None:
+            _set_exception(reply, error)
+        else:
+            _set_result(reply, value)
+
+    def _receive(self, message: Any) -> None:
+        try:
+            if isinstance(message, Request):
+                self._serve(message)
+            elif isinstance(message, _AttemptResult):
+                message.attempt.on_result(message.result, message.error)
+            elif isinstance(message, CheckTurn):
+                self._close_overdue_turn()
+            elif isinstance(message, _CheckBudget):
+                self._maybe_auto_compact()
+            elif isinstance(message, MovedTurn):  # from an actor that handed over to this one
+                for request in message.requests():
+                    self._serve(request)
+            self._stop_if_handed_over()
+        except BaseException:  # never let pykka see it: it would stop every actor
+            logger.exception("session actor %s failed handling %r", self.live_id, message)
+
+    def on_stop(self) -> None:
+        self._stopping = True
+        with self._exclusive:  # an append running on its caller's thread finishes first
+            self._wind_down()
+
+    def _wind_down(self) -> None:
+        attempt = self._attempt
+        if attempt is not None and attempt.in_flight:
+            attempt.abort(CompressionStatus.CANCELLED, "interrupted", wait=True)
+        try:  # held calls were acknowledged to nobody yet: apply them before stopping
+            self._turns.close_for_stop()
+            while self._turns.busy:  # a held turn opens and holds the rest: close it too
+                self._release_held()
+                self._turns.close_for_stop()
+        except BaseException:
+            logger.exception("session actor %s failed applying held calls", self.live_id)
+
+    def _serve(self, request: Request) -> None:
+        """Handle one request: now, or held behind another handle's open turn."""
+        reply = request.reply
+        try:
+            if self._slot.successor is not None:
+                self._registry._forward(self._slot, request)
+                return
+            if self._must_hold(request):
+                self._turns.hold(request)
+                return
+            command = request.command
+            if isinstance(command, Append):
+                if not _claim(reply) or not request.take_gate():
+                    return  # the caller gave up: withdrawn, never applied
+                self._answer(reply, self._append(command.messages, request.sender))
+                self._maybe_auto_compact()
+            elif isinstance(command, OpenTurn):
+                if _claim(reply):
+                    self._answer(reply, self._turns.open(request.sender))
+            elif isinstance(command, ResumeTurn):
+                self._turns.resume(command.turn)
+            elif isinstance(command, CloseTurn):
+                if self._turns.close(request.sender, command.turn):
+                    self._release_held()  # held callers are acknowledged now
+                self._answer(reply, None)
+            elif isinstance(command, Compress):
+                self._compress(command, reply)
+            elif isinstance(command, Retract):
+                if not _claim(reply):
+                    return  # the caller gave up while it was held: withdrawn
+                self._answer(reply, self._retract())
+            elif isinstance(command, ReadTranscript):
+                self._answer(reply, self._store.transcript(self.live_id))
+            elif isinstance(command, ReadArchive):
+                self._answer(reply, self._store.archive(self.live_id))
+            elif isinstance(command, Interrupt):  # out of band only: see SessionHandle.ask
+                raise InvalidArgumentError("Interrupt is not a mailbox message; use interrupt()")
+            else:
+                raise InvalidArgumentError(f"unknown command {command!r}")
+        except Forwarded:
+            try:
+                if not request.forwarding():  # nothing was written; its caller left
+                    raise TranscriptError("append withdrawn: its caller gave up while the "
+                                          "session moved to another actor")
+                self._registry._forward(self._slot, request)
+            except BaseException as exc:  # e.g. the registry closed meanwhile
+                self._answer(reply, error=exc)
+        except BaseException as exc:
+            if isinstance(exc, SessionNotFoundError):
+                # erased elsewhere: retire before the caller hears of it, so a caller
+                # that starts afresh at once never reaches this actor again
+                self._registry._retire_erased(self._slot)
+            self._answer(reply, error=exc)
+
+    # -- turns ------------------------------------------------------------------------
+
+    def _must_hold(self, request: Request) -> bool:
+        while self._turns.must_hold(request):
+            if not self._close_overdue_turn():
+                return True
+        return False
+
+    def _close_overdue_turn(self) -> bool:
+        if not self._turns.close_overdue():
+            return False
+        self._release_held()
+        return True
+
+    def _release_held(self) -> None:
+        """Serve the held requests in arrival order (each may be held again by a turn
+        that one of them opened)."""
+        for request in self._turns.take_held():
+            self._serve(request)
+
+    # -- appends ----------------------------------------------------------------------
+
+    def append_here(self, messages: tuple[Message, ...], sender: int) -> list[StoredMessage] | None:
+        """The caller-runs path: run this append's step on the caller's thread, or
+        None (nothing done) when it must go through the mailbox.
+
+        It runs only when nothing could be overtaken or entered: the exclusive lock
+        is free (no message is being handled, no other caller runs one), nothing is
+        queued for this actor (no request counted pending: an enqueue counts it
+        before it puts it in the mailbox; no internal message in the mailbox), no
+        other handle's turn is open and nothing is held behind one. All of it is
+        checked while holding the exclusive lock (the turn gate only changes under
+        it); a message enqueued after the check waits for that lock, so it is
+        ordered after this append, as it arrived after it. A held exclusive lock
+        makes the slot busy, so the actor is not evicted under the append (a slot
+        found open here and closed just after stops its actor only once this
+        append is done: stopping takes the lock too).
+
+        Every caller of the registry runs this: it is kept to a few attribute reads
+        (`admission.runs_here`) around the store's ``append``.
+        """
+        exclusive = self._exclusive
+        if not exclusive.acquire(False):
+            return None
+        try:
+            slot = self._slot
+            if not runs_here(slot, self._mailbox, self._turns, sender):
+                return None
+            slot.last_used = _monotonic()
+            try:
+                stored = self._append(messages, sender)
+            except Forwarded:
+                self._stop_later()
+                return None  # the live id is served by another actor: the mailbox forwards
+            except SessionNotFoundError:
+                self._registry._retire_erased(slot)  # erased elsewhere, as in `_serve`
+                raise
+            if self._budgeted:
+                self._check_budget_later()
+            return stored
+        finally:
+            exclusive.release()
+
+    def _stop_later(self) -> None:
+        """Off the actor thread, this actor was handed over: let its mailbox stop it
+        (nothing else would: no request reaches a handed-over actor)."""
+        try:
+            self.actor_ref.tell(_HandedOver())
+        except pykka.ActorDeadError:  # stopping already
+            pass
+
+    def _check_budget_later(self) -> None:
+        """After an append on a caller's thread: when the session may be over budget,
+        ask the actor to look (the caller is not kept waiting for an attempt)."""
+        max_tokens = self._policy.max_tokens
+        if max_tokens is None or self._compressor is None:
+            return
+        if self._tokens is None or self._tokens > max_tokens:
+            try:
+                self.actor_ref.tell(_CheckBudget())
+            except pykka.ActorDeadError:  # stopping: the append stands, nobody to check
+                pass
+
+    def _append(self, messages: tuple[Message, ...], sender: int) -> list[Any]:
+        """Append to the live id (following successors), then the bookkeeping: the
+        token estimate (only kept while auto-compaction counts) and the open turn."""
+        session_id = self._slot.session_id
+        try:
+            stored = self._store.append(session_id, messages, incarnation=self._incarnation)
+        except SessionEndedError as exc:
+            stored = self._append_followed(exc, session_id, messages)
+        if self._tokens is not None:  # None: nothing to keep (no max_tokens) or recount
+            self._count_tokens(messages)
+        if self._turns.turn is not None:  # only an open turn learns its seqs
+            self._turns.note_appended(sender, stored)
+        return stored
+
+    def _append_followed(self, exc: SessionEndedError, session_id: str,
+                         messages: tuple[Message, ...]) -> list[Any]:
+        """The first try met ``session_id`` ended: follow successors and append again,
+        at most `MAX_REDIRECTS` tries in all."""
+        for _ in range(MAX_REDIRECTS - 1):
+            self._follow(exc, session_id)
+            session_id = self._slot.session_id
+            try:
+                return self._store.append(session_id, messages, incarnation=self._incarnation)
+            except SessionEndedError as again:
+                exc = again
+        self._follow(exc, session_id)
+        raise SessionEndedError(self.live_id, None, None, "too many successor redirects")
+
+    def _follow(self, exc: SessionEndedError, session_id: str) -> None:
+        """An append met ``session_id`` ended: move to its successor (the baseline
+        stays, so a later compress adopts), or raise ``exc``; `Forwarded` when
+        another actor serves the successor."""
+        successor = exc.successor_id
+        if not successor or successor == session_id:
+            raise exc
+        if not self._move(successor):
+            raise Forwarded from exc
+
+    def _retract(self) -> Any:
+        """`store.retract` in mailbox order: after every append queued before it."""
+        popped = self._store.retract(self.live_id, incarnation=self._incarnation)
+        if popped is not None:
+            self._tokens = None  # recount before the next automatic check
+            self._turns.note_retracted(popped)
+        return popped
+
+    def _count_tokens(self, messages: tuple[Message, ...]) -> None:
+        """Keep the running estimate; a failing counter must not fail a durable append."""
+        if self._tokens is None or self._policy.max_tokens is None:
+            return
+        try:
+            self._tokens += self._policy.token_counter(list(messages))
+        except Exception:
+            logger.warning("token counter failed; will recount", exc_info=True)
+            self._tokens = None
+
+    def _move(self, live_id: str) -> bool:
+        """Serve ``live_id`` from now on; False when another actor already does (hand-over)."""
+        if live_id == self._slot.session_id:
+            return True
+        self._tokens = None
+        self._turns.note_rewritten()
+        return self._registry._relocate(self._slot, live_id, self._turns)
+
+    # -- compaction -------------------------------------------------------------------
+
+    def _compress(self, command: Compress, reply: Future[Any]) -> None:
+        self._registry._note_compress_request()
+        if command.origin == "review":
+            raise CompressionDisabledError(self.live_id, "review handles never compact")
+        attempt = self._attempt
+        if attempt is not None and attempt.in_flight:  # step 1: join, whatever force/mode
+            _chain(attempt.outcome, reply)
+            return
+        attempt = self._start_attempt(command)
+        _chain(attempt.outcome, reply)
+        attempt.prepare()  # runs to the compressor (or to an outcome) on this thread
+
+    def _start_attempt(self, command: Compress) -> Attempt:
+        attempt = Attempt(command, host=self, store=self._store, policy=self._policy,
+                          compressor=self._compressor, holder=self._holder,
+                          loop=self._registry._compressor_loop,
+                          on_outcome=self._registry._post_outcome)
+        self._attempt = attempt
+        self._slot.attempt = attempt
+        self._registry._track_attempt(attempt)
+        attempt.outcome.add_done_callback(self._retire_if_erased)
+        return attempt
+
+    def _retire_if_erased(self, outcome: Future[Any]) -> None:
+        """An attempt that met an erased lineage: this actor retires (any thread)."""
+        if not outcome.cancelled() and isinstance(outcome.exception(), SessionNotFoundError):
+            self._registry._retire_erased(self._slot)
+
+    def interrupt(self) -> bool:
+        """Thread-safe cancel of the attempt in flight (step 8)."""
+        attempt = self._slot.attempt
+        if attempt is None or not attempt.in_flight:
+            return False
+        return attempt.abort(CompressionStatus.CANCELLED, "interrupted", wait=True)
+
+    def _maybe_auto_compact(self) -> None:
+        """After appends: start an automatic attempt past ``max_tokens`` (no hot loop)."""
+        if self._policy.max_tokens is None or self._compressor is None or self._stopping:
+            return
+        try:
+            self._auto_compact_if_over_budget()
+        except Exception:  # the append already succeeded; never report this to its caller
+            logger.warning("automatic compaction check of %s failed", self.live_id, exc_info=True)
+
+    def _auto_compact_if_over_budget(self) -> None:
+        if self._attempt is not None and self._attempt.in_flight:
+            return
+        last = self._last_auto
+        if (last is not None and not last.committed and last.finished_at is not None
+                and time.monotonic() - last.finished_at < self._policy.auto_retry_after_s):
+            return
+        if self._tokens is None:
+            self._tokens = self._policy.token_counter(self._store.transcript(self.live_id))
+        if self._tokens <= self._policy.max_tokens:
+            return
+        logger.info("auto-compacting %s (~%d tokens)", self.live_id, self._tokens)
+        attempt = self._start_attempt(Compress(automatic=True))
+        self._last_auto = attempt
+        attempt.prepare()
+
+    def _stop_if_handed_over(self) -> None:
+        """A handed-over actor stops once its in-flight attempt is over."""
+        if self._slot.successor is None:
+            return
+        attempt = self._attempt
+        if attempt is None or not attempt.in_flight:
+            self.stop()
+
+
+def _claim(reply: Any) -> bool:
+    """Claim a mutating request before applying it: False when its caller withdrew."""
+    return reply.running() or reply.set_running_or_notify_cancel()
+
+
+def _chain(source: Future[Any], target: Future[Any]) -> None:
+    """Complete ``target`` like ``source`` (now or when it completes)."""
+
+    def copy(done: Future[Any]) -> None:
+        exc = done.exception()
+        if exc is not None:
+            _set_exception(target, exc)
+        else:
+            _set_result(target, done.result())
+
+    source.add_done_callback(copy)
+
+
+def _deliver(answers: list[tuple[Any, Any, BaseException | None]]) -> None:
+    """Answer the callers of a handled message (`SessionActor.on_receive`)."""
+    for reply, value, error in answers:
+        try:
+            if error is not None:
+                _set_exception(reply, error)
+            else:
+                _set_result(reply, value)
+        except BaseException:  # a done-callback of someone else's: never reaches pykka
+            logger.exception("answering a caller failed")
+
+
+def _set_result(future: Future[Any], value: Any) -> None:
+    try:
+        future.set_result(value)
+    except InvalidStateError:
+        pass
+
+
+def _set_exception(future: Future[Any], exc: BaseException) -> None:
+    if not isinstance(exc, Exception):
+        wrapped = TranscriptError(f"request aborted by {exc!r}")
+        wrapped.__cause__ = exc
+        exc = wrapped
+    try:
+        future.set_exception(exc)
+    except InvalidStateError:
+        pass

@@ -1,0 +1,205 @@
+"""Data lifecycle commands: ``export``, ``delete``, ``prune``, and the filters of ``sessions``.
+
+``export`` writes JSON Lines (one OpenAI chat message per line, `Message.to_dict`) on
+stdout whatever ``--format`` says: it is meant for piping into other tools. ``delete``
+is the one command that deletes data (`Store.delete_session`): without ``--yes`` it
+only says what it would erase, and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from persistence import Store
+from protocol import InvalidArgumentError, SessionInfo, StoredMessage
+
+from ._database import open_existing
+from ._inspect import existing_session
+from ._output import Output
+
+__all__ = [
+    "add_delete_options",
+    "add_export_options",
+    "add_prune_options",
+    "add_sessions_filters",
+    "cmd_delete",
+    "cmd_export",
+    "cmd_prune",
+    "parse_duration",
+    "parse_meta",
+]
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.ASCII)  # ASCII digits only
+
+
+def parse_duration(text: str) -> float:
+    """``30d``, ``12h``, ``90m``, ``45s``, ``2w`` (a bare number is seconds) -> seconds."""
+    match = _DURATION.match(text)
+    if not match:
+        raise InvalidArgumentError(
+            f"--older-than must be a duration such as 30d, 12h, 90m or 45s, got {text!r}")
+    seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
+    if not math.isfinite(seconds):
+        raise InvalidArgumentError(f"--older-than is out of range: {text!r}")
+    return seconds
+
+
+def parse_meta(pair: str) -> tuple[str, Any]:
+    """A ``KEY=VALUE`` filter: VALUE is read as JSON when it is a JSON scalar (``42``,
+    ``true``, ``null``, ``"42"``), else taken as the string written (``tier=gold``)."""
+    key, sep, raw = pair.partition("=")
+    if not sep or not key:
+        raise InvalidArgumentError(f"--meta takes KEY=VALUE, got {pair!r}")
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return key, raw
+    return key, raw if isinstance(value, (dict, list)) else value
+
+
+# -- options ----------------------------------------------------------------------
+
+
+def add_sessions_filters(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--source", metavar="S", default=None, help="only sessions from this source")
+    parser.add_argument("--meta", metavar="KEY=VALUE", action="append", default=None,
+                        type=_argument(parse_meta),
+                        help="only sessions whose metadata has KEY equal to VALUE (repeatable; "
+                             "VALUE is JSON when it parses as a scalar: 42, true, null, \"42\"; "
+                             "else a string)")
+    parser.add_argument("--after", metavar="ID", default=None,
+                        help="the page after this session id (the last one shown; keyset paging)")
+
+
+def add_export_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("session_id", metavar="ID", help="any id of the conversation (resolved to its live tip)")
+    parser.add_argument("--archive", action="store_true",
+                        help="also the live tip's non-live rows (compacted, superseded, retracted, "
+                             "pruned), in seq order")
+    parser.add_argument("--lineage", action="store_true",
+                        help="every row of every session of the lineage, oldest session first")
+
+
+def add_delete_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("session_id", metavar="ID", help="any id of the lineage to erase")
+    parser.add_argument("--yes", action="store_true",
+                        help="really erase (without it: say what would be erased and exit 2)")
+
+
+def add_prune_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--older-than", metavar="DURATION", required=True,
+                        help="archived rows that left the live transcript at least this long ago: "
+                             "30d, 12h, 90m, 45s (0: all)")
+    parser.add_argument("--session", metavar="ID", default=None,
+                        help="only this session's lineage (default: every session)")
+
+
+def _argument(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse ``type``: our typed error becomes a usage error (one line, exit 2)."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except InvalidArgumentError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from exc
+
+    convert.__name__ = parse.__name__
+    return convert
+
+
+# -- export -----------------------------------------------------------------------
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    with open_existing(args, readonly=True) as store:
+        existing_session(store, args.session_id)
+        if args.lineage:
+            rows = [m for info in lineage_of(store, args.session_id) for m in _all_rows(store, info.id)]
+        else:
+            tip = store.resolve(args.session_id)
+            rows = _all_rows(store, tip) if args.archive else store.transcript(tip)
+    tagged = args.archive or args.lineage
+    for message in rows:
+        sys.stdout.write(json.dumps(_export_line(message, tagged), ensure_ascii=False) + "\n")
+    return 0
+
+
+def _export_line(message: StoredMessage, tagged: bool) -> dict[str, Any]:
+    line = message.to_dict()
+    if tagged:
+        line.update(session_id=message.session_id, seq=message.seq, state=message.state)
+    return line
+
+
+def _all_rows(store: Store, session_id: str) -> list[StoredMessage]:
+    return sorted(store.transcript(session_id) + store.archive(session_id), key=lambda m: m.seq)
+
+
+def lineage_of(store: Store, session_id: str) -> list[SessionInfo]:
+    """Every session of the lineage holding ``session_id``, oldest first."""
+    root = existing_session(store, session_id)
+    seen = {root.id}
+    while root.parent_session_id is not None and root.parent_session_id not in seen:
+        parent = store.get_session(root.parent_session_id)
+        if parent is None:  # a missing parent (fsck reports it): start here
+            break
+        root = parent
+        seen.add(root.id)
+    found, queue = {root.id: root}, [root.id]
+    while queue:
+        for child in store.children(queue.pop()):
+            if child.id not in found:
+                found[child.id] = child
+                queue.append(child.id)
+    return sorted(found.values(), key=lambda info: (info.created_at, info.id))
+
+
+# -- delete -----------------------------------------------------------------------
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    with open_existing(args, readonly=not args.yes) as store:
+        sessions = lineage_of(store, args.session_id)
+        if not args.yes:
+            messages = sum(len(_all_rows(store, info.id)) for info in sessions)
+            ids = ", ".join(info.id for info in sessions)
+            raise InvalidArgumentError(
+                f"would erase {len(sessions)} session(s) ({ids}) and {messages} message(s) in every "
+                f"state, with their compaction records, leases, cooldowns and metadata; "
+                f"add --yes to erase")
+        erased = store.delete_session(args.session_id)
+    out = Output(args)
+    document = {"deleted": args.session_id, "sessions": [i.id for i in sessions], "messages": erased}
+    if out.structured:
+        out.emit(document, [document | {"sessions": len(sessions)}], ["deleted", "sessions", "messages"])
+    else:
+        out.line(f"erased the lineage of {args.session_id}: {len(sessions)} session(s), "
+                 f"{erased} message(s)")
+    return 0
+
+
+# -- prune ------------------------------------------------------------------------
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    older_than = parse_duration(args.older_than)  # before opening: a bad value writes nothing
+    with open_existing(args) as store:
+        if args.session is not None:
+            existing_session(store, args.session)
+        pruned = store.prune_archive(older_than_s=older_than, session_id=args.session)
+    out = Output(args)
+    document = {"pruned": pruned, "older_than_s": older_than, "session": args.session}
+    if out.structured:
+        out.emit(document, [document], list(document))
+    else:
+        scope = f" of the lineage of {args.session}" if args.session else ""
+        out.line(f"pruned {pruned} archived message(s){scope} that left the live transcript "
+                 f"more than {args.older_than.strip()} ago")
+    return 0

@@ -1,0 +1,308 @@
+"""The `Store` interface every backend implements.
+
+One contract, one test suite (``tests/contract``) run against every backend.
+Every method that takes a session id raises `SessionNotFoundError` for an unknown
+one (except `Store.get_session`, which returns None) and `InvalidSessionIdError` for
+a malformed one. Driver errors surface as `TranscriptError` subclasses
+(`StoreBusyError` when the database stayed locked past the patience budget).
+Every write is one transaction: when a method raises, it wrote nothing.
+All methods are safe to call from any thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from protocol import (
+    CompactionRecord,
+    Cooldown,
+    Lease,
+    Message,
+    SessionInfo,
+    StoredMessage,
+)
+from protocol._records import CompactionMode
+
+from ._submitted import OnDone
+
+__all__ = ["Store", "SubmittingStore", "WriteStats", "submits"]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteStats:
+    """Counters of a backend's group-commit writer (``store.write_stats()``, not part
+    of the `Store` protocol): committed transactions, the requests they held,
+    requests of the batch being attempted now, and requests waiting in the queue."""
+
+    transactions: int
+    requests: int
+    in_flight: int
+    queued: int
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Durable sessions, transcripts, leases, cooldowns and compaction records."""
+
+    # -- sessions ---------------------------------------------------------------
+
+    def create_session(
+        self, session_id: str, *, source: str = "api", parent_session_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> SessionInfo:
+        """Create a session.
+
+        ``parent_session_id`` makes it a *continuation*: the parent must exist and have
+        ended with reason ``"compression"``. ``metadata`` is the application's JSON
+        object (str keys, at most 64 levels deep, no NUL), empty by default.
+
+        Raises: `SessionExistsError` if the id is taken; `InvalidLineageError` if the
+        parent did not end by compression; `SessionNotFoundError` for an unknown parent;
+        `InvalidMetadataError` (an `InvalidArgumentError`) for bad metadata.
+        """
+        ...
+
+    def get_session(self, session_id: str) -> SessionInfo | None:
+        """The session, or None for an unknown id."""
+        ...
+
+    def end_session(self, session_id: str, reason: str) -> SessionInfo:
+        """End a session. Idempotent with the same reason.
+
+        Raises: `SessionEndedError` if it already ended with another reason.
+        """
+        ...
+
+    def sessions(
+        self, *, live: bool | None = None, source: str | None = None,
+        metadata: Mapping[str, Any] | None = None, after: SessionInfo | str | None = None,
+        limit: int | None = None,
+    ) -> list[SessionInfo]:
+        """Sessions newest first by ``(created_at, id)``.
+
+        ``live=True`` only open ones, ``False`` only ended ones; ``source`` exact;
+        ``metadata`` filters on every given key, values equal as JSON scalars (numbers
+        by value, booleans never equal to numbers, strings exact; None matches a
+        missing key or ``null``). ``after`` continues after a page (keyset paging on
+        ``(created_at, id)``): the page's last `SessionInfo` (works even if that
+        session was erased since) or its id. ``limit`` None = all, else >= 1.
+
+        Raises: `SessionNotFoundError` for an ``after`` id that is gone;
+        `InvalidArgumentError` for a bad filter or limit.
+        """
+        ...
+
+    def update_metadata(self, session_id: str, patch: Mapping[str, Any]) -> SessionInfo:
+        """Merge ``patch`` into the session's metadata (top level); a key whose value is
+        None is removed. One transaction.
+
+        Raises: `InvalidMetadataError` for a bad patch (nothing written).
+        """
+        ...
+
+    def delete_session(self, session_id: str) -> int:
+        """**Erase** the whole lineage holding ``session_id`` (its root and every
+        continuation): sessions, messages in every state, compaction records, leases,
+        cooldowns and metadata, in one transaction. Returns the number of messages
+        erased. A compaction of that lineage in flight elsewhere commits nothing (its
+        commit finds no session) and its cleanup recreates nothing. The one operation
+        that deletes data.
+        """
+        ...
+
+    def retract(self, session_id: str, *, incarnation: str | None = None) -> StoredMessage | None:
+        """Take the last live message of the live tip (``session_id`` is resolved) out
+        of the live transcript: state ``"retracted"``, kept in the archive, its seq
+        never reused. Returns it as it was, or None when the transcript is empty.
+        ``incarnation`` (a `SessionInfo.incarnation`): retract only from that
+        conversation, checked inside the write (None: whichever the id names now).
+
+        Raises: `SessionEndedError` when the tip ended for another reason than
+        compression; `LineageForkedError`; `SessionNotFoundError` when the tip is
+        another incarnation (the lineage meant was erased and the id reused).
+        """
+        ...
+
+    def prune_archive(self, *, older_than_s: float, session_id: str | None = None) -> int:
+        """Retention: archived rows (compacted, superseded, retracted) that left the live
+        transcript ``older_than_s`` seconds ago or more (0: all) keep their ``id``,
+        ``seq``, ``role``, ``tool_call_id`` and ``created_at`` but lose their content
+        (``""``), ``name``, ``tool_calls`` and ``meta``, and become ``"pruned"``. With
+        ``session_id``, only that session's lineage. Compaction records stay; seqs stay
+        1..N. Returns the number of rows pruned.
+
+        Raises: `InvalidArgumentError` unless ``older_than_s`` is a finite number >= 0.
+        """
+        ...
+
+    def children(self, session_id: str) -> list[SessionInfo]:
+        """Sessions whose ``parent_session_id`` is this one, oldest first."""
+        ...
+
+    def resolve(self, session_id: str) -> str:
+        """The live tip of the lineage: follow compression-ended parents to their
+        unique continuation. A compression-ended session with no child resolves to
+        itself; a session ended for another reason resolves to itself.
+
+        Raises: `LineageForkedError` where a parent has two or more children.
+        """
+        ...
+
+    # -- messages ---------------------------------------------------------------
+
+    def append(
+        self, session_id: str, messages: Message | Sequence[Message], *, incarnation: str | None = None
+    ) -> list[StoredMessage]:
+        """Append one or many messages in one transaction; durable when it returns.
+
+        Seqs are assigned under a per-session lock, in commit order, so a compaction
+        watermark never skips a message that commits later. Never blocked by a lease.
+        ``incarnation`` (a `SessionInfo.incarnation`): append only to that
+        conversation, checked inside the write (None: whichever the id names now).
+        Actors pass theirs, so a lineage erased and started again by another process
+        never receives a write meant for the old one.
+
+        Raises: `SessionEndedError` (``successor_id`` = the live continuation, or None
+        when there is none or the lineage forked) for an ended session;
+        `SessionNotFoundError` for an unknown id or another incarnation;
+        `InvalidMessageError` for a message over the store's content limit.
+        """
+        ...
+
+    def transcript(self, session_id: str) -> list[StoredMessage]:
+        """Live messages in ``seq`` order."""
+        ...
+
+    def archive(self, session_id: str) -> list[StoredMessage]:
+        """Every non-live message (compacted, superseded, retracted, pruned), oldest
+        (lowest seq) first."""
+        ...
+
+    # -- leases -----------------------------------------------------------------
+
+    def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> Lease | None:
+        """Take the compaction lease of any existing session, ended or not.
+
+        None if another holder's lease is live. Otherwise a new lease whose token is
+        the previous token + 1 (also when the same holder re-acquires). Expiry is
+        computed on the database's clock.
+
+        Raises: `InvalidArgumentError` (a `ValueError`) unless ``ttl_s`` is finite and > 0.
+        """
+        ...
+
+    def renew_lease(self, lease: Lease, ttl_s: float) -> Lease | None:
+        """Extend a lease. None (final) when the row no longer has this holder and
+        token, or has expired. Raises only on store errors (transient)."""
+        ...
+
+    def release_lease(self, lease: Lease) -> bool:
+        """Release a lease; True iff the row still had this holder and token."""
+        ...
+
+    def reap_leases(self) -> int:
+        """Release every expired lease (garbage a crash or a failed release left):
+        the holder is cleared and the token kept, so tokens never go backwards; a
+        live lease is never touched. Returns how many were released."""
+        ...
+
+    def current_lease(self, session_id: str) -> Lease | None:
+        """The live lease, if any (for inspection; never a basis for a write)."""
+        ...
+
+    def leases(self) -> list[Lease]:
+        """Every lease still held: live, or expired and not yet released or reaped."""
+        ...
+
+    # -- compaction -------------------------------------------------------------
+
+    def commit_compaction(
+        self,
+        lease: Lease,
+        *,
+        watermark: int,
+        compacted: Sequence[Message],
+        mode: CompactionMode,
+        child_session_id: str | None = None,
+        compressor: str = "",
+    ) -> CompactionRecord:
+        """Publish a compaction in one fenced transaction.
+
+        The lease check (holder, token, not expired) is part of the write itself.
+        Live rows with ``seq <= watermark`` become ``compacted``; live rows above it
+        (the tail) become ``superseded`` and are copied verbatim, in order, after the
+        compacted set, each copy carrying ``origin_id``. ``"in_place"``: these become
+        the session's new live rows (seqs continue from ``max(seq) + 1``).
+        ``"rotate"``: they become the transcript of a new child session (seq from 1,
+        same source); the parent ends with reason ``"compression"``. A None
+        ``child_session_id`` is derived from the parent id and the new epoch.
+
+        Raises: `LeaseLostError` when fencing rejects the commit; `SessionEndedError`
+        for an ended session; `SessionExistsError` if the child id is taken;
+        `SnapshotRetractedError` when the message at ``watermark`` was retracted since
+        the snapshot (checked inside the transaction); `SessionNotFoundError` when the
+        lineage was erased.
+        Nothing is written when it raises.
+        """
+        ...
+
+    def compactions(self, session_id: str) -> list[CompactionRecord]:
+        """Compaction records of this session, oldest first."""
+        ...
+
+    # -- cooldowns --------------------------------------------------------------
+
+    def cooldown(self, session_id: str) -> Cooldown | None:
+        """The raw cooldown row, live or expired; None when none is set."""
+        ...
+
+    def arm_cooldown(self, session_id: str, seconds: float, error: str | None) -> Cooldown:
+        """Set ``until = max(old, now + seconds)``; ``error`` is replaced only when the
+        new ``until`` wins."""
+        ...
+
+    def clear_cooldown(self, session_id: str) -> None:
+        """Remove the cooldown row."""
+        ...
+
+    def restore_cooldown(self, session_id: str, snapshot: Cooldown | None) -> None:
+        """Write ``snapshot`` back verbatim; None clears the row."""
+        ...
+
+    # -- lifecycle --------------------------------------------------------------
+
+    def now(self) -> float:
+        """The store's clock (epoch seconds): the one lease expiry is computed on."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and threads. Idempotent."""
+        ...
+
+
+class SubmittingStore(Store, Protocol):
+    """A `Store` whose group-commit writer also takes appends without waiting for them
+    (both shipped backends): the path ``handle.append_async`` uses from an event loop.
+
+    The runtime checks the store's *class* (`submits`), so a wrapper that delegates
+    by ``__getattr__`` is used through its own ``append``.
+    """
+
+    def append_nowait(self, session_id: str, messages: Message | Sequence[Message], on_done: OnDone, *,
+                      incarnation: str | None = None) -> bool:
+        """`Store.append` without waiting: the messages are checked now (a bad one
+        raises here, nothing queued), then queued for the writer thread, which calls
+        ``on_done(stored, None)`` once they are committed or ``on_done(None, error)``
+        when nothing was written; ``stored()`` builds the `StoredMessage` s (call it
+        off the writer thread). ``on_done`` runs on the writer thread: it must be
+        quick, must not wait on this store, and may return a wake-up the writer
+        calls once per batch. False (nothing queued) when this store has no writer
+        thread: call `Store.append`."""
+        ...
+
+
+def submits(store: Store) -> bool:
+    """Does ``store``'s class implement `SubmittingStore.append_nowait`?"""
+    return callable(getattr(type(store), "append_nowait", None))

@@ -1,0 +1,515 @@
+"""The PostgreSQL backend: `PostgresStore`, opened by ``open_store("postgresql://...")``.
+
+A dumb connector running the named queries of ``persistence/postgres``; the
+database enforces the invariants (fencing inside the UPDATE of the lease row,
+``UNIQUE(session_id, seq)``, the session row lock that orders seqs by commit).
+
+**Clock.** Every time is ``extract(epoch FROM clock_timestamp())`` evaluated by the
+server: the database's wall clock at the moment the statement checks it. Lease
+expiry never looks at a client clock, so clients with skewed clocks agree.
+``now()`` was rejected because it is frozen at transaction start and would judge
+a lease by a stale time after a lock wait.
+
+Leases are rows (``leases``), never advisory locks: an advisory lock carries no
+token and breaks behind transaction poolers. The only advisory lock is the
+per-schema one taken while migrating (see `persistence.postgres._schema`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from protocol import (
+    END_REASON_COMPRESSION,
+    CompactionRecord,
+    ConfigurationError,
+    Cooldown,
+    InvalidLineageError,
+    Lease,
+    Message,
+    SessionExistsError,
+    SessionInfo,
+    SessionNotFoundError,
+    StoredMessage,
+    validate_session_id,
+)
+from protocol._checks import check_text
+from protocol._records import CompactionMode
+
+from .. import _telemetry as telemetry
+from .._metadata import (
+    check_listing,
+    check_metadata,
+    check_metadata_patch,
+    check_older_than,
+)
+from .._queries import load_queries
+from .._rows import (
+    check_commit_args,
+    check_cooldown_error,
+    check_cooldown_seconds,
+    check_incarnation,
+    check_lease,
+    check_messages,
+    check_open_flags,
+    check_snapshot,
+    check_ttl,
+    checked_session_id,
+    compaction_from_row,
+    cooldown_from_row,
+    lease_from_row,
+    new_incarnation,
+    session_from_row,
+    stored_message_from_row,
+)
+from .._store import WriteStats
+from .._submitted import completion, stored_messages
+from . import _lifecycle as lifecycle
+from ._args import check_pool_options
+from ._batch import Wake
+from ._compaction import commit_in_transaction
+from ._driver import PgDatabase
+from ._lineage import ended_error, require_incarnation, require_session, resolve_tip
+from ._notify import CompactionListener
+from ._schema import DIALECT, ensure_schema
+from ._writer import AppendJob, CreateJob, PgWriter
+
+__all__ = ["PostgresStore"]
+
+log = logging.getLogger("session_actors.postgres")
+
+
+class PostgresStore:
+    """The `Store` on PostgreSQL, through a ``psycopg_pool.ConnectionPool``.
+
+    Options: ``min_size``/``max_size`` (pool), ``patience_s`` (how long a call
+    retries a busy database — serialization failures, deadlocks, lock waits, no
+    free connection — before `StoreBusyError`; also the server-side
+    ``lock_timeout``), ``connect_timeout_s``, ``max_content_bytes`` (per message,
+    default: the process-wide limit), ``readonly`` (every transaction is
+    ``READ ONLY``; every write method raises `ReadOnlyStoreError`), ``migrate``
+    (False: never changes the schema; an older one raises `SchemaVersionError`),
+    ``pgbouncer`` (behind PgBouncer in transaction mode: no automatic prepared
+    statements, no session-level ``SET`` — timeouts are set per transaction — and
+    no LISTEN hint; also ``?pgbouncer=true`` in the URL).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        patience_s: float = 10.0,
+        connect_timeout_s: float = 5.0,
+        max_content_bytes: int | None = None,
+        readonly: bool = False,
+        migrate: bool = True,
+        pgbouncer: bool = False,
+    ) -> None:
+        check_pool_options(min_size, max_size, patience_s, connect_timeout_s, max_content_bytes)
+        check_open_flags(readonly=readonly, migrate=migrate, pgbouncer=pgbouncer)
+        self._max_content_bytes = max_content_bytes
+        self._url = url
+        self._connect_timeout_s = float(connect_timeout_s)
+        self._q = load_queries(DIALECT)
+        self._db = PgDatabase(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            patience_s=float(patience_s),
+            connect_timeout_s=float(connect_timeout_s),
+            read_only=readonly,
+            pgbouncer=pgbouncer,
+        )
+        try:
+            self.schema_version = ensure_schema(self._db, self._q, migrate=migrate and not readonly)
+        except BaseException:
+            self._db.close()
+            raise
+        self._unique_violation = self._db.psycopg.errors.UniqueViolation
+        self._fk_violation = self._db.psycopg.errors.ForeignKeyViolation
+        self._writer = PgWriter(self._db.connect, self._q, psycopg=self._db.psycopg,
+                                patience_s=float(patience_s), name=f"pg-writer-{id(self):x}",
+                                pgbouncer=pgbouncer)
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self._db.where})"
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- helpers ---------------------------------------------------------------
+
+    def _read(self, what: str, work: Any) -> Any:
+        return self._db.run(what, work, readonly=True)
+
+    def _write(self, what: str, work: Any) -> Any:
+        return self._db.run(what, work)
+
+    # -- sessions --------------------------------------------------------------
+
+    def create_session(
+        self, session_id: str, *, source: str = "api", parent_session_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> SessionInfo:
+        sid = validate_session_id(session_id)
+        check_text(source, "source")
+        text = check_metadata(metadata)
+        parent = None if parent_session_id is None else validate_session_id(parent_session_id)
+        if parent is None:  # a plain create shares a group commit
+            self._db.check_writable("create_session")
+            return session_from_row(self._writer.submit(CreateJob(sid, source, text, new_incarnation())))
+        q = self._q
+
+        def work(cur: Any) -> SessionInfo:
+            if parent is not None:
+                prow = require_session(cur, q, parent)
+                if prow["end_reason"] != END_REASON_COMPRESSION:
+                    raise InvalidLineageError(sid, parent)
+            try:
+                cur.execute(q["insert_session"],
+                            {"id": sid, "source": source, "parent_session_id": parent, "metadata": text,
+                             "incarnation": new_incarnation()})
+            except self._unique_violation as exc:
+                raise SessionExistsError(sid) from exc
+            return session_from_row(require_session(cur, q, sid))
+
+        return self._write("create_session", work)
+
+    def get_session(self, session_id: str) -> SessionInfo | None:
+        sid = validate_session_id(session_id)
+
+        def work(cur: Any) -> SessionInfo | None:
+            cur.execute(self._q["get_session"], {"id": sid})
+            row = cur.fetchone()
+            return None if row is None else session_from_row(row)
+
+        return self._read("get_session", work)
+
+    def end_session(self, session_id: str, reason: str) -> SessionInfo:
+        sid = validate_session_id(session_id)
+        check_text(reason, "reason")
+        q = self._q
+
+        def work(cur: Any) -> SessionInfo:
+            cur.execute(q["end_session"], {"id": sid, "reason": reason})
+            ended_now = cur.fetchone() is not None
+            row = require_session(cur, q, sid)
+            if not ended_now and row["end_reason"] != reason:
+                raise ended_error(cur, q, sid)
+            return session_from_row(row)
+
+        return self._write("end_session", work)
+
+    def sessions(
+        self, *, live: bool | None = None, source: str | None = None,
+        metadata: Mapping[str, Any] | None = None, after: SessionInfo | str | None = None,
+        limit: int | None = None,
+    ) -> list[SessionInfo]:
+        args = check_listing(live, source, metadata, after, limit)
+        if isinstance(args.after, str):
+            validate_session_id(args.after)
+        rows = self._read("sessions", lambda cur: lifecycle.list_sessions(cur, self._q, args))
+        return [session_from_row(r) for r in rows]
+
+    def update_metadata(self, session_id: str, patch: Mapping[str, Any]) -> SessionInfo:
+        sid = validate_session_id(session_id)
+        patch = check_metadata_patch(patch)
+        row = self._write("update_metadata", lambda cur: lifecycle.update_metadata(cur, self._q, sid, patch))
+        return session_from_row(row)
+
+    def delete_session(self, session_id: str) -> int:
+        sid = validate_session_id(session_id)
+        erased = self._write("delete_session", lambda cur: lifecycle.erase_lineage(cur, self._q, sid))
+        log.info("erased the lineage of %s: %d messages", sid, erased)
+        return erased
+
+    def retract(self, session_id: str, *, incarnation: str | None = None) -> StoredMessage | None:
+        sid = validate_session_id(session_id)
+        check_incarnation(incarnation)
+        row = self._write("retract", lambda cur: lifecycle.retract_last(cur, self._q, sid, incarnation))
+        return None if row is None else stored_message_from_row(row)
+
+    def prune_archive(self, *, older_than_s: float, session_id: str | None = None) -> int:
+        older_than = check_older_than(older_than_s)
+        sid = None if session_id is None else validate_session_id(session_id)
+        return self._write(
+            "prune_archive", lambda cur: lifecycle.prune(cur, self._q, older_than=older_than, session_id=sid))
+
+    def children(self, session_id: str) -> list[SessionInfo]:
+        sid = validate_session_id(session_id)
+
+        def work(cur: Any) -> list[SessionInfo]:
+            require_session(cur, self._q, sid)
+            cur.execute(self._q["list_children"], {"id": sid})
+            return [session_from_row(r) for r in cur.fetchall()]
+
+        return self._read("children", work)
+
+    def resolve(self, session_id: str) -> str:
+        sid = validate_session_id(session_id)
+        return self._read("resolve", lambda cur: resolve_tip(cur, self._q, sid)["id"])
+
+    # -- messages --------------------------------------------------------------
+
+    @telemetry.timed_append
+    def append(self, session_id: str, messages: Message | Sequence[Message], *,
+               incarnation: str | None = None) -> list[StoredMessage]:
+        sid, messages, params = self._checked_append(session_id, messages, incarnation)
+        if not params:
+            return self._append_nothing(sid, incarnation)
+        first_seq, ids, created_at = self._writer.submit(AppendJob(sid, params, incarnation))
+        return stored_messages(messages, params, sid, first_seq, ids, created_at)
+
+    def append_nowait(self, session_id: str, messages: Message | Sequence[Message],
+                      on_done: Callable[[Callable[[], list[StoredMessage]] | None, BaseException | None],
+                                        Wake | None], *, incarnation: str | None = None) -> bool:
+        """`append` without waiting (not part of the `Store` protocol), as
+        `SqliteStore.append_nowait`: the messages are checked now (a bad one raises
+        here, nothing queued), then queued for the group-commit writer, which calls
+        ``on_done(stored, None)`` once they are committed, or ``on_done(None, error)``
+        when nothing was written. ``stored()`` builds the `StoredMessage`s: call it
+        off the writer thread. ``on_done`` runs on the writer thread: it must be
+        quick, must not wait on this store, and may return a wake-up the writer
+        calls once per batch. False (nothing queued) for an empty append: call
+        `append`. ``incarnation`` as for `append`."""
+        sid, messages, params = self._checked_append(session_id, messages, incarnation)
+        if not params:
+            return False
+        done = completion(on_done, messages, params, sid, log)
+
+        self._writer.submit_nowait(AppendJob(sid, params, incarnation), done)
+        return True
+
+    def _checked_append(self, session_id: str, messages: Message | Sequence[Message],
+                        incarnation: str | None) -> tuple[str, Sequence[Message], list[dict[str, Any]]]:
+        """An append's checked arguments: its session id, its messages as a sequence
+        and their column values (nothing is written, or queued, before this)."""
+        sid = checked_session_id(session_id)
+        check_incarnation(incarnation)
+        if isinstance(messages, Message):
+            messages = [messages]
+        params = check_messages(messages, self._max_content_bytes)
+        self._db.check_writable("append")
+        return sid, messages, params
+
+    def _append_nothing(self, sid: str, incarnation: str | None) -> list[StoredMessage]:
+        """An empty append writes nothing but answers like one: unknown or ended raise."""
+        q = self._q
+
+        def work(cur: Any) -> list[StoredMessage]:
+            row = require_incarnation(cur, q, sid, incarnation)
+            if row["ended_at"] is not None:
+                raise ended_error(cur, q, sid)
+            return []
+
+        return self._read("append", work)
+
+    def write_stats(self) -> WriteStats:
+        """Group-commit counters: committed transactions and the requests they held."""
+        return self._writer.stats()
+
+    def transcript(self, session_id: str) -> list[StoredMessage]:
+        return self._messages("live_messages", session_id)
+
+    def archive(self, session_id: str) -> list[StoredMessage]:
+        return self._messages("archived_messages", session_id)
+
+    def _messages(self, query: str, session_id: str) -> list[StoredMessage]:
+        sid = validate_session_id(session_id)
+
+        def work(cur: Any) -> list[StoredMessage]:
+            require_session(cur, self._q, sid)
+            cur.execute(self._q[query], {"id": sid})
+            return [stored_message_from_row(r) for r in cur.fetchall()]
+
+        return self._read(query, work)
+
+    # -- leases ----------------------------------------------------------------
+
+    def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> Lease | None:
+        sid = validate_session_id(session_id)
+        check_text(holder, "holder")
+        ttl = check_ttl(ttl_s)
+
+        def work(cur: Any) -> Lease | None:
+            try:
+                cur.execute(self._q["acquire_lease"], {"session_id": sid, "holder": holder, "ttl": ttl})
+            except self._fk_violation as exc:
+                raise SessionNotFoundError(sid) from exc
+            row = cur.fetchone()
+            return None if row is None else lease_from_row(row)
+
+        return self._write("acquire_lease", work)
+
+    def renew_lease(self, lease: Lease, ttl_s: float) -> Lease | None:
+        check_lease(lease)
+        ttl = check_ttl(ttl_s)
+        params = {"session_id": lease.session_id, "holder": lease.holder, "token": lease.token, "ttl": ttl}
+
+        def work(cur: Any) -> Lease | None:
+            cur.execute(self._q["renew_lease"], params)
+            row = cur.fetchone()
+            return None if row is None else lease_from_row(row)
+
+        return self._write("renew_lease", work)
+
+    def release_lease(self, lease: Lease) -> bool:
+        check_lease(lease)
+        params = {"session_id": lease.session_id, "holder": lease.holder, "token": lease.token}
+
+        def work(cur: Any) -> bool:
+            cur.execute(self._q["release_lease"], params)
+            return cur.fetchone() is not None
+
+        return self._write("release_lease", work)
+
+    def reap_leases(self) -> int:
+        def work(cur: Any) -> int:
+            cur.execute(self._q["reap_leases"])
+            return len(cur.fetchall())
+
+        return self._write("reap_leases", work)
+
+    def current_lease(self, session_id: str) -> Lease | None:
+        sid = validate_session_id(session_id)
+
+        def work(cur: Any) -> Lease | None:
+            require_session(cur, self._q, sid)
+            cur.execute(self._q["current_lease"], {"session_id": sid})
+            row = cur.fetchone()
+            return None if row is None else lease_from_row(row)
+
+        return self._read("current_lease", work)
+
+    def leases(self) -> list[Lease]:
+        def work(cur: Any) -> list[Lease]:
+            cur.execute(self._q["held_leases"])
+            return [lease_from_row(r) for r in cur.fetchall()]
+
+        return self._read("leases", work)
+
+    # -- compaction ------------------------------------------------------------
+
+    def commit_compaction(
+        self,
+        lease: Lease,
+        *,
+        watermark: int,
+        compacted: Sequence[Message],
+        mode: CompactionMode,
+        child_session_id: str | None = None,
+        compressor: str = "",
+    ) -> CompactionRecord:
+        params = check_commit_args(
+            lease, watermark=watermark, compacted=compacted, mode=mode,
+            child_session_id=child_session_id, compressor=compressor,
+            max_content_bytes=self._max_content_bytes)
+        def work(cur: Any) -> CompactionRecord:
+            return commit_in_transaction(
+                cur, self._q, lease, watermark=watermark, compacted=params, mode=mode,
+                child_session_id=child_session_id, compressor=compressor,
+                unique_violation=self._unique_violation,
+            )
+
+        record = self._write("commit_compaction", work)
+        log.info(
+            "compaction committed: session=%s mode=%s token=%d watermark=%d archived=%d tail=%d child=%s",
+            record.session_id, record.mode, record.token, record.watermark,
+            record.archived_count, record.tail_count, record.child_session_id,
+        )
+        return record
+
+    def compactions(self, session_id: str) -> list[CompactionRecord]:
+        sid = validate_session_id(session_id)
+
+        def work(cur: Any) -> list[CompactionRecord]:
+            require_session(cur, self._q, sid)
+            cur.execute(self._q["list_compactions"], {"id": sid})
+            return [compaction_from_row(r) for r in cur.fetchall()]
+
+        return self._read("compactions", work)
+
+    # -- cooldowns -------------------------------------------------------------
+
+    def cooldown(self, session_id: str) -> Cooldown | None:
+        sid = validate_session_id(session_id)
+
+        def work(cur: Any) -> Cooldown | None:
+            row = require_session(cur, self._q, sid)
+            if row["cooldown_until"] is None:
+                return None
+            return Cooldown(sid, float(row["cooldown_until"]), row["cooldown_error"])
+
+        return self._read("cooldown", work)
+
+    def arm_cooldown(self, session_id: str, seconds: float, error: str | None) -> Cooldown:
+        sid = validate_session_id(session_id)
+        seconds = check_cooldown_seconds(seconds)
+        check_cooldown_error(error)
+        params = {"session_id": sid, "seconds": seconds, "error": error}
+
+        def work(cur: Any) -> Cooldown:
+            try:
+                cur.execute(self._q["arm_cooldown"], params)
+            except self._fk_violation as exc:
+                raise SessionNotFoundError(sid) from exc
+            return cooldown_from_row(cur.fetchone())
+
+        return self._write("arm_cooldown", work)
+
+    def clear_cooldown(self, session_id: str) -> None:
+        self.restore_cooldown(session_id, None)
+
+    def restore_cooldown(self, session_id: str, snapshot: Cooldown | None) -> None:
+        sid = validate_session_id(session_id)
+        snapshot = check_snapshot(sid, snapshot)
+        q = self._q
+
+        def work(cur: Any) -> None:
+            require_session(cur, q, sid)
+            if snapshot is None:
+                cur.execute(q["delete_cooldown"], {"session_id": sid})
+                return
+            try:  # an erasure committing since require_session: never recreate its row
+                cur.execute(
+                    q["put_cooldown"],
+                    {"session_id": sid, "until": float(snapshot.until), "error": snapshot.error},
+                )
+            except self._fk_violation as exc:
+                raise SessionNotFoundError(sid) from exc
+
+        self._write("restore_cooldown", work)
+
+    # -- notifications (PostgreSQL only) --------------------------------------
+
+    def listen_compactions(self) -> CompactionListener:
+        """A `CompactionListener` on a dedicated connection: hints of compactions
+        committed from now on (by any process on this schema). Close it when done.
+
+        Raises: `ConfigurationError` behind PgBouncer (``pgbouncer=True``): LISTEN needs
+        a session of its own, which transaction pooling does not give.
+        """
+        if self._db.pgbouncer:
+            raise ConfigurationError("the LISTEN/NOTIFY hint is off behind PgBouncer (pgbouncer=true); "
+                                     "the store is correct without it")
+        return CompactionListener(self._url, self._q, connect_timeout_s=self._connect_timeout_s)
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def now(self) -> float:
+        def work(cur: Any) -> float:
+            cur.execute(self._q["clock"])
+            return float(cur.fetchone()["now"])
+
+        return self._read("now", work)
+
+    def close(self) -> None:
+        self._writer.close()  # commits what is queued; its callers are waiting
+        self._db.close()

@@ -1,0 +1,517 @@
+"""The SQLite backend: the default `Store`, one local database file.
+
+WAL mode, ``BEGIN IMMEDIATE`` for every write, busy retries with jitter up to
+a patience budget (then `StoreBusyError`). With ``group_commit=True`` (the
+default) every write of this process goes through one writer thread and
+concurrent writes share a transaction (one fsync for many appends); a failing
+request is undone alone (see `persistence.sqlite._writer`). With
+``group_commit=False`` each caller runs its own transaction, one at a time.
+Reads use a small pool of connections. Many processes may share the file: the
+SQLite write lock serializes their transactions, and every invariant (fencing,
+seq assignment, at most one child) is checked inside them.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from protocol import (
+    CompactionRecord,
+    ConfigurationError,
+    Cooldown,
+    Lease,
+    Message,
+    SessionInfo,
+    StoredMessage,
+)
+from protocol._checks import check_text
+from protocol._records import CompactionMode
+
+from .. import _telemetry as telemetry
+from .._metadata import (
+    check_listing,
+    check_metadata,
+    check_metadata_patch,
+    check_older_than,
+)
+from .._queries import load_queries
+from .._rows import (
+    check_commit_args,
+    check_cooldown_error,
+    check_cooldown_seconds,
+    check_incarnation,
+    check_lease,
+    check_messages,
+    check_open_flags,
+    check_snapshot,
+    check_store_options,
+    check_ttl,
+    checked_session_id,
+    compaction_from_row,
+    cooldown_from_row,
+    lease_from_row,
+    session_from_row,
+    stored_message_from_row,
+)
+from .._store import WriteStats
+from .._submitted import completion, stored_messages
+from . import _compaction as compaction
+from . import _lifecycle as lifecycle
+from . import _lineage as lineage
+from . import _sessions as sessions
+from ._batch import AloneAppends, AppendJob, RememberedCounters, bulk_append
+from ._driver import (
+    SYNCHRONOUS_MODES,
+    BusyRetry,
+    ReaderPool,
+    checkpoint_after_full,
+    connect,
+    ensure_private_file,
+    map_sqlite_error,
+    restrict_sidecars,
+)
+from ._schema import DIALECT, check_schema, prepare_database
+from ._writer import GroupCommitWriter, ReadOnlyWriter, Wake
+
+__all__ = ["SqliteStore", "WriteStats"]
+
+logger = logging.getLogger("session_actors.sqlite")
+
+T = TypeVar("T")
+#: ``AppendJob(...)`` without the named tuple's Python-level ``__new__`` (one per append).
+_new_tuple = tuple.__new__
+MAX_BATCH = 256
+MAX_IDLE_READERS = 8
+
+
+
+
+class SqliteStore:
+    """A `Store` on one SQLite file (see the module docstring).
+
+    Options: ``synchronous`` (``"FULL"`` by default: durable on return),
+    ``patience_s`` (how long a write waits for the lock before
+    `StoreBusyError`), ``group_commit``, ``clock`` (epoch seconds; tests move
+    time instead of sleeping), ``max_content_bytes`` (per message, default the
+    protocol's limit), ``create`` (False: a missing file is a `ConfigurationError`),
+    ``readonly`` (never takes the write lock, never writes: every write method
+    raises `ReadOnlyStoreError`; reads work while another connection holds
+    ``BEGIN IMMEDIATE``), ``migrate`` (False: never changes the schema; an older
+    one raises `SchemaVersionError`). Neither ``readonly`` nor ``migrate=False``
+    creates a missing file.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        synchronous: str = "FULL",
+        patience_s: float = 30.0,
+        group_commit: bool = True,
+        clock: Callable[[], float] | None = None,
+        max_content_bytes: int | None = None,
+        create: bool = True,
+        readonly: bool = False,
+        migrate: bool = True,
+    ) -> None:
+        self._check_options(synchronous, patience_s, max_content_bytes)
+        check_open_flags(readonly=readonly, migrate=migrate, create=create, group_commit=group_commit)
+        self.path = str(path)
+        self._synchronous = synchronous.upper()
+        self._clock = clock or time.time
+        self._max_content_bytes = max_content_bytes
+        self._retry = BusyRetry(patience_s)
+        self._q = load_queries(DIALECT)
+        ensure_private_file(self.path, create=create and migrate and not readonly)
+        if readonly:
+            self._open_readonly()
+        else:
+            self._open_writable(patience_s, group_commit, migrate)
+
+    def _open_writable(self, patience_s: float, group_commit: bool, migrate: bool) -> None:
+        writer_conn = connect(self.path, synchronous=self._synchronous)
+        try:
+            prepare_database(writer_conn, self._q, path=self.path, retry=self._retry, clock=self.now,
+                             migrate=migrate)
+        except BaseException:
+            writer_conn.close()
+            raise
+        restrict_sidecars(self.path)
+        self._readers = ReaderPool(self.path, synchronous=self._synchronous, max_idle=MAX_IDLE_READERS)
+        # The writer's: only its thread appends in bulk (and runs `_append_one`, but for a
+        # store without group commit, whose callers take turns and never append in bulk)
+        self._remembered = remembered = RememberedCounters()
+        self._writer: GroupCommitWriter | ReadOnlyWriter = GroupCommitWriter(
+            writer_conn,
+            patience_s=patience_s,
+            max_batch=MAX_BATCH,
+            name=f"sqlite-writer:{self.path}",
+            bulk=lambda conn, jobs: bulk_append(conn, self._q, jobs, self.now, remembered),
+            one=self._append_one,
+            alone=AloneAppends(self._q, self.now, remembered),
+            group_commit=group_commit,
+            path=self.path,
+            on_full=lambda: checkpoint_after_full(writer_conn, self.path),
+        )
+        self._writer_conn: sqlite3.Connection | None = writer_conn
+
+    def _open_readonly(self) -> None:
+        """Read connections only (``mode=ro``, ``query_only``); the schema must be current."""
+        self._readers = ReaderPool(self.path, synchronous=self._synchronous, max_idle=MAX_IDLE_READERS,
+                                   readonly=True)
+        conn = self._readers.checkout()
+        try:
+            check_schema(conn, self._q, retry=self._retry, migrate=False)
+        except sqlite3.Error as exc:
+            self._readers.close()
+            raise ConfigurationError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
+        except BaseException:
+            self._readers.close()
+            raise
+        finally:
+            self._readers.checkin(conn)
+        self._writer = ReadOnlyWriter(self.path)
+        self._writer_conn = None
+
+    @staticmethod
+    def _check_options(synchronous: object, patience: object, max_bytes: object) -> None:
+        if not isinstance(synchronous, str) or synchronous.upper() not in SYNCHRONOUS_MODES:
+            raise ConfigurationError(f"synchronous must be one of {SYNCHRONOUS_MODES}, got {synchronous!r}")
+        check_store_options(patience_s=patience, max_content_bytes=max_bytes)
+
+    # -- plumbing ---------------------------------------------------------------
+
+    def _read(self, fn: Callable[[sqlite3.Connection], T], session_id: str = "?") -> T:
+        """Run ``fn`` in one read transaction (a consistent snapshot)."""
+        conn = self._readers.checkout()
+
+        def attempt() -> T:
+            conn.execute("BEGIN")
+            try:
+                return fn(conn)
+            finally:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+
+        try:
+            return self._retry.run(attempt)
+        except sqlite3.Error as exc:
+            raise map_sqlite_error(exc, session_id) from exc
+        finally:
+            self._readers.checkin(conn)
+
+    def _write(self, fn: Callable[[sqlite3.Connection], T], session_id: str = "?", what: str = "write") -> T:
+        """Run ``fn`` in a write transaction. Bodies read the clock themselves, under
+        the write lock, so lease times follow commit order across processes."""
+        return self._writer.submit(fn, session_id, what=what)
+
+    def write_stats(self) -> WriteStats:
+        """Write transactions committed by this store object, the requests they held
+        (group commit puts many in one), and requests queued for the writer."""
+        return self._writer.stats()
+
+    def now(self) -> float:
+        return float(self._clock())
+
+    def close(self) -> None:
+        if not self._readers.close():
+            return
+        self._writer.close()  # runs what is queued, then stops its thread
+        if self._writer_conn is None:  # read-only
+            return
+        try:
+            self._writer_conn.close()
+        except sqlite3.Error as exc:  # closing must not raise; note it
+            logger.warning("closing the writer connection failed: %s", exc)
+
+    def __enter__(self) -> SqliteStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({self.path!r})"
+
+    # -- sessions ---------------------------------------------------------------
+
+    def create_session(
+        self, session_id: str, *, source: str = "api", parent_session_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> SessionInfo:
+        checked_session_id(session_id)
+        if parent_session_id is not None:
+            checked_session_id(parent_session_id)
+        check_text(source, "source")
+        text = check_metadata(metadata)
+        row = self._write(
+            lambda c: sessions.create_session(c, self._q, session_id, source, parent_session_id, self.now(), text),
+            session_id,
+        )
+        return session_from_row(row)
+
+    def get_session(self, session_id: str) -> SessionInfo | None:
+        checked_session_id(session_id)
+        row = self._read(lambda c: c.execute(self._q["get_session"], {"session_id": session_id}).fetchone())
+        return None if row is None else session_from_row(row)
+
+    def end_session(self, session_id: str, reason: str) -> SessionInfo:
+        checked_session_id(session_id)
+        check_text(reason, "reason")
+        row = self._write(lambda c: sessions.end_session(c, self._q, session_id, reason, self.now()), session_id)
+        return session_from_row(row)
+
+    def sessions(
+        self, *, live: bool | None = None, source: str | None = None,
+        metadata: Mapping[str, Any] | None = None, after: SessionInfo | str | None = None,
+        limit: int | None = None,
+    ) -> list[SessionInfo]:
+        args = check_listing(live, source, metadata, after, limit)
+        if isinstance(args.after, str):
+            checked_session_id(args.after)
+        rows = self._read(lambda c: lifecycle.list_sessions(c, self._q, **args._asdict()))
+        return [session_from_row(r) for r in rows]
+
+    def update_metadata(self, session_id: str, patch: Mapping[str, Any]) -> SessionInfo:
+        checked_session_id(session_id)
+        patch = check_metadata_patch(patch)
+        row = self._write(lambda c: lifecycle.update_metadata(c, self._q, session_id, patch), session_id,
+                          "update_metadata")
+        return session_from_row(row)
+
+    def delete_session(self, session_id: str) -> int:
+        checked_session_id(session_id)
+        erased = self._write(lambda c: lifecycle.erase_lineage(c, self._q, session_id), session_id,
+                             "delete_session")
+        logger.info("erased the lineage of %s: %d messages", session_id, erased)
+        return erased
+
+    def retract(self, session_id: str, *, incarnation: str | None = None) -> StoredMessage | None:
+        checked_session_id(session_id)
+        check_incarnation(incarnation)
+        row = self._write(lambda c: lifecycle.retract_last(c, self._q, session_id, self.now(), incarnation),
+                          session_id, "retract")
+        return None if row is None else stored_message_from_row(row)
+
+    def prune_archive(self, *, older_than_s: float, session_id: str | None = None) -> int:
+        older_than = check_older_than(older_than_s)
+        if session_id is not None:
+            checked_session_id(session_id)
+        return self._write(
+            lambda c: lifecycle.prune(c, self._q, cutoff=self.now() - older_than, session_id=session_id),
+            session_id or "?", "prune_archive",
+        )
+
+    def children(self, session_id: str) -> list[SessionInfo]:
+        checked_session_id(session_id)
+
+        def body(c: sqlite3.Connection) -> list[sqlite3.Row]:
+            lineage.require_session(c, self._q, session_id)
+            return c.execute(self._q["children"], {"session_id": session_id}).fetchall()
+
+        return [session_from_row(r) for r in self._read(body, session_id)]
+
+    def resolve(self, session_id: str) -> str:
+        checked_session_id(session_id)
+        return self._read(lambda c: lineage.resolve(c, self._q, session_id), session_id)
+
+    # -- messages ---------------------------------------------------------------
+
+    @telemetry.timed_append
+    def append(self, session_id: str, messages: Message | Sequence[Message], *,
+               incarnation: str | None = None) -> list[StoredMessage]:
+        originals, params, job = self._append_request(session_id, messages, incarnation)
+        first_seq, ids, created_at = self._writer.submit(None, session_id, job=job, what="append")
+        # built here, not on the writer thread: the writer is the shared bottleneck
+        return stored_messages(originals, params, session_id, first_seq, ids, created_at)
+
+    def _append_request(self, session_id: str, messages: Message | Sequence[Message],
+                        incarnation: str | None) -> tuple[Sequence[Message], list[Any], AppendJob]:
+        """Check an append's arguments: its messages, their column values, and its
+        write (a job the writer runs in bulk, or alone with `_append_one`)."""
+        checked_session_id(session_id)
+        if incarnation is not None:
+            check_incarnation(incarnation)
+        originals = (messages,) if isinstance(messages, Message) else messages
+        params = check_messages(originals, self._max_content_bytes)
+        return originals, params, _new_tuple(AppendJob, (session_id, params, incarnation))
+
+    def _append_one(self, c: sqlite3.Connection, job: AppendJob) -> tuple[int, list[int], float]:
+        """One append job alone, in the writer's transaction (no closure per append:
+        fewer objects for the garbage collector, see `_Request`)."""
+        now = self.now()
+        first_seq, ids = sessions.append_rows(c, self._q, job.session_id, job.params, now, job.incarnation)
+        self._remembered.note({job.session_id: first_seq + len(ids)})  # a bulk batch may skip reading it
+        return first_seq, ids, now
+
+    def append_nowait(self, session_id: str, messages: Message | Sequence[Message],
+                      on_done: Callable[[Callable[[], list[StoredMessage]] | None, BaseException | None],
+                                        Wake | None], *, incarnation: str | None = None) -> bool:
+        """`SubmittingStore.append_nowait`: the messages are
+        checked now (a bad one raises here, nothing queued), then queued for the
+        group-commit writer, which calls ``on_done(stored, None)`` once they are
+        committed, or ``on_done(None, error)`` when nothing was written. ``stored()``
+        builds the `StoredMessage`s: call it off the writer thread (the shared
+        bottleneck). ``on_done`` runs on the writer thread: it must be quick, must
+        not wait on this store, and may return a wake-up the writer calls once per
+        batch (see `GroupCommitWriter.submit_nowait`). False (nothing queued) when
+        this store has no writer thread (``group_commit=False``): call `append`.
+        ``incarnation`` as for `append`."""
+        messages, params, job = self._append_request(session_id, messages, incarnation)
+        done = completion(on_done, messages, params, session_id, logger)
+        return self._writer.submit_nowait(None, session_id, job=job, what="append", on_done=done)
+
+    def _messages(self, query: str, session_id: str) -> list[StoredMessage]:
+        checked_session_id(session_id)
+
+        def body(c: sqlite3.Connection) -> list[sqlite3.Row]:
+            lineage.require_session(c, self._q, session_id)
+            return c.execute(self._q[query], {"session_id": session_id}).fetchall()
+
+        return [stored_message_from_row(r) for r in self._read(body, session_id)]
+
+    def transcript(self, session_id: str) -> list[StoredMessage]:
+        return self._messages("transcript", session_id)
+
+    def archive(self, session_id: str) -> list[StoredMessage]:
+        return self._messages("archive", session_id)
+
+    # -- leases -----------------------------------------------------------------
+
+    def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> Lease | None:
+        checked_session_id(session_id)
+        check_text(holder, "holder")
+        ttl = check_ttl(ttl_s)
+
+        def body(c: sqlite3.Connection) -> sqlite3.Row | None:
+            lineage.require_session(c, self._q, session_id)
+            now = self.now()
+            params = {"session_id": session_id, "holder": holder, "now": now, "expires_at": now + ttl}
+            return c.execute(self._q["acquire_lease"], params).fetchone()
+
+        row = self._write(body, session_id, "acquire_lease")
+        return None if row is None else lease_from_row(row)
+
+    def renew_lease(self, lease: Lease, ttl_s: float) -> Lease | None:
+        check_lease(lease)
+        ttl = check_ttl(ttl_s)
+
+        def body(c: sqlite3.Connection) -> sqlite3.Row | None:
+            now = self.now()  # an unknown session has no lease row: None, like any lost lease
+            params = {
+                "session_id": lease.session_id, "holder": lease.holder, "token": lease.token,
+                "now": now, "expires_at": now + ttl,
+            }
+            return c.execute(self._q["renew_lease"], params).fetchone()
+
+        row = self._write(body, lease.session_id, "renew_lease")
+        return None if row is None else lease_from_row(row)
+
+    def release_lease(self, lease: Lease) -> bool:
+        check_lease(lease)
+
+        def body(c: sqlite3.Connection) -> bool:
+            params = {"session_id": lease.session_id, "holder": lease.holder, "token": lease.token, "now": self.now()}
+            return c.execute(self._q["release_lease"], params).rowcount == 1
+
+        return self._write(body, lease.session_id, "release_lease")
+
+    def reap_leases(self) -> int:
+        def body(c: sqlite3.Connection) -> int:
+            return c.execute(self._q["reap_leases"], {"now": self.now()}).rowcount
+
+        return self._write(body, what="reap_leases")
+
+    def current_lease(self, session_id: str) -> Lease | None:
+        checked_session_id(session_id)
+
+        def body(c: sqlite3.Connection) -> sqlite3.Row | None:
+            lineage.require_session(c, self._q, session_id)
+            return c.execute(self._q["current_lease"], {"session_id": session_id, "now": self.now()}).fetchone()
+
+        row = self._read(body, session_id)
+        return None if row is None else lease_from_row(row)
+
+    def leases(self) -> list[Lease]:
+        rows = self._read(lambda c: c.execute(self._q["held_leases"]).fetchall())
+        return [lease_from_row(r) for r in rows]
+
+    # -- compaction -------------------------------------------------------------
+
+    def commit_compaction(
+        self,
+        lease: Lease,
+        *,
+        watermark: int,
+        compacted: Sequence[Message],
+        mode: CompactionMode,
+        child_session_id: str | None = None,
+        compressor: str = "",
+    ) -> CompactionRecord:
+        params = check_commit_args(
+            lease, watermark=watermark, compacted=compacted, mode=mode,
+            child_session_id=child_session_id, compressor=compressor,
+            max_content_bytes=self._max_content_bytes)
+        return self._write(
+            lambda c: compaction.commit_compaction(
+                c, self._q, lease, watermark=watermark, params=params, mode=mode,
+                child_session_id=child_session_id, compressor=compressor, now=self.now(),
+            ),
+            lease.session_id, "commit_compaction",
+        )
+
+    def compactions(self, session_id: str) -> list[CompactionRecord]:
+        checked_session_id(session_id)
+
+        def body(c: sqlite3.Connection) -> list[sqlite3.Row]:
+            lineage.require_session(c, self._q, session_id)
+            return c.execute(self._q["compactions"], {"session_id": session_id}).fetchall()
+
+        return [compaction_from_row(r) for r in self._read(body, session_id)]
+
+    # -- cooldowns --------------------------------------------------------------
+
+    def cooldown(self, session_id: str) -> Cooldown | None:
+        checked_session_id(session_id)
+
+        def body(c: sqlite3.Connection) -> sqlite3.Row | None:
+            lineage.require_session(c, self._q, session_id)
+            return c.execute(self._q["get_cooldown"], {"session_id": session_id}).fetchone()
+
+        row = self._read(body, session_id)
+        return None if row is None else cooldown_from_row(row)
+
+    def arm_cooldown(self, session_id: str, seconds: float, error: str | None) -> Cooldown:
+        checked_session_id(session_id)
+        seconds = check_cooldown_seconds(seconds)
+        check_cooldown_error(error)
+
+        def body(c: sqlite3.Connection) -> sqlite3.Row:
+            lineage.require_session(c, self._q, session_id)
+            params = {"session_id": session_id, "until": self.now() + seconds, "error": error}
+            return c.execute(self._q["arm_cooldown"], params).fetchone()
+
+        return cooldown_from_row(self._write(body, session_id))
+
+    def clear_cooldown(self, session_id: str) -> None:
+        self.restore_cooldown(session_id, None)
+
+    def restore_cooldown(self, session_id: str, snapshot: Cooldown | None) -> None:
+        checked_session_id(session_id)
+        snapshot = check_snapshot(session_id, snapshot)
+
+        def body(c: sqlite3.Connection) -> None:
+            lineage.require_session(c, self._q, session_id)
+            if snapshot is None:
+                c.execute(self._q["delete_cooldown"], {"session_id": session_id})
+            else:
+                c.execute(
+                    self._q["put_cooldown"],
+                    {"session_id": session_id, "until": snapshot.until, "error": snapshot.error},
+                )
+
+        self._write(body, session_id)
