@@ -483,7 +483,7 @@ class SessionActor(SubmittedAppends, PooledActor):
             return
         if self._tokens is None:
             self._tokens = self._policy.token_counter(self._store.transcript(self.live_id))
-        if self._tokens <= self._policy.max_tokens:
+        if self._policy.max_tokens is None or self._tokens <= self._policy.max_tokens:
             return
         logger.info("auto-compacting %s (~%d tokens)", self.live_id, self._tokens)
         attempt = self._start_attempt(Compress(automatic=True))

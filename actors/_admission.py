@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["Forwarded", "runs_here"]
 
 
-class Forwarded(Exception):  # noqa: N818 - a signal between our own frames, never raised to a user
+class Forwarded(Exception):
     """The request was handed to the actor that now serves the live id."""
 
 

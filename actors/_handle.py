@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, cast, overload
 
 from protocol import (
     MODES,
@@ -50,6 +50,7 @@ from protocol._commands import (
     ReadTranscript,
     Retract,
 )
+from protocol._messages import Role
 from protocol._records import CompactionMode
 from protocol.errors import AskTimeoutError
 
@@ -102,7 +103,8 @@ class _Handle:
     def append(self, first: Any, content: Any = _MISSING, /, **fields: Any) -> Any:
         """Append durably: ``(role, content, **fields)``, a `Message`, or a list of them."""
         if content is _MISSING and not fields and type(first) is Message:  # the common form
-            messages, single = (first,), True
+            messages: tuple[Message, ...] = (first,)
+            single = True
         else:
             messages, single = _messages(first, content, fields)
         # The caller-runs path (`SessionActor.append_here`), inlined: every microsecond a
@@ -198,7 +200,7 @@ class _Handle:
     # -- plumbing -------------------------------------------------------------------
 
     def _stamp(self, command: Any) -> Any:
-        if dataclasses.is_dataclass(command) and any(
+        if dataclasses.is_dataclass(command) and not isinstance(command, type) and any(
                 f.name == "origin" for f in dataclasses.fields(command)):
             return dataclasses.replace(command, origin=self._origin)
         return command
@@ -388,7 +390,7 @@ def _messages(first: Any, content: Any, fields: dict[str, Any]) -> tuple[tuple[M
         if content is _MISSING:  # None is content: an assistant message with tool_calls
             raise InvalidMessageError("append(role, content): content is missing")
         try:
-            return (Message(first, content, **fields),), True
+            return (Message(cast(Role, first), content, **fields),), True  # Message checks the role
         except TypeError as exc:  # an unknown field name
             raise InvalidMessageError(f"bad message fields: {exc}") from exc
     if isinstance(first, Sequence) and not isinstance(first, (bytes, bytearray)):

@@ -378,12 +378,13 @@ class SessionRegistry:
             if serving is not None and serving.current().born == slot.born:
                 slot = serving.current()
         cancelled = False
-        while slot is not None:
-            attempt = slot.attempt
+        current: Slot | None = slot
+        while current is not None:
+            attempt = current.attempt
             if attempt is not None and attempt.in_flight:
                 cancelled = attempt.abort(CompressionStatus.CANCELLED, "interrupted",
                                           wait=True) or cancelled
-            slot = slot.successor
+            current = current.successor
         return cancelled
 
     def _retire_erased(self, slot: Slot) -> None:

@@ -18,6 +18,7 @@ import time
 from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import cast
 
 from protocol import StoredMessage
 from protocol._commands import Append, OpenTurn, Retract
@@ -190,7 +191,7 @@ class TurnGate:
                     and command.turn.number == number):
                 command.turn.depth -= 1
                 if command.turn.depth <= 0:
-                    self._held.remove(request)
+                    cast(deque, self._held).remove(request)  # it holds this request
                 return
 
     def close_for_stop(self) -> None:

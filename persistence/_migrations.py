@@ -30,7 +30,7 @@ class Migration:
     sql: str
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_migrations(dialect: str) -> tuple[Migration, ...]:
     """The dialect's migrations in version order; versions must be 1..N without gaps."""
     folder = resources.files("persistence").joinpath(dialect, "migrations")

@@ -50,7 +50,7 @@ def parse_named_blocks(text: str, *, source: str = "<sql>") -> dict[str, str]:
     return result
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_queries(dialect: str) -> Mapping[str, str]:
     """All named blocks of ``persistence/<dialect>/*.sql`` (not migrations).
 

@@ -13,6 +13,7 @@ import json
 import math
 import re
 import secrets
+import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -44,26 +45,29 @@ from protocol._messages import (
 
 from ._metadata import metadata_from_column
 
+#: A database row as the backends hand it over: psycopg's dict rows or ``sqlite3.Row``.
+RowLike = Mapping[str, Any] | sqlite3.Row
+
 __all__ = [
-    "checked_session_id",
     "check_commit_args",
     "check_cooldown_error",
-    "check_incarnation",
-    "new_incarnation",
-    "other_incarnation",
     "check_cooldown_seconds",
-    "check_open_flags",
-    "check_watermark",
+    "check_incarnation",
     "check_lease",
     "check_messages",
+    "check_open_flags",
     "check_snapshot",
     "check_store_options",
     "check_ttl",
+    "check_watermark",
+    "checked_session_id",
     "compaction_from_row",
     "cooldown_from_row",
     "derive_child_id",
     "lease_from_row",
     "message_params",
+    "new_incarnation",
+    "other_incarnation",
     "session_from_row",
     "stored_from_params",
     "stored_message_from_row",
@@ -309,7 +313,7 @@ def _loads(text: str | None) -> Any:
     return value if end == len(text) else json.loads(text)
 
 
-def stored_message_from_row(row: Mapping[str, Any]) -> StoredMessage:
+def stored_message_from_row(row: RowLike) -> StoredMessage:
     return _stored(
         row["role"], _loads(row["content"]), row["name"], row["tool_call_id"],
         _loads(row["tool_calls"]), _loads(row["meta"]) or {}, row["session_id"], row["seq"],
@@ -337,7 +341,7 @@ def new_incarnation() -> str:
     return secrets.token_hex(8)
 
 
-def session_from_row(row: Mapping[str, Any]) -> SessionInfo:
+def session_from_row(row: RowLike) -> SessionInfo:
     return SessionInfo(
         id=row["id"],
         source=row["source"],
@@ -353,7 +357,7 @@ def session_from_row(row: Mapping[str, Any]) -> SessionInfo:
     )
 
 
-def lease_from_row(row: Mapping[str, Any]) -> Lease:
+def lease_from_row(row: RowLike) -> Lease:
     return Lease(
         session_id=row["session_id"],
         holder=row["holder"],
@@ -363,11 +367,11 @@ def lease_from_row(row: Mapping[str, Any]) -> Lease:
     )
 
 
-def cooldown_from_row(row: Mapping[str, Any]) -> Cooldown:
+def cooldown_from_row(row: RowLike) -> Cooldown:
     return Cooldown(session_id=row["session_id"], until=row["until"], error=row["error"])
 
 
-def compaction_from_row(row: Mapping[str, Any]) -> CompactionRecord:
+def compaction_from_row(row: RowLike) -> CompactionRecord:
     return CompactionRecord(
         id=row["id"],
         session_id=row["session_id"],

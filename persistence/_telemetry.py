@@ -23,8 +23,8 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
-from typing import Any, ContextManager, Protocol
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Any, Protocol, TypeVar, cast
 
 __all__ = [
     "CompactionTrace",
@@ -57,7 +57,7 @@ class ResidentSource(Protocol):
 class CompactionTrace:
     """One attempt's span and figures; this base class records nothing (no extra)."""
 
-    def phase(self, name: str) -> ContextManager[Any]:
+    def phase(self, name: str) -> AbstractContextManager[Any]:
         """A child span ``session_actors.<name>`` (``compress``, ``commit``), on any thread."""
         return nullcontext()
 
@@ -266,7 +266,10 @@ def track_resident(source: ResidentSource) -> None:
     _current().track_resident(source)
 
 
-def timed_append(append: Callable[..., Sequence[Any]]) -> Callable[..., Sequence[Any]]:
+_Append = TypeVar("_Append", bound=Callable[..., Sequence[Any]])
+
+
+def timed_append(append: _Append) -> _Append:
     """Decorate a store's ``append(session_id, messages, *, incarnation=None)``: count
     the messages it committed and time the call (on every append: kept to the bone)."""
     clock = time.perf_counter
@@ -279,4 +282,4 @@ def timed_append(append: Callable[..., Sequence[Any]]) -> Callable[..., Sequence
         (hooks if hooks is not None else _load()).appended(len(stored), clock() - started)
         return stored
 
-    return timed
+    return cast(_Append, timed)  # the same signature as append, by functools.wraps

@@ -10,9 +10,9 @@ from ._records import CompactionMode
 
 __all__ = [
     "Append",
+    "CloseTurn",
     "Command",
     "Compress",
-    "CloseTurn",
     "Interrupt",
     "OpenTurn",
     "Origin",

@@ -18,12 +18,12 @@ from ._messages import Message
 
 __all__ = [
     "call_ids",
+    "group_start",
     "in_tool_run",
     "invalid_tool_pairing",
     "is_tail_boundary",
     "keeps_with_next",
     "tail_start",
-    "group_start",
 ]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from typing import Any
 
 from protocol import (
     MODES,
@@ -28,8 +29,8 @@ from ._output import Output, to_jsonable
 
 __all__ = ["add_compact_options", "add_compressor_options", "cmd_compact", "explain", "make_compressor"]
 
-DEFAULT_KEEP_LAST = CompactionPolicy.keep_last
-DEFAULT_TARGET_TOKENS = CompactionPolicy.target_tokens
+DEFAULT_KEEP_LAST = CompactionPolicy().keep_last
+DEFAULT_TARGET_TOKENS = CompactionPolicy().target_tokens
 
 log = logging.getLogger("session_actors.cli_compact")
 
@@ -113,7 +114,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sizes(args: argparse.Namespace) -> dict[str, int]:
+def _sizes(args: argparse.Namespace) -> dict[str, Any]:
     sizes = {"keep_last": args.keep_last, "target_tokens": args.target_tokens}
     return {name: value for name, value in sizes.items() if value is not None}
 

@@ -131,7 +131,7 @@ def _keep(run: list[_Node], asked: str, tip: str | None) -> list[_Node | int]:
 def _print_chain(out: Output, chain: list[_Node], asked: str, tip: str | None) -> None:
     out.line(f"lineage of {asked}: a straight chain of {len(chain)} session(s), "
              f"root {chain[0].info.id}, live tip {tip}")
-    rows = []
+    rows: list[tuple[object, ...]] = []
     for item in _keep(chain, asked, tip):
         if isinstance(item, int):
             rows.append(("", f"... {item} continuation(s) ...", "", "", "", ""))

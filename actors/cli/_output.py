@@ -23,7 +23,7 @@ import json
 import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from rich import box
@@ -262,7 +262,7 @@ def fmt_time(epoch: float | None) -> str:
     """Epoch seconds as a UTC timestamp (empty for None)."""
     if epoch is None:
         return ""
-    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.fromtimestamp(epoch, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def shorten(text: str, width: int = 80) -> str:

@@ -33,8 +33,8 @@ class LeaseKeeper:
         lease: Lease,
         policy: CompactionPolicy,
         *,
-        on_lost: Callable[[], None],
-        on_timeout: Callable[[], None],
+        on_lost: Callable[[], object],
+        on_timeout: Callable[[], object],
         renewed_at: float | None = None,
     ) -> None:
         self._store = store

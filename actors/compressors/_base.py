@@ -27,7 +27,10 @@ class Compressor(Protocol):
     defaults; the registry calls it once (see `bind_compressor`).
     """
 
-    name: str
+    @property
+    def name(self) -> str:
+        """Recorded with each compaction (``CompactionRecord.compressor``)."""
+        ...
 
     def compress(
         self, messages: Sequence[StoredMessage], *, target_tokens: int, cancel: threading.Event

@@ -53,12 +53,12 @@ __all__ = [
     "ENV_API_KEY",
     "ENV_BASE_URL",
     "ENV_MODEL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
     "LLMCancelledError",
     "LLMCompressor",
     "LLMCompressorError",
     "LLMTimeoutError",
-    "OPENAI_API_KEY",
-    "OPENAI_BASE_URL",
 ]
 
 log = logging.getLogger("session_actors.llm")

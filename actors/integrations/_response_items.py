@@ -147,7 +147,9 @@ def _render(message: Message) -> list[dict[str, Any]]:
                       "content": _parts(message.content, _TEXT_PART.get(message.role, "input_text"))})
     for call in message.tool_calls or ():
         if isinstance(call, dict):
-            function = call.get("function") if isinstance(call.get("function"), dict) else {}
+            function = call.get("function")
+            if not isinstance(function, dict):
+                function = {}
             items.append({"type": "function_call", "call_id": str(call.get("id", "")),
                           "name": str(function.get("name", "")),
                           "arguments": str(function.get("arguments", ""))})

@@ -121,7 +121,7 @@ class _Supervisor:
         self.stop = self.ctx.Value("b", 0, lock=False)
         self.total_jobs = sum(len(build_jobs(replace(base, worker=i))) for i in range(processes))
         self.workers: dict[int, _Worker] = {}
-        self.starts = Counter()
+        self.starts: Counter[int] = Counter()
         self.done: list[_Worker] = []  # exited cleanly after stop: their results count
         self.stats = ChaosStats()
         self.errors = WorkerResult()
@@ -259,6 +259,7 @@ class _Supervisor:
             self._thaw()
 
     def _thaw(self) -> None:
+        assert self.frozen is not None  # only called while one is frozen
         worker, _ = self.frozen
         self.frozen = None
         if worker.proc.is_alive():

@@ -30,7 +30,7 @@ from protocol import END_REASON_COMPRESSION, StoredMessage
 
 from ._conversation import separated_tool_results, split_turns
 
-__all__ = ["Ack", "IntegrityReport", "NAIVE_WATERMARK_KEY", "check_run"]
+__all__ = ["NAIVE_WATERMARK_KEY", "Ack", "IntegrityReport", "check_run"]
 
 log = logging.getLogger("session_actors.simulate.check")
 

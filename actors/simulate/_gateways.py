@@ -15,9 +15,11 @@ import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import cast
 
 from persistence import Store, open_store
 from protocol import END_REASON_COMPRESSION, Message, SessionEndedError, StoredMessage
+from protocol._records import CompactionMode
 
 from .._handle import SessionHandle
 from .._registry import SessionRegistry, default_holder
@@ -70,7 +72,7 @@ class ActorGateway:
         return self._local.turns
 
     def compress(self, root: str, mode: str) -> str:
-        return self.registry.session(root, source="sim").compress(mode=mode).status.value
+        return self.registry.session(root, source="sim").compress(mode=cast(CompactionMode, mode)).status.value
 
     def compress_and_interrupt(self, root: str, mode: str) -> tuple[str, bool]:
         """Start a forced compression on one thread and interrupt it from this one."""
@@ -80,7 +82,7 @@ class ActorGateway:
 
         def compress() -> None:
             try:
-                box["status"] = handle.compress(force=True, mode=mode).status.value
+                box["status"] = handle.compress(force=True, mode=cast(CompactionMode, mode)).status.value
             except Exception as exc:  # re-raised on the caller's thread
                 box["error"] = exc
             finally:
@@ -177,7 +179,9 @@ def open_gateway(config: WorkerConfig) -> Iterator[ActorGateway | NaiveGateway]:
         policy = make_policy(config)
         compressor = make_compressor(config)
         if config.naive:
-            yield NaiveGateway(store, bind_compressor(compressor, policy), policy)
+            bound = bind_compressor(compressor, policy)
+            assert bound is not None  # make_compressor always makes one
+            yield NaiveGateway(store, bound, policy)
             return
         holder = f"sim-w{config.worker}:{default_holder()}"
         with SessionRegistry(store, compressor=compressor, policy=policy, holder=holder) as registry:

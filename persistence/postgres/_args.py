@@ -6,6 +6,8 @@ the database.
 
 from __future__ import annotations
 
+from typing import cast
+
 from protocol._checks import check_count, check_duration
 
 from .._rows import check_store_options
@@ -22,6 +24,6 @@ def check_pool_options(
     """The constructor options of `PostgresStore`: pool sizes (``max_size`` 1 to 1000,
     ``min_size`` 0 to ``max_size``), timeouts as durations, the shared store options."""
     check_count(max_size, "max_size", minimum=1, maximum=MAX_POOL_SIZE)
-    check_count(min_size, "min_size", maximum=max_size)
+    check_count(min_size, "min_size", maximum=cast(int, max_size))  # checked just above
     check_duration(connect_timeout_s, "connect_timeout_s")
     check_store_options(patience_s=patience_s, max_content_bytes=max_content_bytes)

@@ -85,14 +85,14 @@ class Pending:
     __slots__ = ("job", "queued_at", "done", "claim", "next", "result", "error", "on_done")
 
     def __init__(self, job: AppendJob | CreateJob, on_done: DoneFn | None = None) -> None:
-        self.job = job
+        self.job: Any = job  # an AppendJob or a CreateJob: the writer batches each kind apart
         self.on_done = on_done
         self.queued_at = time.monotonic()
         if on_done is None:
             self.done = Latch()
             self.claim = threading.Lock()
         else:
-            self.done = self.claim = None
+            self.done = self.claim = None  # type: ignore[assignment]  # never waited on (on_done set)
         self.next: Pending | None = None  # the caller to release after this one
         self.result: Any = None
         self.error: BaseException | None = None
@@ -217,13 +217,13 @@ def assign_rows(appends: list[Pending], fetched: list[tuple[Any, ...]]) -> list[
         rows.sort(key=_seq)
     refused = []
     for pending in appends:
-        rows = written.get(pending.job.session_id)
-        if not rows:
+        mine_all = written.get(pending.job.session_id)
+        if not mine_all:
             refused.append(pending)
             continue
         count = len(pending.job.params)
-        mine = rows[:count]
-        del rows[:count]
+        mine = mine_all[:count]
+        del mine_all[:count]
         pending.result = (mine[0][2], [row[0] for row in mine], mine[0][3])
     return refused
 
@@ -263,7 +263,8 @@ def one_incarnation_each(appends: list[Pending]) -> tuple[list[Pending], list[Pe
     """Split off the requests meaning another incarnation of an id than the first
     request for it (rare: two registries of one process across an erasure)."""
     meant: dict[str, str | None] = {}
-    first, later = [], []
+    first: list[Pending] = []
+    later: list[Pending] = []
     for pending in appends:
         job = pending.job
         same = meant.setdefault(job.session_id, job.incarnation) == job.incarnation

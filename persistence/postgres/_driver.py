@@ -17,7 +17,7 @@ import random
 import re
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from protocol import (
     ConfigurationError,
@@ -30,7 +30,7 @@ from protocol import (
 from .. import _killpoints as killpoints
 from .. import _telemetry as telemetry
 
-__all__ = ["DRIVER_LOGGER", "PgDatabase", "busy_reason", "import_driver", "set_local_timeouts", "set_timeouts_sql", "redact_url", "route_driver_logs"]
+__all__ = ["DRIVER_LOGGER", "PgDatabase", "busy_reason", "import_driver", "redact_url", "route_driver_logs", "set_local_timeouts", "set_timeouts_sql"]
 
 log = logging.getLogger("session_actors.pg_driver")
 
@@ -249,13 +249,13 @@ class PgDatabase:
             except rolled_back as exc:
                 cause: Exception = exc
             except _CommitUnknown as unknown:
-                exc = unknown.__cause__
+                lost = cast(Exception, unknown.__cause__)
                 if not readonly:
                     raise StoreBusyError(
                         f"{what}: connection to {self._where} failed during COMMIT;"
-                        f" the write may or may not have been applied: {exc}"
-                    ) from exc
-                cause = exc
+                        f" the write may or may not have been applied: {lost}"
+                    ) from lost
+                cause = lost
             except self._psycopg.OperationalError as exc:
                 # Lost before COMMIT was sent (or no connection obtained at all,
                 # PoolTimeout): the server rolled the transaction back, so even a

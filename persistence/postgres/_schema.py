@@ -46,7 +46,7 @@ def ensure_schema(db: PgDatabase, queries: Mapping[str, str], *, migrate: bool =
     if not check_version(DIALECT, current, migrate=migrate):
         return current
 
-    def migrate(cur: Any) -> int:
+    def upgrade(cur: Any) -> int:
         cur.execute(queries["migration_lock"])
         cur.execute(queries["create_schema_version"])
         found = _current_version(cur, queries)
@@ -56,4 +56,4 @@ def ensure_schema(db: PgDatabase, queries: Mapping[str, str], *, migrate: bool =
             cur.execute(queries["record_version"], {"version": migration.version})
         return latest
 
-    return db.run("migrate schema", migrate)
+    return db.run("migrate schema", upgrade)

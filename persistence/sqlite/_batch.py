@@ -256,7 +256,7 @@ def _insert_rows(conn: sqlite3.Connection, q: Mapping[str, str], values: list[An
     for start in range(0, len(values), _CHUNK):
         chunk = values[start:start + _CHUNK]
         sql = _insert_sql(q["insert_messages_head"], q["insert_messages_row"], len(chunk) // ROW_WIDTH)
-        last_id = conn.execute(sql, chunk).lastrowid
+        last_id = conn.execute(sql, chunk).lastrowid or 0  # set by every INSERT that wrote a row
     return last_id
 
 

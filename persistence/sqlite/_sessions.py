@@ -56,11 +56,11 @@ def insert_rows(
     now: float, first_seq: int, origins: Sequence[int | None] | None = None,
 ) -> list[int]:
     """Insert rows at seqs ``first_seq``... (already reserved on the session row); their ids."""
-    ids = []
+    ids: list[int] = []
     for offset, p in enumerate(params):
         origin = origins[offset] if origins else None
         row = {**p, "session_id": session_id, "seq": first_seq + offset, "now": now, "origin_id": origin}
-        ids.append(conn.execute(q["insert_message"], row).lastrowid)
+        ids.append(conn.execute(q["insert_message"], row).lastrowid or 0)  # set by every INSERT
     return ids
 
 

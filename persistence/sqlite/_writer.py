@@ -152,7 +152,7 @@ class _Request:
             self.done = Latch()
             self.claim = _new_lock()
         else:  # completed by the writer, or run by its own caller (``waited=False``)
-            self.done = self.claim = None
+            self.done = self.claim = None  # type: ignore[assignment]  # never waited on
         self.next: _Request | None = None  # the caller to release after this one
         self.result: Any = None
         self.error: BaseException | None = None
@@ -327,7 +327,8 @@ class GroupCommitWriter:
         docstring). Returns the waiting callers, for `_sweep` to release whoever a
         stalled chain left (submitted requests are completed by `_release_held`,
         never swept)."""
-        waiting, submitted = [], []
+        waiting: list[_Request] = []
+        submitted: list[_Request] = []
         for request in batch:
             (submitted if request.claim is None else waiting).append(request)
         for head in linked_chains(waiting):

@@ -21,7 +21,7 @@ from persistence import _telemetry as telemetry
 from protocol import CompressionStatus
 
 from .helpers import conversation, result_of, run_in_thread
-from .test_append_submitted import WriteLock, contents, db, make, submitted_and_held  # noqa: F401 (fixtures)
+from .test_append_submitted import WriteLock, contents, db, make, submitted_and_held
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -532,7 +532,7 @@ def test_a_cancelled_task_leaves_its_submitted_append_applied_once(make, db):
 
 def test_a_session_erased_by_another_process_reaches_the_awaiting_task(make):
     registry, store = make()
-    other, other_store = make()
+    _, other_store = make()
     handle = registry.session("gone")
     handle.append("user", "hello")
     other_store.delete_session("gone")  # not through this registry: it learns on append

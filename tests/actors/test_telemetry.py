@@ -13,7 +13,7 @@ from actors import HeadTailCompressor
 from persistence import open_store
 from protocol import CompressionStatus, StoreBusyError
 from tests.actors.helpers import conversation, wait_until
-from tests.otel import Otel, otel  # noqa: F401 - the fixture
+from tests.otel import Otel, otel
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -23,7 +23,7 @@ from actors.testing import GatedCompressor
 from protocol import CompressionStatus
 
 from .helpers import conversation, wait_until
-from .test_append_submitted import contents, db, make  # noqa: F401 (fixtures)
+from .test_append_submitted import contents, db, make
 
 pytestmark = pytest.mark.timeout(60)
 

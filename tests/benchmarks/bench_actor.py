@@ -33,11 +33,11 @@ from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from actors import CompactionPolicy, SessionRegistry  # noqa: E402
-from actors.testing import GatedCompressor  # noqa: E402
-from persistence import open_store  # noqa: E402
-from protocol import Message  # noqa: E402
-from tests.benchmarks.timeboxed import Run, time_boxed  # noqa: E402
+from actors import CompactionPolicy, SessionRegistry
+from actors.testing import GatedCompressor
+from persistence import open_store
+from protocol import Message
+from tests.benchmarks.timeboxed import Run, time_boxed
 
 SESSIONS = 64
 

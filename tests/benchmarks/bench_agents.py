@@ -40,7 +40,12 @@ from typing import Any
 from actors import CompactionPolicy, SessionRegistry
 from persistence import Store, open_store
 from tests.benchmarks.timeboxed import (
-    DISTINCT_MESSAGES, Run, client_messages, measured_rounds, paired_ratios, time_boxed,
+    DISTINCT_MESSAGES,
+    Run,
+    client_messages,
+    measured_rounds,
+    paired_ratios,
+    time_boxed,
 )
 
 SESSIONS = 64

@@ -24,8 +24,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from persistence import open_store  # noqa: E402
-from protocol import Message  # noqa: E402
+from persistence import open_store
+from protocol import Message
 
 BATCH = 500
 

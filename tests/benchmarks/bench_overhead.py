@@ -71,7 +71,7 @@ def per_call(calls: int, rounds: int, directory: str) -> None:
             modes: dict[str, Callable[[Message], object]] = {
                 "store.append": functools.partial(null.append, "s"), "handle.append": handle.append}
             timings: dict[str, list[float]] = {mode: [] for mode in modes}
-            for mode, call in modes.items():  # warm-up, not recorded
+            for call in modes.values():  # warm-up, not recorded
                 _per_call_us(call, messages, calls // 10)
             for number in range(rounds):
                 order = list(modes) if number % 2 == 0 else list(reversed(modes))

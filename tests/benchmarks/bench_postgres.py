@@ -38,8 +38,8 @@ import time
 from collections.abc import Callable
 
 from actors import CompactionPolicy, SessionRegistry
+from persistence._rows import message_params
 from persistence.postgres import PostgresStore
-from persistence.rows import message_params
 from protocol import Message
 from tests.benchmarks.timeboxed import Run, time_boxed
 from tests.pg import isolated_postgres_url, pg_rows

@@ -36,7 +36,8 @@ def _setup(variant: str) -> None:
 
 def _measure(variant: str, rounds: int, appends: int) -> None:
     _setup(variant)
-    from persistence import open_store, telemetry
+    from persistence import _telemetry as telemetry
+    from persistence import open_store
     from protocol import Message
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -23,9 +23,9 @@ from contextlib import nullcontext
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from actors import SessionRegistry  # noqa: E402
-from persistence import open_store  # noqa: E402
-from protocol import Message  # noqa: E402
+from actors import SessionRegistry
+from persistence import open_store
+from protocol import Message
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
 TURN = [Message("user", "what is the weather in Lisbon?"),

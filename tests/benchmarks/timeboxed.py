@@ -20,8 +20,17 @@ from dataclasses import dataclass
 from protocol import Message
 
 __all__ = [
-    "DISTINCT_MESSAGES", "Run", "client_messages", "load_average", "measured_rounds", "paired_ratios",
-    "printed_medians", "printed_ratios", "round_arguments", "rotating_rounds", "time_boxed",
+    "DISTINCT_MESSAGES",
+    "Run",
+    "client_messages",
+    "load_average",
+    "measured_rounds",
+    "paired_ratios",
+    "printed_medians",
+    "printed_ratios",
+    "rotating_rounds",
+    "round_arguments",
+    "time_boxed",
 ]
 
 DISTINCT_MESSAGES = 32  # per client, reused in turn (messages are immutable values)

@@ -1,4 +1,4 @@
-"""Exit statuses, one-line errors, --db placement, help text and the README section."""
+"""Exit statuses, one-line errors, --db placement, help text and the CLI reference (docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tests.cli.helpers import COMMANDS, build_lineage_db, run_cli
 
 pytestmark = pytest.mark.timeout(60)
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+CLI_DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 
 
 def assert_one_line_error(result, *needles: str) -> None:
@@ -132,8 +132,8 @@ def test_top_level_help_lists_every_command(capsys) -> None:
         assert re.search(rf"^\s+{command}\s", result.out, re.M), command
 
 
-def test_readme_cli_section_documents_every_command() -> None:
-    text = README.read_text(encoding="utf-8")
+def test_the_cli_reference_documents_every_command() -> None:
+    text = CLI_DOCS.read_text(encoding="utf-8")
     start, end = text.index("<!-- cli:start -->"), text.index("<!-- cli:end -->")
     section = text[start:end]
     for command in COMMANDS:

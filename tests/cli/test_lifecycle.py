@@ -169,7 +169,7 @@ def test_sessions_source_and_metadata_filters(db):
 
 
 def test_sessions_pages_with_after(db):
-    url, ids = db
+    url, _ = db
     everything = _ids(run_piped("--db", url, "sessions", "--json"))
     assert len(everything) == 4
     seen, after = [], None

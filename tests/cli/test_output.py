@@ -74,7 +74,7 @@ def test_terminal_table_folds_ids_and_honours_no_color(db, no_color) -> None:
 
 
 def test_columns_folds_a_piped_table_to_that_width(db) -> None:
-    url, ids = db
+    url, _ = db
     result = run_piped("--db", url, "sessions", COLUMNS="50")
     assert result.code == 0, result.err
     assert ESC not in result.out and "…" not in result.out

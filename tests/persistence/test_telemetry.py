@@ -15,7 +15,7 @@ import pytest
 from persistence import open_store
 from protocol import Message
 from tests.actors.helpers import wait_until
-from tests.otel import Otel, otel  # noqa: F401 - the fixture
+from tests.otel import Otel, otel
 from tests.pg import pg_rows, with_application_name
 
 pytestmark = pytest.mark.timeout(60)

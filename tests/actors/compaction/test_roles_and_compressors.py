@@ -212,7 +212,7 @@ def test_gated_compressor_blocks_until_released_and_honours_cancel():
     def run():
         try:
             blocked.compress([Message("user", "x")], target_tokens=10, cancel=cancel)
-        except Exception as exc:  # noqa: BLE001 - the test inspects it
+        except Exception as exc:
             errors.append(exc)
 
     worker = threading.Thread(target=run)

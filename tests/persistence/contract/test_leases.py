@@ -107,7 +107,7 @@ def test_leases_lists_every_held_row(store):
     lb = store.acquire_lease("b", "B", 30)
     lc = store.acquire_lease("c", "C", 30)
     store.release_lease(lb)
-    assert sorted(store.leases(), key=lambda l: l.session_id) == [la, lc]
+    assert sorted(store.leases(), key=lambda lease: lease.session_id) == [la, lc]
 
 
 def test_renew_and_release_of_a_lease_on_an_unknown_session_are_final_answers(store):
