@@ -17,6 +17,7 @@ import sqlite3
 import stat
 import traceback
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -90,7 +91,7 @@ def test_processes_share_one_file_without_loss_or_overlap(tmp_path):
     for p in procs:
         p.join(timeout=100)
     assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
-    logs = [json.load(open(o, encoding="utf-8")) for o in outs]
+    logs = [json.loads(Path(o).read_text(encoding="utf-8")) for o in outs]
     errors = [log["error"] for log in logs if log["error"]]
     assert not errors, errors[0]  # includes any "database is locked" reaching a caller
 
@@ -173,7 +174,7 @@ def test_processes_creating_one_new_file_migrate_it_once(tmp_path):
     for p in procs:
         p.join(timeout=100)
     assert all(p.exitcode == 0 for p in procs)
-    errors = [e for o in outs if (e := json.load(open(o, encoding="utf-8"))["error"])]
+    errors = [e for o in outs if (e := json.loads(Path(o).read_text(encoding="utf-8"))["error"])]
     assert not errors, errors[0]
     conn = sqlite3.connect(path)
     try:
