@@ -68,7 +68,6 @@ _monotonic = time.monotonic
 MAX_REDIRECTS = 16
 
 
-
 @dataclass(frozen=True, slots=True)
 class _AttemptResult:
     attempt: Attempt
@@ -93,9 +92,18 @@ class _HandedOver:
 class SessionActor(SubmittedAppends, PooledActor):
     """Serves one live session: appends, reads and the compaction flow."""
 
-    def __init__(self, *, slot: Slot, registry: Router, store: Store,
-                 compressor: Compressor | None, policy: CompactionPolicy, holder: str,
-                 info: SessionInfo, pool: WorkerPool) -> None:
+    def __init__(
+        self,
+        *,
+        slot: Slot,
+        registry: Router,
+        store: Store,
+        compressor: Compressor | None,
+        policy: CompactionPolicy,
+        holder: str,
+        info: SessionInfo,
+        pool: WorkerPool,
+    ) -> None:
         # What every caller-run append reads (`append_here`, `_append`), set first so it
         # sits together at the front of the instance's values, a cache line or two: with
         # dozens of callers taking turns, each append finds its actor cold in the cache.
@@ -162,8 +170,7 @@ class SessionActor(SubmittedAppends, PooledActor):
         self._tokens = None
         self._turns.note_rewritten()  # the open turn's messages were copied with new seqs
 
-    def post_result(self, attempt: Attempt, result: list[Message] | None,
-                    error: BaseException | None) -> None:
+    def post_result(self, attempt: Attempt, result: list[Message] | None, error: BaseException | None) -> None:
         self.actor_ref.tell(_AttemptResult(attempt, result, error))
 
     # -- mailbox ----------------------------------------------------------------------
@@ -269,8 +276,9 @@ class SessionActor(SubmittedAppends, PooledActor):
         except Forwarded:
             try:
                 if not request.forwarding():  # nothing was written; its caller left
-                    raise TranscriptError("append withdrawn: its caller gave up while the "
-                                          "session moved to another actor")
+                    raise TranscriptError(
+                        "append withdrawn: its caller gave up while the session moved to another actor"
+                    )
                 self._registry._forward(self._slot, request)
             except BaseException as exc:  # e.g. the registry closed meanwhile
                 self._answer(reply, error=exc)
@@ -378,8 +386,7 @@ class SessionActor(SubmittedAppends, PooledActor):
             self._turns.note_appended(sender, stored)
         return stored
 
-    def _append_followed(self, exc: SessionEndedError, session_id: str,
-                         messages: tuple[Message, ...]) -> list[Any]:
+    def _append_followed(self, exc: SessionEndedError, session_id: str, messages: tuple[Message, ...]) -> list[Any]:
         """The first try met ``session_id`` ended: follow successors and append again,
         at most `MAX_REDIRECTS` tries in all."""
         for _ in range(MAX_REDIRECTS - 1):
@@ -443,10 +450,16 @@ class SessionActor(SubmittedAppends, PooledActor):
         attempt.prepare()  # runs to the compressor (or to an outcome) on this thread
 
     def _start_attempt(self, command: Compress) -> Attempt:
-        attempt = Attempt(command, host=self, store=self._store, policy=self._policy,
-                          compressor=self._compressor, holder=self._holder,
-                          loop=self._registry._compressor_loop,
-                          on_outcome=self._registry._post_outcome)
+        attempt = Attempt(
+            command,
+            host=self,
+            store=self._store,
+            policy=self._policy,
+            compressor=self._compressor,
+            holder=self._holder,
+            loop=self._registry._compressor_loop,
+            on_outcome=self._registry._post_outcome,
+        )
         self._attempt = attempt
         self._slot.attempt = attempt
         self._registry._track_attempt(attempt)
@@ -478,8 +491,12 @@ class SessionActor(SubmittedAppends, PooledActor):
         if self._attempt is not None and self._attempt.in_flight:
             return
         last = self._last_auto
-        if (last is not None and not last.committed and last.finished_at is not None
-                and time.monotonic() - last.finished_at < self._policy.auto_retry_after_s):
+        if (
+            last is not None
+            and not last.committed
+            and last.finished_at is not None
+            and time.monotonic() - last.finished_at < self._policy.auto_retry_after_s
+        ):
             return
         if self._tokens is None:
             self._tokens = self._policy.token_counter(self._store.transcript(self.live_id))

@@ -44,5 +44,4 @@ def runs_here(slot: Slot, mailbox: Sized, turns: TurnGate, sender: int) -> bool:
     it puts it in the mailbox), the mailbox is empty, and no other handle's turn is
     open nor anything held behind one. A message enqueued after this check waits
     for the exclusive lock, so it is ordered after the step, as it arrived after it."""
-    return not (slot.closed or slot.successor is not None or slot.pending or mailbox
-                or not turns.admits(sender))
+    return not (slot.closed or slot.successor is not None or slot.pending or mailbox or not turns.admits(sender))

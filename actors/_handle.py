@@ -200,8 +200,11 @@ class _Handle:
     # -- plumbing -------------------------------------------------------------------
 
     def _stamp(self, command: Any) -> Any:
-        if dataclasses.is_dataclass(command) and not isinstance(command, type) and any(
-                f.name == "origin" for f in dataclasses.fields(command)):
+        if (
+            dataclasses.is_dataclass(command)
+            and not isinstance(command, type)
+            and any(f.name == "origin" for f in dataclasses.fields(command))
+        ):
             return dataclasses.replace(command, origin=self._origin)
         return command
 
@@ -211,8 +214,7 @@ class _Handle:
         self._slot = self._registry._dispatch(self._slot, request)
         return request
 
-    def _ask(self, command: Any, timeout: float | None = None,
-             abandoned: Callable[[Any], None] | None = None) -> Any:
+    def _ask(self, command: Any, timeout: float | None = None, abandoned: Callable[[Any], None] | None = None) -> Any:
         """Send ``command`` and wait for its answer (see the module docstring).
 
         ``abandoned(answer)`` runs when the caller gives up on a request the actor
@@ -230,8 +232,9 @@ class _Handle:
                     raise
         raise self._timed_out(command, time.monotonic() - sent)
 
-    async def _ask_async(self, command: Any, timeout: float | None = None,
-                         abandoned: Callable[[Any], None] | None = None) -> Any:
+    async def _ask_async(
+        self, command: Any, timeout: float | None = None, abandoned: Callable[[Any], None] | None = None
+    ) -> Any:
         policy = self._registry.policy
         timeout = policy.ask_timeout_s if timeout is None else timeout
         sent = time.monotonic()
@@ -254,8 +257,7 @@ class _Handle:
         raise self._timed_out(command, time.monotonic() - sent)
 
     def _timed_out(self, command: Any, waited: float) -> AskTimeoutError:
-        return AskTimeoutError(f"no answer for {type(command).__name__} on "
-                               f"{self.session_id!r} within {waited:.3g}s")
+        return AskTimeoutError(f"no answer for {type(command).__name__} on {self.session_id!r} within {waited:.3g}s")
 
 
 class Turn:
@@ -276,8 +278,9 @@ class Turn:
         self._number = self._handle._ask(OpenTurn(), abandoned=self._close_abandoned)
         return self._handle
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         number, self._number = self._number, None
         if number is None:
             return
@@ -293,8 +296,9 @@ class Turn:
         self._number = await self._handle._ask_async(OpenTurn(), abandoned=self._close_abandoned)
         return self._handle
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         number, self._number = self._number, None
         if number is None:
             return
@@ -326,10 +330,8 @@ class SessionHandle(_Handle):
         ``max_compaction_s + ask_timeout_s``."""
         return self._ask(_compress_command(force, mode), self._registry.policy.compress_wait_s)
 
-    async def compress_async(self, *, force: bool = False,
-                             mode: CompactionMode | None = None) -> CompressionOutcome:
-        return await self._ask_async(_compress_command(force, mode),
-                                     self._registry.policy.compress_wait_s)
+    async def compress_async(self, *, force: bool = False, mode: CompactionMode | None = None) -> CompressionOutcome:
+        return await self._ask_async(_compress_command(force, mode), self._registry.policy.compress_wait_s)
 
     def interrupt(self) -> bool:
         """Cancel the attempt in flight: True if it was cancelled before its commit."""
@@ -408,8 +410,9 @@ def _withdrawn(request: Any) -> bool:
     return bool(request.reply.cancel() or request.withdraw_forwarded())
 
 
-def _waits(request: Any, policy: Any, timeout: float, sent: float,
-           abandoned: Callable[[Any], None] | None) -> Iterator[float]:
+def _waits(
+    request: Any, policy: Any, timeout: float, sent: float, abandoned: Callable[[Any], None] | None
+) -> Iterator[float]:
     """How long an ask waits for its answer, stage by stage (its caller waits each
     out and stops at the answer): its timeout; behind another handle's turn, until
     ``policy.held_wait_s`` after it was sent; then, unless the request could be

@@ -56,8 +56,7 @@ class ResidentSet:
         """Every idle slot not used since ``cutoff`` (monotonic seconds)."""
         return self._victims(len(self._order), cutoff=cutoff)
 
-    def _victims(self, wanted: int, *, keep: Slot | None = None,
-                 cutoff: float | None = None) -> list[Slot]:
+    def _victims(self, wanted: int, *, keep: Slot | None = None, cutoff: float | None = None) -> list[Slot]:
         """Scan from the least recently filed entry, each entry at most twice (a first
         look may only refile it with its real time). Victims leave the set (the
         caller stops them); closed slots are dropped."""

@@ -42,8 +42,7 @@ _pool_numbers = itertools.count(1)
 class WorkerPool:
     """A FIFO task queue served by at most ``max_workers`` threads, started on demand."""
 
-    def __init__(self, max_workers: int, *, idle_s: float = 2.0, core: int = 0,
-                 name: str = "actor-pool") -> None:
+    def __init__(self, max_workers: int, *, idle_s: float = 2.0, core: int = 0, name: str = "actor-pool") -> None:
         if max_workers < 1:
             raise ValueError(f"max_workers must be at least 1, got {max_workers}")
         if not 0 <= core <= max_workers:
@@ -88,8 +87,12 @@ class WorkerPool:
     def stats(self) -> dict[str, int]:
         """Workers alive now, the most alive at once, threads ever started, tasks queued."""
         with self._cond:
-            return {"workers": len(self._workers), "peak_workers": self._peak,
-                    "threads_started": self._started, "queued": len(self._ready)}
+            return {
+                "workers": len(self._workers),
+                "peak_workers": self._peak,
+                "threads_started": self._started,
+                "queued": len(self._ready),
+            }
 
     def close(self, timeout: float | None = None) -> bool:
         """Run what is queued, then join every worker (at most ``timeout`` seconds).
@@ -113,8 +116,7 @@ class WorkerPool:
 
     def _start_worker(self, *, daemon: bool = False) -> threading.Thread:
         """(Condition held.) One more worker; it takes tasks until idle for ``idle_s``."""
-        thread = threading.Thread(target=self._work, name=f"{self._name}-{next(self._thread_numbers)}",
-                                  daemon=daemon)
+        thread = threading.Thread(target=self._work, name=f"{self._name}-{next(self._thread_numbers)}", daemon=daemon)
         self._workers.add(thread)
         try:
             thread.start()
@@ -122,8 +124,12 @@ class WorkerPool:
             self._workers.discard(thread)  # never counted on, never joined
             if not self._workers:
                 raise
-            logger.warning("%s: could not start a worker; the %d alive take the queue",
-                           self._name, len(self._workers), exc_info=True)
+            logger.warning(
+                "%s: could not start a worker; the %d alive take the queue",
+                self._name,
+                len(self._workers),
+                exc_info=True,
+            )
             return thread
         self._started += 1
         self._peak = max(self._peak, len(self._workers))

@@ -74,9 +74,15 @@ class SessionRegistry:
     thread); an exception from it is logged and ignored.
     """
 
-    def __init__(self, store: Store, *, compressor: Compressor | None = None,
-                 policy: CompactionPolicy | None = None, holder: str | None = None,
-                 on_outcome: OutcomeHook | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        compressor: Compressor | None = None,
+        policy: CompactionPolicy | None = None,
+        holder: str | None = None,
+        on_outcome: OutcomeHook | None = None,
+    ) -> None:
         if on_outcome is not None and not callable(on_outcome):
             raise InvalidArgumentError(f"on_outcome must be callable or None, got {on_outcome!r}")
         self.store = store
@@ -102,8 +108,7 @@ class SessionRegistry:
         self._pool = WorkerPool(self.policy.max_resident + POOL_SLACK, core=1, name="session-actors")
         self._notifier = OutcomeNotifier(on_outcome) if on_outcome is not None else None
         self._janitor_stop = threading.Event()
-        self._janitor = threading.Thread(target=self._janitor_loop, name="registry-janitor",
-                                         daemon=True)
+        self._janitor = threading.Thread(target=self._janitor_loop, name="registry-janitor", daemon=True)
         self._janitor.start()
         telemetry.track_resident(self)  # the resident-actors gauge reads stats()["resident"]
 
@@ -191,8 +196,7 @@ class SessionRegistry:
             if attempt.in_flight:
                 attempt.abort(CompressionStatus.CANCELLED, "interrupted", wait=True)
         # idle actors stop on this thread; the others after what their mailbox holds
-        self._stopping.extend(_stop(slot) for slot in slots
-                              if slot.runner is None or not slot.runner._stop_here())
+        self._stopping.extend(_stop(slot) for slot in slots if slot.runner is None or not slot.runner._stop_here())
         deadline = time.monotonic() + self.policy.ask_timeout_s
         for future in self._stopping:
             _wait(future, deadline)
@@ -209,8 +213,9 @@ class SessionRegistry:
     def __enter__(self) -> SessionRegistry:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     # -- the Router interface: used by handles and actors ------------------------------------
@@ -339,8 +344,7 @@ class SessionRegistry:
                 self._slots[known] = other
             other.ids.update(slot.ids)
             self._resident.discard(slot)
-            self._handed_over = [s for s in self._handed_over
-                                 if s.actor_ref is not None and s.actor_ref.is_alive()]
+            self._handed_over = [s for s in self._handed_over if s.actor_ref is not None and s.actor_ref.is_alive()]
             self._handed_over.append(slot)
             self._counters["actors_stopped"] += 1
             logger.info("actor for %s hands over to the resident actor of %s", slot.ids, live_id)
@@ -382,8 +386,7 @@ class SessionRegistry:
         while current is not None:
             attempt = current.attempt
             if attempt is not None and attempt.in_flight:
-                cancelled = attempt.abort(CompressionStatus.CANCELLED, "interrupted",
-                                          wait=True) or cancelled
+                cancelled = attempt.abort(CompressionStatus.CANCELLED, "interrupted", wait=True) or cancelled
             current = current.successor
         return cancelled
 
@@ -447,8 +450,15 @@ class SessionRegistry:
         slot = Slot(live_id)
         slot.born = (info.id, info.created_at)
         slot.actor_ref = SessionActor.start(
-            slot=slot, registry=self, store=self.store, compressor=self.compressor,
-            policy=self.policy, holder=self.holder, info=info, pool=self._pool)
+            slot=slot,
+            registry=self,
+            store=self.store,
+            compressor=self.compressor,
+            policy=self.policy,
+            holder=self.holder,
+            info=info,
+            pool=self._pool,
+        )
         return slot
 
     def _serve(self, session_id: str, slot: Slot) -> Slot:

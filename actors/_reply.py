@@ -36,8 +36,7 @@ logger = logging.getLogger("session_actors.reply")
 #: Guards the (rare) done-callbacks of every reply.
 _callbacks_lock = threading.Lock()
 #: One `LoopReplies` per event loop (created under the lock, read without it).
-_loop_replies: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopReplies] = (
-    weakref.WeakKeyDictionary())
+_loop_replies: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopReplies] = weakref.WeakKeyDictionary()
 _loop_replies_lock = threading.Lock()
 
 
@@ -154,8 +153,9 @@ class LoopReplies:
                 replies = _loop_replies.setdefault(loop, LoopReplies(loop))
         return replies
 
-    def post(self, future: asyncio.Future[Any], result: Callable[[], Any] | None,
-             error: BaseException | None) -> Callable[[], None] | None:
+    def post(
+        self, future: asyncio.Future[Any], result: Callable[[], Any] | None, error: BaseException | None
+    ) -> Callable[[], None] | None:
         """Queue ``future``'s answer: ``result()`` (None without one) or ``error``.
         Returns `wake` when the poster must call it (any thread, never blocks)."""
         with self._lock:

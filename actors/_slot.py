@@ -25,8 +25,22 @@ __all__ = ["Slot"]
 class Slot:
     """Mutable, lock-protected bookkeeping shared by a registry and its actor."""
 
-    __slots__ = ("lock", "exclusive", "session_id", "ids", "actor_ref", "closed", "successor", "pending",
-                 "last_used", "attempt", "turns", "born", "erased", "runner")
+    __slots__ = (
+        "lock",
+        "exclusive",
+        "session_id",
+        "ids",
+        "actor_ref",
+        "closed",
+        "successor",
+        "pending",
+        "last_used",
+        "attempt",
+        "turns",
+        "born",
+        "erased",
+        "runner",
+    )
 
     def __init__(self, session_id: str) -> None:
         self.lock = threading.Lock()
@@ -54,9 +68,12 @@ class Slot:
         on its caller's thread too), a turn is open or calls are held behind one:
         never evict."""
         attempt, turns = self.attempt, self.turns
-        return (self.pending > 0 or self.exclusive.locked()
-                or (attempt is not None and attempt.in_flight)
-                or (turns is not None and turns.busy))
+        return (
+            self.pending > 0
+            or self.exclusive.locked()
+            or (attempt is not None and attempt.in_flight)
+            or (turns is not None and turns.busy)
+        )
 
     def current(self) -> Slot:
         """Follow hand-overs to the slot now serving this one's requests."""

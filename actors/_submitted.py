@@ -87,7 +87,8 @@ class SubmittedAppends:
             self._count_tokens(messages)  # here: the loop has time, the writer not
             done = functools.partial(self._submitted_done, messages, sender, session_id, answer)
             submitted = cast(SubmittingStore, self._store).append_nowait(  # see _submits
-                session_id, messages, done, incarnation=self._incarnation)
+                session_id, messages, done, incarnation=self._incarnation
+            )
         except BaseException:
             self._tokens = None  # counted, not appended: recount
             self._exclusive.release()
@@ -98,8 +99,15 @@ class SubmittedAppends:
         # once submitted, the exclusive lock is the completion's (it may be released already)
         return submitted
 
-    def _submitted_done(self, messages: tuple[Message, ...], sender: int, session_id: str, answer: Answer,
-                        built: Built | None, error: BaseException | None) -> Callable[[], None] | None:
+    def _submitted_done(
+        self,
+        messages: tuple[Message, ...],
+        sender: int,
+        session_id: str,
+        answer: Answer,
+        built: Built | None,
+        error: BaseException | None,
+    ) -> Callable[[], None] | None:
         """A submitted append has its outcome (writer thread, exclusive lock held): the
         rest of `_append`'s bookkeeping, then the lock goes and the caller is answered
         (the stored messages are built where the answer is used, off the writer)."""
@@ -118,16 +126,21 @@ class SubmittedAppends:
             # following a successor appends again and moves through the registry (whose
             # lock may be held by a thread waiting on this writer): not on the writer thread
             try:
-                threading.Thread(target=self._finish_submitted, name="session-append-follow",
-                                 args=(messages, sender, session_id, answer, error), daemon=True).start()
+                threading.Thread(
+                    target=self._finish_submitted,
+                    name="session-append-follow",
+                    args=(messages, sender, session_id, answer, error),
+                    daemon=True,
+                ).start()
                 return None
             except BaseException as exc:
                 error = exc
         self._exclusive.release()
         return answer(None, error)
 
-    def _finish_submitted(self, messages: tuple[Message, ...], sender: int, session_id: str, answer: Answer,
-                          error: BaseException) -> None:
+    def _finish_submitted(
+        self, messages: tuple[Message, ...], sender: int, session_id: str, answer: Answer, error: BaseException
+    ) -> None:
         """A submitted append met a session ended or erased: follow the successor as
         `_append` does (exclusive lock still held), or retire the actor as `_serve` does."""
         stored: list[StoredMessage] | None = None

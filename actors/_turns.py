@@ -152,9 +152,13 @@ class TurnGate:
         turn = self.turn
         if turn is None or not self.overdue(time.monotonic()):
             return False
-        logger.warning("turn %d open for more than %ss: closed by the actor (%d message(s) "
-                       "appended, %d call(s) held)", turn.number, self._max_turn_s,
-                       turn.appended, len(self._held))
+        logger.warning(
+            "turn %d open for more than %ss: closed by the actor (%d message(s) appended, %d call(s) held)",
+            turn.number,
+            self._max_turn_s,
+            turn.appended,
+            len(self._held),
+        )
         self.turn = None
         return True
 
@@ -177,8 +181,7 @@ class TurnGate:
         """Reopen ``turn``, moved here (`ResumeTurn`, let through by `must_hold`: no
         turn is open here, since a handle's turn lives on one actor at a time)."""
         if self.turn is not None:
-            logger.error("turn %d moved here while turn %d is open: not reopened",
-                         turn.number, self.turn.number)
+            logger.error("turn %d moved here while turn %d is open: not reopened", turn.number, self.turn.number)
             return
         self.turn = turn
 
@@ -187,8 +190,7 @@ class TurnGate:
         leave it there too, so it does not reopen with nobody in it."""
         for request in self._held:
             command = request.command
-            if (isinstance(command, ResumeTurn) and command.turn.owner == sender
-                    and command.turn.number == number):
+            if isinstance(command, ResumeTurn) and command.turn.owner == sender and command.turn.number == number:
                 command.turn.depth -= 1
                 if command.turn.depth <= 0:
                     cast(deque, self._held).remove(request)  # it holds this request

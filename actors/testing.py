@@ -30,8 +30,7 @@ def summary_only(messages: Sequence[Message]) -> list[Message]:
         if message.role != "system":
             break
         head.append(message.as_message())
-    summary = Message("assistant", f"{SUMMARY_PREFIX} summary of {len(messages)} messages",
-                      meta={"synthetic": True})
+    summary = Message("assistant", f"{SUMMARY_PREFIX} summary of {len(messages)} messages", meta={"synthetic": True})
     return head + [summary]
 
 

@@ -40,7 +40,11 @@ __all__ = ["PROBLEM_KINDS", "WARNING_KINDS", "FsckReport", "FsckWarning", "Probl
 log = logging.getLogger("session_actors.fsck")
 
 PROBLEM_KINDS: tuple[str, ...] = (
-    "fork", "orphan_write", "seq_gap", "lineage_cycle", "missing_parent",
+    "fork",
+    "orphan_write",
+    "seq_gap",
+    "lineage_cycle",
+    "missing_parent",
 )
 WARNING_KINDS: tuple[str, ...] = ("stranded_live_rows", "expired_lease")
 #: Most seqs listed in one detail (a seq gap, stranded live rows).
@@ -142,9 +146,13 @@ def _ended_session_problems(info: SessionInfo, messages: list[StoredMessage]) ->
     # when its created_at (a transaction start time on PostgreSQL) is a hair later.
     late = [m for m in messages if m.state == "live" and m.created_at > info.ended_at]
     if late:
-        return [Problem("orphan_write", info.id,
-                        f"{len(late)} message(s) written after the session ended "
-                        f"(first seq {late[0].seq})")]
+        return [
+            Problem(
+                "orphan_write",
+                info.id,
+                f"{len(late)} message(s) written after the session ended (first seq {late[0].seq})",
+            )
+        ]
     return []
 
 
@@ -156,11 +164,14 @@ def _ended_session_warnings(info: SessionInfo, messages: list[StoredMessage]) ->
     if not stranded:
         return []
     seqs = _listed(sorted(m.seq for m in stranded))
-    return [FsckWarning(
-        "stranded_live_rows", info.id,
-        f"{len(stranded)} live message(s) left in the session, written before it was "
-        f"ended by compression (seqs {seqs})",
-    )]
+    return [
+        FsckWarning(
+            "stranded_live_rows",
+            info.id,
+            f"{len(stranded)} live message(s) left in the session, written before it was "
+            f"ended by compression (seqs {seqs})",
+        )
+    ]
 
 
 def _fork_problems(store: Store, info: SessionInfo, kids: list[SessionInfo]) -> list[Problem]:
@@ -171,10 +182,13 @@ def _fork_problems(store: Store, info: SessionInfo, kids: list[SessionInfo]) -> 
     for orphan in kids[1:]:  # the oldest child is the one a gateway would have followed
         written = len(store.transcript(orphan.id)) + len(store.archive(orphan.id))
         if written:
-            problems.append(Problem(
-                "orphan_write", orphan.id,
-                f"{written} message(s) in a non-oldest child of forked parent {info.id}",
-            ))
+            problems.append(
+                Problem(
+                    "orphan_write",
+                    orphan.id,
+                    f"{written} message(s) in a non-oldest child of forked parent {info.id}",
+                )
+            )
     return problems
 
 
@@ -189,21 +203,17 @@ def _lineage_problems(infos: dict[str, SessionInfo], checked: Collection[str]) -
         while current is not None and current not in on_path:
             info = infos.get(current)
             if info is None:
-                problems.append(Problem(
-                    "missing_parent", path[-1], f"parent {current!r} does not exist"
-                ))
+                problems.append(Problem("missing_parent", path[-1], f"parent {current!r} does not exist"))
                 break
             path.append(current)
             on_path.add(current)
             current = info.parent_session_id
         if current is not None and current in on_path:
-            cycle = path[path.index(current):]
+            cycle = path[path.index(current) :]
             key = frozenset(cycle)
             if key not in seen_cycles:
                 seen_cycles.add(key)
-                problems.append(Problem(
-                    "lineage_cycle", min(cycle), " -> ".join([*cycle, current])
-                ))
+                problems.append(Problem("lineage_cycle", min(cycle), " -> ".join([*cycle, current])))
     return _dedupe(problems)
 
 
@@ -215,12 +225,15 @@ def _check_leases(store: Store, in_scope: Callable[[str], bool], report: FsckRep
         if lease.expires_at > now:
             report.live_leases.append(lease)
         else:
-            report.warnings.append(FsckWarning(
-                "expired_lease", lease.session_id,
-                f"lease of {lease.holder!r} (token {lease.token}) expired "
-                f"{now - lease.expires_at:.1f}s ago and was never released "
-                "(garbage a crash left; `session-actors locks --reap` releases it)",
-            ))
+            report.warnings.append(
+                FsckWarning(
+                    "expired_lease",
+                    lease.session_id,
+                    f"lease of {lease.holder!r} (token {lease.token}) expired "
+                    f"{now - lease.expires_at:.1f}s ago and was never released "
+                    "(garbage a crash left; `session-actors locks --reap` releases it)",
+                )
+            )
 
 
 def _listed(values: list[int]) -> str:

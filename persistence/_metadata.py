@@ -129,7 +129,8 @@ def check_metadata_filter(metadata: object) -> str | None:
     for key, value in metadata.items():
         if not isinstance(key, str) or not isinstance(value, _SCALARS):
             raise InvalidArgumentError(
-                f"metadata filter entries must be str -> str/number/bool/None, got {key!r}: {value!r}")
+                f"metadata filter entries must be str -> str/number/bool/None, got {key!r}: {value!r}"
+            )
     _check_value(metadata, 1)
     return _encode(metadata) if metadata else None
 
@@ -171,5 +172,6 @@ def check_older_than(older_than_s: object) -> float:
         raise InvalidArgumentError(f"older_than_s must be a number of seconds, got {older_than_s!r}")
     if not math.isfinite(older_than_s) or not 0 <= older_than_s <= MAX_RETENTION_S:
         raise InvalidArgumentError(
-            f"older_than_s must be finite, >= 0 and at most {MAX_RETENTION_S:.0f}, got {older_than_s!r}")
+            f"older_than_s must be finite, >= 0 and at most {MAX_RETENTION_S:.0f}, got {older_than_s!r}"
+        )
     return float(older_than_s)

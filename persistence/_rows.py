@@ -160,8 +160,13 @@ def message_params(message: Message, max_content_bytes: int | None) -> dict[str,
     if not isinstance(message, Message):
         raise InvalidMessageError(f"expected a Message, got {type(message).__name__}")
     role, content, name, tool_call_id, tool_calls, meta = (
-        message.role, message.content, message.name, message.tool_call_id, message.tool_calls,
-        message.meta)
+        message.role,
+        message.content,
+        message.name,
+        message.tool_call_id,
+        message.tool_calls,
+        message.meta,
+    )
     if type(role) is not str or role not in ROLES:
         raise InvalidMessageError(f"role must be one of {sorted(ROLES)}, got {role!r}")
     if name is not None:
@@ -183,15 +188,15 @@ def message_params(message: Message, max_content_bytes: int | None) -> dict[str,
     }
 
 
-def check_messages(
-    messages: Message | Sequence[Message], max_content_bytes: int | None
-) -> list[dict[str, Any]]:
+def check_messages(messages: Message | Sequence[Message], max_content_bytes: int | None) -> list[dict[str, Any]]:
     """Normalize one message or a sequence of them to column values (all checked first)."""
     if isinstance(messages, Message):
         return [message_params(messages, max_content_bytes)]
     kind = type(messages)
-    if kind is not list and kind is not tuple and (
-        isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence)
+    if (
+        kind is not list
+        and kind is not tuple
+        and (isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence))
     ):
         raise InvalidMessageError(f"expected a Message or a sequence of them, got {type(messages).__name__}")
     if len(messages) == 1:  # most appends: no comprehension (a frame of its own) for one
@@ -268,8 +273,14 @@ def check_snapshot(session_id: str, snapshot: object) -> Cooldown | None:
 
 
 def check_commit_args(
-    lease: object, *, watermark: object, compacted: object, mode: object,
-    child_session_id: object, compressor: object, max_content_bytes: int | None,
+    lease: object,
+    *,
+    watermark: object,
+    compacted: object,
+    mode: object,
+    child_session_id: object,
+    compressor: object,
+    max_content_bytes: int | None,
 ) -> list[dict[str, Any]]:
     """Validate every `commit_compaction` argument before anything is written;
     returns the compacted set as column values."""
@@ -293,8 +304,7 @@ def check_watermark(session_id: str, watermark: int, next_seq: int) -> None:
     """Inside the commit: a watermark past the last assigned seq names messages that
     do not exist (a confused caller); refusing it rolls the commit back."""
     if watermark >= next_seq:
-        raise InvalidArgumentError(
-            f"watermark {watermark} is past the last seq ({next_seq - 1}) of {session_id!r}")
+        raise InvalidArgumentError(f"watermark {watermark} is past the last seq ({next_seq - 1}) of {session_id!r}")
 
 
 def _loads(text: str | None) -> Any:
@@ -315,24 +325,33 @@ def _loads(text: str | None) -> Any:
 
 def stored_message_from_row(row: RowLike) -> StoredMessage:
     return _stored(
-        row["role"], _loads(row["content"]), row["name"], row["tool_call_id"],
-        _loads(row["tool_calls"]), _loads(row["meta"]) or {}, row["session_id"], row["seq"],
-        row["id"], row["created_at"], row["state"], row["origin_id"],
+        row["role"],
+        _loads(row["content"]),
+        row["name"],
+        row["tool_call_id"],
+        _loads(row["tool_calls"]),
+        _loads(row["meta"]) or {},
+        row["session_id"],
+        row["seq"],
+        row["id"],
+        row["created_at"],
+        row["state"],
+        row["origin_id"],
     )
 
 
 def check_incarnation(incarnation: object) -> None:
     """An incarnation argument: None (any) or a `SessionInfo.incarnation` string."""
     if incarnation is not None and (not isinstance(incarnation, str) or len(incarnation) > 64):
-        raise InvalidArgumentError(f"incarnation must be None or a session's incarnation string, "
-                                   f"got {incarnation!r:.80}")
+        raise InvalidArgumentError(
+            f"incarnation must be None or a session's incarnation string, got {incarnation!r:.80}"
+        )
 
 
 def other_incarnation(session_id: str) -> SessionNotFoundError:
     """The error for a write meant for a conversation that was erased, when the id
     now names a new one."""
-    return SessionNotFoundError(session_id, f"session {session_id!r} was erased (the id now "
-                                            "names a new conversation)")
+    return SessionNotFoundError(session_id, f"session {session_id!r} was erased (the id now names a new conversation)")
 
 
 def new_incarnation() -> str:
@@ -408,7 +427,11 @@ def derive_child_id(parent_id: str, epoch: int) -> str:
 
 
 def stored_from_params(
-    message: Message, params: Mapping[str, Any], session_id: str, seq: int, id: int,
+    message: Message,
+    params: Mapping[str, Any],
+    session_id: str,
+    seq: int,
+    id: int,
     created_at: float,
 ) -> StoredMessage:
     """The `StoredMessage` a just-appended ``message`` reads back as (``params`` from
@@ -419,10 +442,18 @@ def stored_from_params(
     if content is not None and type(content) is not str:
         content = _loads(params["content"])
     return _stored(
-        params["role"], content, params["name"], params["tool_call_id"],
+        params["role"],
+        content,
+        params["name"],
+        params["tool_call_id"],
         None if tool_calls is None else _loads(tool_calls),
         _loads(params["meta"]) if message.meta else {},
-        session_id, seq, id, created_at, "live", None,
+        session_id,
+        seq,
+        id,
+        created_at,
+        "live",
+        None,
     )
 
 

@@ -49,7 +49,11 @@ class Store(Protocol):
     # -- sessions ---------------------------------------------------------------
 
     def create_session(
-        self, session_id: str, *, source: str = "api", parent_session_id: str | None = None,
+        self,
+        session_id: str,
+        *,
+        source: str = "api",
+        parent_session_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> SessionInfo:
         """Create a session.
@@ -76,8 +80,12 @@ class Store(Protocol):
         ...
 
     def sessions(
-        self, *, live: bool | None = None, source: str | None = None,
-        metadata: Mapping[str, Any] | None = None, after: SessionInfo | str | None = None,
+        self,
+        *,
+        live: bool | None = None,
+        source: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        after: SessionInfo | str | None = None,
         limit: int | None = None,
     ) -> list[SessionInfo]:
         """Sessions newest first by ``(created_at, id)``.
@@ -290,8 +298,9 @@ class SubmittingStore(Store, Protocol):
     by ``__getattr__`` is used through its own ``append``.
     """
 
-    def append_nowait(self, session_id: str, messages: Message | Sequence[Message], on_done: OnDone, *,
-                      incarnation: str | None = None) -> bool:
+    def append_nowait(
+        self, session_id: str, messages: Message | Sequence[Message], on_done: OnDone, *, incarnation: str | None = None
+    ) -> bool:
         """`Store.append` without waiting: the messages are checked now (a bad one
         raises here, nothing queued), then queued for the writer thread, which calls
         ``on_done(stored, None)`` once they are committed or ``on_done(None, error)``

@@ -31,8 +31,14 @@ OnDone = Callable[[Built | None, BaseException | None], Wake | None]
 Done = Callable[[tuple[int, list[int], float] | None, BaseException | None], Wake | None]
 
 
-def stored_messages(messages: Sequence[Message], params: Sequence[Mapping[str, Any]], session_id: str,
-                    first_seq: int, ids: list[int], created_at: float) -> list[StoredMessage]:
+def stored_messages(
+    messages: Sequence[Message],
+    params: Sequence[Mapping[str, Any]],
+    session_id: str,
+    first_seq: int,
+    ids: list[int],
+    created_at: float,
+) -> list[StoredMessage]:
     """The `StoredMessage`s just-committed ``messages`` read back as."""
     if len(ids) == 1:  # most appends: no comprehension (a frame of its own) for one
         return [stored_from_params(messages[0], params[0], session_id, first_seq, ids[0], created_at)]
@@ -42,8 +48,13 @@ def stored_messages(messages: Sequence[Message], params: Sequence[Mapping[str, A
     ]
 
 
-def completion(on_done: OnDone, messages: Sequence[Message], params: Sequence[Mapping[str, Any]],
-               session_id: str, log: logging.Logger) -> Done:
+def completion(
+    on_done: OnDone,
+    messages: Sequence[Message],
+    params: Sequence[Mapping[str, Any]],
+    session_id: str,
+    log: logging.Logger,
+) -> Done:
     """The writer's completion of one submitted append: counts it (telemetry), then
     calls ``on_done`` with a builder of its stored messages, or with the error.
     A partial, not a closure: two objects per append instead of six (the writer
@@ -51,9 +62,16 @@ def completion(on_done: OnDone, messages: Sequence[Message], params: Sequence[Ma
     return functools.partial(_complete, on_done, messages, params, session_id, log, time.perf_counter())
 
 
-def _complete(on_done: OnDone, messages: Sequence[Message], params: Sequence[Mapping[str, Any]],
-              session_id: str, log: logging.Logger, started: float,
-              result: tuple[int, list[int], float] | None, error: BaseException | None) -> Wake | None:
+def _complete(
+    on_done: OnDone,
+    messages: Sequence[Message],
+    params: Sequence[Mapping[str, Any]],
+    session_id: str,
+    log: logging.Logger,
+    started: float,
+    result: tuple[int, list[int], float] | None,
+    error: BaseException | None,
+) -> Wake | None:
     if error is not None or result is None:
         return on_done(None, error or TranscriptError("append lost its result"))
     try:  # on the writer thread: a failing hook must not keep the answer from on_done

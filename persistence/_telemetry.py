@@ -103,27 +103,43 @@ class _OtelHooks(_Hooks):
         meter = metrics.get_meter(SCOPE)
         self._observation = metrics.Observation
         self._appends = meter.create_counter(
-            "session_actors.appends", unit="{message}", description="messages appended (durable)")
+            "session_actors.appends", unit="{message}", description="messages appended (durable)"
+        )
         self._append_duration = meter.create_histogram(
-            "session_actors.append.duration", unit="s", description="time of one store append call",
-            explicit_bucket_boundaries_advisory=_APPEND_BUCKETS)
+            "session_actors.append.duration",
+            unit="s",
+            description="time of one store append call",
+            explicit_bucket_boundaries_advisory=_APPEND_BUCKETS,
+        )
         self.compactions = meter.create_counter(
-            "session_actors.compactions", unit="{attempt}",
-            description="compaction attempts by outcome status and reason")
+            "session_actors.compactions",
+            unit="{attempt}",
+            description="compaction attempts by outcome status and reason",
+        )
         self.compaction_duration = meter.create_histogram(
-            "session_actors.compaction.duration", unit="s", description="time of one compaction attempt",
-            explicit_bucket_boundaries_advisory=_COMPACTION_BUCKETS)
+            "session_actors.compaction.duration",
+            unit="s",
+            description="time of one compaction attempt",
+            explicit_bucket_boundaries_advisory=_COMPACTION_BUCKETS,
+        )
         self._leases = meter.create_counter(
-            "session_actors.lease.acquisitions", unit="{acquisition}",
-            description="compaction lease acquisitions by result (acquired, held, error)")
+            "session_actors.lease.acquisitions",
+            unit="{acquisition}",
+            description="compaction lease acquisitions by result (acquired, held, error)",
+        )
         self._busy = meter.create_counter(
-            "session_actors.store.busy_retries", unit="{retry}",
-            description="store operations retried because the database was busy")
+            "session_actors.store.busy_retries",
+            unit="{retry}",
+            description="store operations retried because the database was busy",
+        )
         self._sources: weakref.WeakSet[Any] = weakref.WeakSet()
         self._sources_lock = threading.Lock()
         meter.create_observable_gauge(
-            "session_actors.actors.resident", callbacks=[self._observe_resident], unit="{actor}",
-            description="session actors resident in this process")
+            "session_actors.actors.resident",
+            callbacks=[self._observe_resident],
+            unit="{actor}",
+            description="session actors resident in this process",
+        )
 
     def appended(self, count: int, seconds: float) -> None:
         self._appends.add(count)
@@ -155,15 +171,20 @@ class _OtelHooks(_Hooks):
 
 
 class _OtelCompaction(CompactionTrace):
-    def __init__(self, hooks: _OtelHooks, session_id: str, *, mode: str, forced: bool,
-                 automatic: bool) -> None:
+    def __init__(self, hooks: _OtelHooks, session_id: str, *, mode: str, forced: bool, automatic: bool) -> None:
         self._hooks = hooks
         self._started = time.monotonic()
         self._done = threading.Lock()
         self._finished = False
-        self.span = hooks.tracer.start_span("session_actors.compaction", attributes={
-            "session_actors.session_id": session_id, "mode": mode,
-            "forced": bool(forced), "automatic": bool(automatic)})
+        self.span = hooks.tracer.start_span(
+            "session_actors.compaction",
+            attributes={
+                "session_actors.session_id": session_id,
+                "mode": mode,
+                "forced": bool(forced),
+                "automatic": bool(automatic),
+            },
+        )
 
     @contextmanager
     def phase(self, name: str) -> Iterator[Any]:
@@ -194,8 +215,9 @@ class _OtelCompaction(CompactionTrace):
             attributes["reason"] = outcome.reason
         self.span.set_attributes(attributes)
         if status == "failed":
-            self.span.set_status(self._hooks.trace_api.Status(
-                self._hooks.trace_api.StatusCode.ERROR, outcome.reason or "failed"))
+            self.span.set_status(
+                self._hooks.trace_api.Status(self._hooks.trace_api.StatusCode.ERROR, outcome.reason or "failed")
+            )
         self._end(status, outcome.reason)
 
     def fail(self, error: BaseException) -> None:

@@ -30,7 +30,7 @@ def parse_store_url(url_or_path: str | os.PathLike[str]) -> tuple[str, str]:
     if text.startswith(_POSTGRES_SCHEMES):
         return "postgresql", text
     if text.startswith("sqlite://"):
-        path = text[len("sqlite://"):]
+        path = text[len("sqlite://") :]
         if path.startswith("/"):
             path = path[1:] or ""
         if not path or path == ":memory:":
@@ -108,14 +108,19 @@ def split_store_options(url_or_path: str | os.PathLike[str]) -> tuple[str, dict[
         options[name] = value in _TRUE
     if backend == "sqlite" and any(kept):
         names = sorted({unquote_plus(p.partition("=")[0]) for p in kept if p})
-        raise ConfigurationError(f"unknown SQLite URL option(s) {', '.join(names)}: a SQLite URL "
-                                 f"takes only the store's own options ({', '.join(known) or 'none'})")
+        raise ConfigurationError(
+            f"unknown SQLite URL option(s) {', '.join(names)}: a SQLite URL "
+            f"takes only the store's own options ({', '.join(known) or 'none'})"
+        )
     rest = "&".join(p for p in kept if p)
     return (f"{base}?{rest}" if rest else base), options
 
 
 def open_store(
-    url_or_path: str | os.PathLike[str], *, readonly: bool = False, migrate: bool = True,
+    url_or_path: str | os.PathLike[str],
+    *,
+    readonly: bool = False,
+    migrate: bool = True,
     **options: Any,
 ) -> Store:
     """Open the store at ``url_or_path``; ``options`` go to the backend's constructor.

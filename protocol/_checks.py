@@ -49,10 +49,10 @@ def check_duration(value: object, name: str, *, allow_zero: bool = False) -> flo
         seconds = float(value)
     except OverflowError:  # an int too large for a float
         seconds = math.inf
-    if not math.isfinite(seconds) or seconds > MAX_DURATION_S or seconds < 0 or (
-            seconds == 0 and not allow_zero):
+    if not math.isfinite(seconds) or seconds > MAX_DURATION_S or seconds < 0 or (seconds == 0 and not allow_zero):
         raise InvalidArgumentError(
-            f"{name} must be finite, {low} and at most {MAX_DURATION_S:,.0f} s (30 days), got {value!r}")
+            f"{name} must be finite, {low} and at most {MAX_DURATION_S:,.0f} s (30 days), got {value!r}"
+        )
     return seconds
 
 
@@ -63,8 +63,9 @@ def check_count(value: object, name: str, *, minimum: int = 0, maximum: int = MA
     return value
 
 
-def check_text(value: object, name: str, *, allow_empty: bool = False,
-               error: type[TranscriptError] = InvalidArgumentError) -> str:
+def check_text(
+    value: object, name: str, *, allow_empty: bool = False, error: type[TranscriptError] = InvalidArgumentError
+) -> str:
     """A str without NUL (and non-empty unless ``allow_empty``)."""
     if not isinstance(value, str) or (not value and not allow_empty):
         kind = "a str" if allow_empty else "a non-empty str"
@@ -74,8 +75,9 @@ def check_text(value: object, name: str, *, allow_empty: bool = False,
     return value
 
 
-def check_json_value(value: Any, what: str, *, error: type[TranscriptError] = InvalidArgumentError,
-                     forbid_nul: bool = False) -> None:
+def check_json_value(
+    value: Any, what: str, *, error: type[TranscriptError] = InvalidArgumentError, forbid_nul: bool = False
+) -> None:
     """Refuse nesting deeper than `MAX_JSON_DEPTH` (and, with ``forbid_nul``, NUL in any
     string, keys included). Walks with its own stack: any depth is safe to check.
 
@@ -100,8 +102,9 @@ def check_json_value(value: Any, what: str, *, error: type[TranscriptError] = In
                 raise error(f"{what} must not contain NUL characters")
 
 
-def encode_json_bounded(encode: Callable[[Any], str], value: Any, what: str, *,
-                        error: type[TranscriptError] = InvalidArgumentError) -> str:
+def encode_json_bounded(
+    encode: Callable[[Any], str], value: Any, what: str, *, error: type[TranscriptError] = InvalidArgumentError
+) -> str:
     """``encode(value)`` (a JSON encoder's ``encode``), refusing with ``error`` a value
     nested deeper than `MAX_JSON_DEPTH`; the encoder's own errors propagate.
 

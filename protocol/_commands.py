@@ -83,5 +83,4 @@ class ReadArchive:
     """Return every non-live message (compacted, superseded, retracted, pruned)."""
 
 
-Command = (Append | Compress | Interrupt | OpenTurn | CloseTurn | Retract | ReadTranscript
-           | ReadArchive)
+Command = Append | Compress | Interrupt | OpenTurn | CloseTurn | Retract | ReadTranscript | ReadArchive

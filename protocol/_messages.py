@@ -61,8 +61,9 @@ def set_content_limit(nbytes: int) -> int:
     constructed and used by stores given no ``max_content_bytes``; returns the
     previous one. It will be removed in the next release.
     """
-    warnings.warn("set_content_limit() is deprecated: pass max_content_bytes= to the store",
-                  DeprecationWarning, stacklevel=2)
+    warnings.warn(
+        "set_content_limit() is deprecated: pass max_content_bytes= to the store", DeprecationWarning, stacklevel=2
+    )
     check_count(nbytes, "content limit", minimum=1, maximum=MAX_CONTENT_LIMIT)
     previous, _limit["bytes"] = content_limit(), nbytes
     return previous
@@ -72,8 +73,7 @@ def set_content_limit(nbytes: int) -> int:
 # (Zl, Zp), bidi controls, U+200B and U+FEFF spoof logs and terminals; lone
 # surrogates cannot be stored. The zero-width joiner (U+200D) stays allowed.
 _FORBIDDEN_IN_ID = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200b\u200e\u200f\u202a-\u202e"
-    "\u2066-\u2069\ufeff\ud800-\udfff]"
+    "[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200b\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff\ud800-\udfff]"
 )
 
 
@@ -137,7 +137,12 @@ class Message:
     meta: Mapping[str, Any] = field(default_factory=dict)
 
     _FIELDS: ClassVar[tuple[str, ...]] = (
-        "role", "content", "name", "tool_call_id", "tool_calls", "meta",
+        "role",
+        "content",
+        "name",
+        "tool_call_id",
+        "tool_calls",
+        "meta",
     )
 
     def __post_init__(self) -> None:
@@ -170,13 +175,10 @@ class Message:
             size = len(_check_json(content, "content"))
         elif content is None:
             if not (self.role == "assistant" and self.tool_calls):
-                raise InvalidMessageError(
-                    "content may be None only for an assistant message with tool_calls")
+                raise InvalidMessageError("content may be None only for an assistant message with tool_calls")
             return
         else:
-            raise InvalidMessageError(
-                f"content must be a str or a list of dicts, got {type(content).__name__}"
-            )
+            raise InvalidMessageError(f"content must be a str or a list of dicts, got {type(content).__name__}")
         limit = _limit["bytes"] or MAX_CONTENT_LIMIT  # a store checks its own limit
         if size > limit:
             raise InvalidMessageError(f"content is {size} bytes, over the {limit}-byte limit")
@@ -252,9 +254,19 @@ class StoredMessage(Message):
 
     @classmethod
     def _trusted(
-        cls, role: str, content: Any, name: str | None, tool_call_id: str | None,
-        tool_calls: Any, meta: Mapping[str, Any], session_id: str, seq: int, id: int,
-        created_at: float, state: str, origin_id: int | None,
+        cls,
+        role: str,
+        content: Any,
+        name: str | None,
+        tool_call_id: str | None,
+        tool_calls: Any,
+        meta: Mapping[str, Any],
+        session_id: str,
+        seq: int,
+        id: int,
+        created_at: float,
+        state: str,
+        origin_id: int | None,
     ) -> StoredMessage:
         """The value ``StoredMessage(...)`` builds from these fields, for the stores.
 
@@ -282,9 +294,20 @@ class StoredMessage(Message):
 # the class fails this unpacking at import, and the contract suite compares every
 # field of what a store returns with the database row it read or wrote.
 _new = object.__new__
-(_set_role, _set_content, _set_name, _set_tool_call_id, _set_tool_calls, _set_meta, _set_session_id,
- _set_seq, _set_id, _set_created_at, _set_state, _set_origin_id) = (
-    getattr(StoredMessage, f.name).__set__ for f in fields(StoredMessage))
+(
+    _set_role,
+    _set_content,
+    _set_name,
+    _set_tool_call_id,
+    _set_tool_calls,
+    _set_meta,
+    _set_session_id,
+    _set_seq,
+    _set_id,
+    _set_created_at,
+    _set_state,
+    _set_origin_id,
+) = (getattr(StoredMessage, f.name).__set__ for f in fields(StoredMessage))
 
 
 def message_key(message: Message) -> tuple[Any, ...]:
@@ -312,8 +335,4 @@ def transcripts_equal(a: Sequence[Message], b: Sequence[Message]) -> bool:
 
 def is_real_user_ask(message: Message) -> bool:
     """A user message that is neither a compaction summary nor marked synthetic."""
-    return (
-        message.role == "user"
-        and not message.text.startswith(SUMMARY_PREFIX)
-        and not message.meta.get("synthetic")
-    )
+    return message.role == "user" and not message.text.startswith(SUMMARY_PREFIX) and not message.meta.get("synthetic")

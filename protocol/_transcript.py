@@ -95,8 +95,9 @@ def _runs(messages: Sequence[Message]) -> list[range]:
     return runs
 
 
-def invalid_tool_pairing(published: Sequence[Message], snapshot: Sequence[Message], *,
-                         current: Sequence[Message] | None = None) -> str | None:
+def invalid_tool_pairing(
+    published: Sequence[Message], snapshot: Sequence[Message], *, current: Sequence[Message] | None = None
+) -> str | None:
     """Why ``published`` breaks a tool pair, or None when it is valid.
 
     Every ``tool`` message must answer a call made earlier in its own tool run, and
@@ -124,11 +125,15 @@ def _problems(messages: Sequence[Message], answered: set[Any]) -> list[tuple[tup
             if message.role == "assistant":
                 called.extend(call_ids(message))
             elif message.tool_call_id not in called:
-                problems.append((("orphan", message.tool_call_id),
-                                 f"tool result {message.tool_call_id!r} answers no call made "
-                                 f"before it in its tool run {where}"))
+                problems.append(
+                    (
+                        ("orphan", message.tool_call_id),
+                        f"tool result {message.tool_call_id!r} answers no call made before it in its tool run {where}",
+                    )
+                )
             else:
                 results.add(message.tool_call_id)
-        problems += [(("lost", c), f"call {c!r} lost its result {where}")
-                     for c in called if c in answered and c not in results]
+        problems += [
+            (("lost", c), f"call {c!r} lost its result {where}") for c in called if c in answered and c not in results
+        ]
     return problems

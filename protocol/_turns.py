@@ -14,8 +14,9 @@ from ._transcript import call_ids, in_tool_run
 __all__ = ["compactable_end", "trailing_open_run_start"]
 
 
-def compactable_end(messages: Sequence[StoredMessage], *, turn_messages: int = 0,
-                    turn_first_seq: int | None = None) -> int:
+def compactable_end(
+    messages: Sequence[StoredMessage], *, turn_messages: int = 0, turn_first_seq: int | None = None
+) -> int:
     """How many leading ``messages`` a compaction may take into its snapshot.
 
     An open turn's messages stay out: ``turn_messages`` is how many it appended (so

@@ -73,10 +73,7 @@ class InvalidLineageError(TranscriptError, ValueError):
     def __init__(self, session_id: str, parent_session_id: str, message: str | None = None) -> None:
         self.session_id = session_id
         self.parent_session_id = parent_session_id
-        super().__init__(
-            message
-            or f"cannot continue {parent_session_id!r} as {session_id!r}: {self.__doc__}"
-        )
+        super().__init__(message or f"cannot continue {parent_session_id!r} as {session_id!r}: {self.__doc__}")
 
 
 class SessionNotFoundError(TranscriptError, LookupError):
@@ -109,9 +106,7 @@ class SessionEndedError(TranscriptError):
         self.successor_id = successor_id
         self.end_reason = end_reason
         hint = f"; live successor is {successor_id!r}" if successor_id else ""
-        super().__init__(
-            message or f"session {session_id!r} has ended (reason {end_reason!r}){hint}"
-        )
+        super().__init__(message or f"session {session_id!r} has ended (reason {end_reason!r}){hint}")
 
 
 class LineageForkedError(TranscriptError):
@@ -120,17 +115,13 @@ class LineageForkedError(TranscriptError):
     def __init__(self, session_id: str, children: Sequence[str], message: str | None = None) -> None:
         self.session_id = session_id
         self.children = tuple(children)
-        super().__init__(
-            message or f"lineage of {session_id!r} forked into {list(self.children)!r}"
-        )
+        super().__init__(message or f"lineage of {session_id!r} forked into {list(self.children)!r}")
 
 
 class LeaseHeldError(TranscriptError):
     """Another holder has a live compaction lease on this session."""
 
-    def __init__(
-        self, holder: str | None, expires_at: float | None, message: str | None = None
-    ) -> None:
+    def __init__(self, holder: str | None, expires_at: float | None, message: str | None = None) -> None:
         self.holder = holder
         self.expires_at = expires_at
         super().__init__(message or f"lease held by {holder!r} until {expires_at!r}")
@@ -149,10 +140,7 @@ class LeaseLostError(TranscriptError):
         self.session_id = session_id
         self.holder = holder
         self.token = token
-        super().__init__(
-            message
-            or f"lease on {session_id!r} (holder {holder!r}, token {token!r}) is no longer held"
-        )
+        super().__init__(message or f"lease on {session_id!r} (holder {holder!r}, token {token!r}) is no longer held")
 
 
 class StoreBusyError(TranscriptError):
@@ -168,8 +156,7 @@ class ReadOnlyStoreError(TranscriptError):
 
     def __init__(self, operation: str | None = None, message: str | None = None) -> None:
         self.operation = operation
-        super().__init__(message or (
-            f"{operation}: the store was opened read-only" if operation else None))
+        super().__init__(message or (f"{operation}: the store was opened read-only" if operation else None))
 
 
 class SnapshotRetractedError(TranscriptError):
@@ -202,11 +189,14 @@ class SchemaVersionError(TranscriptError):
         self.found = found
         self.supported = supported
         if message is None and found > supported:
-            message = (f"database schema version {found} is newer than supported version"
-                       f" {supported}; upgrade session-actors")
+            message = (
+                f"database schema version {found} is newer than supported version {supported}; upgrade session-actors"
+            )
         elif message is None:
-            message = (f"database schema version {found} is older than version {supported} of"
-                       " this code; run `session-actors migrate` to upgrade it")
+            message = (
+                f"database schema version {found} is older than version {supported} of"
+                " this code; run `session-actors migrate` to upgrade it"
+            )
         super().__init__(message)
 
 

@@ -19,7 +19,8 @@ from tests.pg import isolated_postgres_url, pgbouncer_database, pgbouncer_store_
 # whichever copy of the project happens to be installed.
 _ROOT = str(Path(__file__).resolve().parent.parent)
 os.environ["PYTHONPATH"] = os.pathsep.join(
-    [_ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != _ROOT])
+    [_ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != _ROOT]
+)
 
 BACKENDS = ["sqlite", "postgres"]
 LEAK_GRACE_S = 5.0

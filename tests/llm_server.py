@@ -74,15 +74,15 @@ class _Handler(BaseHTTPRequestHandler):
         if behaviour == "error":
             self._send(500, b'{"error": "boom"}', retry=True)
         elif behaviour == "rate_limited":
-            self._send(429, b'{"error": {"message": "slow down", "code": "rate_limit_exceeded"}}',
-                       retry=True)
+            self._send(429, b'{"error": {"message": "slow down", "code": "rate_limit_exceeded"}}', retry=True)
         elif behaviour == "drop":
             self.connection.shutdown(socket.SHUT_RDWR)
             self.close_connection = True
         elif behaviour == "echo":
             echoed = "; ".join(f"{k}: {v}" for k, v in self.headers.items())
-            reply = {"error": {"message": f"Incorrect API key. You sent {echoed}",
-                               "type": echoed, "code": "invalid_api_key"}}
+            reply = {
+                "error": {"message": f"Incorrect API key. You sent {echoed}", "type": echoed, "code": "invalid_api_key"}
+            }
             self._send(401, json.dumps(reply).encode())
         elif behaviour == "malformed":
             self._send(200, b'{"choices": []}')
@@ -135,8 +135,9 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         self._record()
         body = self.rfile.read(int(self.headers["Content-Length"]))
         target = urlsplit(self.path)
-        headers = {k: v for k, v in self.headers.items()
-                   if k.lower() not in ("proxy-authorization", "connection", "host")}
+        headers = {
+            k: v for k, v in self.headers.items() if k.lower() not in ("proxy-authorization", "connection", "host")
+        }
         conn = http.client.HTTPConnection(target.hostname, target.port, timeout=10)
         try:
             conn.request("POST", target.path, body=body, headers=headers)

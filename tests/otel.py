@@ -42,12 +42,18 @@ class Otel:
         return values[-1] if values else None
 
     def spans(self, name: str, session_id: str | None = None) -> list[Any]:
-        return [s for s in self.exporter.get_finished_spans() if s.name == name and (
-            session_id is None or s.attributes.get("session_actors.session_id") == session_id)]
+        return [
+            s
+            for s in self.exporter.get_finished_spans()
+            if s.name == name and (session_id is None or s.attributes.get("session_actors.session_id") == session_id)
+        ]
 
     def children(self, parent: Any) -> list[Any]:
-        return [s for s in self.exporter.get_finished_spans()
-                if s.parent is not None and s.parent.span_id == parent.context.span_id]
+        return [
+            s
+            for s in self.exporter.get_finished_spans()
+            if s.parent is not None and s.parent.span_id == parent.context.span_id
+        ]
 
 
 _installed: Otel | None = None

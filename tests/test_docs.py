@@ -47,8 +47,9 @@ CASES = _cases()
 def _run(code: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
     script = cwd / "block.py"
     script.write_text(code, encoding="utf-8")
-    return subprocess.run([sys.executable, str(script)], cwd=cwd, capture_output=True, text=True,
-                          timeout=BLOCK_TIMEOUT_S, env=env)
+    return subprocess.run(
+        [sys.executable, str(script)], cwd=cwd, capture_output=True, text=True, timeout=BLOCK_TIMEOUT_S, env=env
+    )
 
 
 @pytest.mark.timeout(BLOCK_TIMEOUT_S + 10)
@@ -83,8 +84,13 @@ def test_no_unlabelled_or_unrun_python_fences(page):
 def test_docs_describe_the_present(page):
     """No diary: no "Session N", no earlier runs, no design file outside the repository."""
     text = page.read_text(encoding="utf-8")
-    for pattern in (r"\bSession \d", r"\bsession \d+'s\b", r"earlier runs?\b", r"was not kept",
-                    r"DESIGN(\.md| section)"):
+    for pattern in (
+        r"\bSession \d",
+        r"\bsession \d+'s\b",
+        r"earlier runs?\b",
+        r"was not kept",
+        r"DESIGN(\.md| section)",
+    ):
         assert not re.search(pattern, text), f"{page.name}: {pattern}"
 
 

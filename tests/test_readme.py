@@ -26,7 +26,11 @@ def run_example(tmp_path, marker: str) -> str:
     script = tmp_path / "example.py"
     script.write_text(readme_example(marker))
     result = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=110,
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=110,
         env={**os.environ, "PYTHONPATH": str(README.parent)},
     )
     assert result.returncode == 0, result.stderr

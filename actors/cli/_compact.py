@@ -34,19 +34,35 @@ DEFAULT_TARGET_TOKENS = CompactionPolicy().target_tokens
 
 log = logging.getLogger("session_actors.cli_compact")
 
+
 def add_compressor_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--compressor", choices=("head-tail", "llm"), default="head-tail",
+        "--compressor",
+        choices=("head-tail", "llm"),
+        default="head-tail",
         help="head-tail: local and deterministic (default); llm: an OpenAI-compatible endpoint "
-             "from --llm-base-url/--llm-model or SESSION_ACTORS_LLM_BASE_URL/_MODEL/_API_KEY",
+        "from --llm-base-url/--llm-model or SESSION_ACTORS_LLM_BASE_URL/_MODEL/_API_KEY",
     )
-    parser.add_argument("--llm-base-url", metavar="URL", default=None,
-                        help="the endpoint's base URL, e.g. http://127.0.0.1:8000/v1 "
-                             "(default: $SESSION_ACTORS_LLM_BASE_URL, else $OPENAI_BASE_URL)")
-    parser.add_argument("--llm-model", metavar="NAME", default=None,
-                        help="the model the endpoint runs (default: $SESSION_ACTORS_LLM_MODEL)")
-    parser.add_argument("--llm-timeout", metavar="SECONDS", type=float, default=120.0,
-                        help="per-request timeout of the LLM call in seconds (default 120)")
+    parser.add_argument(
+        "--llm-base-url",
+        metavar="URL",
+        default=None,
+        help="the endpoint's base URL, e.g. http://127.0.0.1:8000/v1 "
+        "(default: $SESSION_ACTORS_LLM_BASE_URL, else $OPENAI_BASE_URL)",
+    )
+    parser.add_argument(
+        "--llm-model",
+        metavar="NAME",
+        default=None,
+        help="the model the endpoint runs (default: $SESSION_ACTORS_LLM_MODEL)",
+    )
+    parser.add_argument(
+        "--llm-timeout",
+        metavar="SECONDS",
+        type=float,
+        default=120.0,
+        help="per-request timeout of the LLM call in seconds (default 120)",
+    )
 
 
 def make_compressor(args: argparse.Namespace) -> Compressor:
@@ -54,23 +70,35 @@ def make_compressor(args: argparse.Namespace) -> Compressor:
     if args.compressor == "llm":
         from ..compressors import LLMCompressor
 
-        return LLMCompressor(base_url=args.llm_base_url, model=args.llm_model,
-                             timeout_s=args.llm_timeout)
+        return LLMCompressor(base_url=args.llm_base_url, model=args.llm_model, timeout_s=args.llm_timeout)
     return HeadTailCompressor()
 
 
 def add_compact_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("session_id", metavar="ID", help="the session to compact (any id of its lineage)")
-    parser.add_argument("--force", action="store_true",
-                        help="compact even during a cooldown left by a failed attempt")
-    parser.add_argument("--mode", choices=MODES, default=None,
-                        help="in_place: the session keeps its id (default); rotate: the session "
-                             "ends and a continuation takes the compacted transcript")
-    parser.add_argument("--keep-last", metavar="N", type=int, default=None,
-                        help=f"messages kept verbatim at the end (default {DEFAULT_KEEP_LAST}); "
-                             "a session shorter than that comes back unchanged")
-    parser.add_argument("--target-tokens", metavar="N", type=int, default=None,
-                        help=f"size the summary aims for (default {DEFAULT_TARGET_TOKENS})")
+    parser.add_argument("--force", action="store_true", help="compact even during a cooldown left by a failed attempt")
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        default=None,
+        help="in_place: the session keeps its id (default); rotate: the session "
+        "ends and a continuation takes the compacted transcript",
+    )
+    parser.add_argument(
+        "--keep-last",
+        metavar="N",
+        type=int,
+        default=None,
+        help=f"messages kept verbatim at the end (default {DEFAULT_KEEP_LAST}); "
+        "a session shorter than that comes back unchanged",
+    )
+    parser.add_argument(
+        "--target-tokens",
+        metavar="N",
+        type=int,
+        default=None,
+        help=f"size the summary aims for (default {DEFAULT_TARGET_TOKENS})",
+    )
     add_compressor_options(parser)
 
 
@@ -90,12 +118,16 @@ def cmd_compact(args: argparse.Namespace) -> int:
     reason = outcome.reason or explain(outcome, policy)
     record = outcome.record
     row = {
-        "status": outcome.status.value, "reason": reason, "session_id": outcome.session_id,
+        "status": outcome.status.value,
+        "reason": reason,
+        "session_id": outcome.session_id,
         "previous_session_id": outcome.previous_session_id,
-        "messages_before": outcome.messages_before, "messages_after": outcome.messages_after,
+        "messages_before": outcome.messages_before,
+        "messages_after": outcome.messages_after,
         "archived": record.archived_count if record else None,
         "tail": record.tail_count if record else None,
-        "token": record.token if record else None, "error": outcome.error,
+        "token": record.token if record else None,
+        "error": outcome.error,
     }
     out = Output(args)
     if out.structured:
@@ -104,9 +136,11 @@ def cmd_compact(args: argparse.Namespace) -> int:
         out.line(f"{outcome.status.value}: live session {outcome.session_id}")
         out.line(f"reason: {reason}")
         if record is not None:
-            out.line(f"{outcome.messages_before} -> {outcome.messages_after} live messages; "
-                     f"archived {record.archived_count}, carried {record.tail_count}, "
-                     f"token {record.token}")
+            out.line(
+                f"{outcome.messages_before} -> {outcome.messages_after} live messages; "
+                f"archived {record.archived_count}, carried {record.tail_count}, "
+                f"token {record.token}"
+            )
         if outcome.error:
             out.line(f"error: {outcome.error}")
     # Exit 1 is reserved for fsck/simulate finding damage (DESIGN section 6): every
@@ -125,15 +159,21 @@ def explain(outcome: CompressionOutcome, policy: CompactionPolicy) -> str:
     if status is CompressionStatus.COMPACTED:
         return "compacted in place: older messages were summarized, the originals archived"
     if status is CompressionStatus.ROTATED:
-        return (f"rotated: {outcome.previous_session_id} ended and its continuation "
-                f"{outcome.session_id} holds the compacted transcript")
+        return (
+            f"rotated: {outcome.previous_session_id} ended and its continuation "
+            f"{outcome.session_id} holds the compacted transcript"
+        )
     if status is CompressionStatus.ADOPTED:
-        return (f"another path had already compacted {outcome.previous_session_id}; "
-                f"following its result {outcome.session_id}")
+        return (
+            f"another path had already compacted {outcome.previous_session_id}; "
+            f"following its result {outcome.session_id}"
+        )
     if status is CompressionStatus.UNCHANGED:
-        return (f"the compressor returned the transcript unchanged ({outcome.messages_before} "
-                f"messages, keep-last {policy.keep_last}: nothing old enough to summarize; "
-                "try a smaller --keep-last)")
+        return (
+            f"the compressor returned the transcript unchanged ({outcome.messages_before} "
+            f"messages, keep-last {policy.keep_last}: nothing old enough to summarize; "
+            "try a smaller --keep-last)"
+        )
     if status is CompressionStatus.LEASE_LOST:
         return "the lease was lost before the commit (its fencing token was superseded); nothing written"
     return status.value

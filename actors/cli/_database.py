@@ -50,9 +50,7 @@ def require_existing(url: str, *, schema: bool = True) -> None:
 
 def _require_sqlite(path: str, *, schema: bool) -> None:
     if not os.path.exists(path):
-        raise ConfigurationError(
-            f"database not found: {path} (only `session-actors simulate` creates one)"
-        )
+        raise ConfigurationError(f"database not found: {path} (only `session-actors simulate` creates one)")
     if not os.path.isfile(path):
         raise ConfigurationError(f"not a database file: {path}")
     if not schema:
@@ -70,9 +68,7 @@ def _require_postgres(url: str, *, schema: bool) -> None:
     try:
         import psycopg
     except ImportError as exc:
-        raise ConfigurationError(
-            "PostgreSQL needs the postgres extra: pip install 'session-actors[postgres]'"
-        ) from exc
+        raise ConfigurationError("PostgreSQL needs the postgres extra: pip install 'session-actors[postgres]'") from exc
     url = split_store_options(url)[0]  # the store's own options are not libpq's
     try:
         with psycopg.connect(url, connect_timeout=10, autocommit=True, prepare_threshold=None) as conn:

@@ -36,10 +36,30 @@ __all__ = ["cmd_fsck", "cmd_locks", "cmd_sessions", "cmd_show", "existing_sessio
 log = logging.getLogger("session_actors.cli.inspect")
 
 PROG = "session-actors"
-SESSION_FIELDS = ("id", "source", "live", "end_reason", "epoch", "live_messages", "parent_session_id",
-                  "created_at", "ended_at")
-MESSAGE_FIELDS = ("session_id", "seq", "id", "state", "role", "created_at", "origin_id", "name",
-                  "tool_call_id", "content", "tool_calls")
+SESSION_FIELDS = (
+    "id",
+    "source",
+    "live",
+    "end_reason",
+    "epoch",
+    "live_messages",
+    "parent_session_id",
+    "created_at",
+    "ended_at",
+)
+MESSAGE_FIELDS = (
+    "session_id",
+    "seq",
+    "id",
+    "state",
+    "role",
+    "created_at",
+    "origin_id",
+    "name",
+    "tool_call_id",
+    "content",
+    "tool_calls",
+)
 LEASE_FIELDS = ("session_id", "holder", "token", "acquired_at", "expires_at", "live")
 FINDING_FIELDS = ("severity", "kind", "session_id", "detail")
 #: Characters of a message shown in a table (the whole message: --format json).
@@ -73,10 +93,15 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(f"--limit must be >= 0, got {args.limit}")
     with open_existing(args, readonly=True) as store:
         # one row past the page says whether another page exists
-        infos = store.sessions(live=args.live, source=args.source, metadata=dict(args.meta) if args.meta else None,
-                               after=args.after, limit=args.limit + 1 if args.limit else None)
+        infos = store.sessions(
+            live=args.live,
+            source=args.source,
+            metadata=dict(args.meta) if args.meta else None,
+            after=args.after,
+            limit=args.limit + 1 if args.limit else None,
+        )
         more = bool(args.limit) and len(infos) > args.limit
-        infos = infos[:args.limit] if args.limit else infos
+        infos = infos[: args.limit] if args.limit else infos
         counts = {info.id: len(store.transcript(info.id)) for info in infos}
     rows = [session_dict(i) | {"live_messages": counts[i.id]} for i in infos]
     next_after = infos[-1].id if more else None
@@ -84,10 +109,14 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     if out.structured:
         out.emit({"sessions": rows, "more": more, "next_after": next_after}, rows, SESSION_FIELDS)
     else:
-        out.table(f"{len(infos)} session(s), newest first",
-                  ["id", "source", "state", "epoch", Column("messages", "right"), "parent", "created"],
-                  [(i.id, i.source, state_text(i), i.epoch, counts[i.id], i.parent_session_id,
-                    fmt_time(i.created_at)) for i in infos])
+        out.table(
+            f"{len(infos)} session(s), newest first",
+            ["id", "source", "state", "epoch", Column("messages", "right"), "parent", "created"],
+            [
+                (i.id, i.source, state_text(i), i.epoch, counts[i.id], i.parent_session_id, fmt_time(i.created_at))
+                for i in infos
+            ],
+        )
     if more:
         out.note(_next_page_hint(args, next_after))
     return 0
@@ -119,7 +148,7 @@ def _masked(argv: list[str]) -> list[str]:
     shown = list(argv)
     for i, arg in enumerate(shown):
         if arg.startswith("--db="):
-            shown[i] = "--db=" + display_url(arg[len("--db="):])
+            shown[i] = "--db=" + display_url(arg[len("--db=") :])
         elif arg == "--db" and i + 1 < len(shown):
             shown[i + 1] = display_url(shown[i + 1])
     return shown
@@ -173,18 +202,44 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _message_table(out: Output, title: str, messages: list[StoredMessage]) -> None:
-    out.table(title, [Column("seq", "right"), Column("id", "right"), "state", "role", "created", "content"],
-              [(m.seq, m.id, m.state, m.role, fmt_time(m.created_at), shorten(m.text, PREVIEW))
-               for m in messages])
+    out.table(
+        title,
+        [Column("seq", "right"), Column("id", "right"), "state", "role", "created", "content"],
+        [(m.seq, m.id, m.state, m.role, fmt_time(m.created_at), shorten(m.text, PREVIEW)) for m in messages],
+    )
 
 
 def _records_table(out: Output, records: list) -> None:
-    out.table(f"compactions: {len(records)}",
-              [Column("id", "right"), "mode", Column("token", "right"), "holder",
-               Column("watermark", "right"), Column("archived", "right"), Column("tail", "right"),
-               "child", "compressor", "committed"],
-              [(r.id, r.mode, r.token, r.holder, r.watermark, r.archived_count, r.tail_count,
-                r.child_session_id, r.compressor, fmt_time(r.committed_at)) for r in records])
+    out.table(
+        f"compactions: {len(records)}",
+        [
+            Column("id", "right"),
+            "mode",
+            Column("token", "right"),
+            "holder",
+            Column("watermark", "right"),
+            Column("archived", "right"),
+            Column("tail", "right"),
+            "child",
+            "compressor",
+            "committed",
+        ],
+        [
+            (
+                r.id,
+                r.mode,
+                r.token,
+                r.holder,
+                r.watermark,
+                r.archived_count,
+                r.tail_count,
+                r.child_session_id,
+                r.compressor,
+                fmt_time(r.committed_at),
+            )
+            for r in records
+        ],
+    )
 
 
 # -- locks ------------------------------------------------------------------------
@@ -205,12 +260,21 @@ def cmd_locks(args: argparse.Namespace) -> int:
             document["reaped"] = reaped
         out.emit(document, rows, LEASE_FIELDS)
         return 0
-    out.table(f"{len(leases)} lease(s) held",
-              ["session", "holder", Column("token", "right"), "acquired", "expires", "state"],
-              [(lease.session_id, lease.holder, lease.token, fmt_time(lease.acquired_at),
+    out.table(
+        f"{len(leases)} lease(s) held",
+        ["session", "holder", Column("token", "right"), "acquired", "expires", "state"],
+        [
+            (
+                lease.session_id,
+                lease.holder,
+                lease.token,
+                fmt_time(lease.acquired_at),
                 fmt_time(lease.expires_at),
-                "live" if lease.expires_at > now else "expired (garbage: --reap releases it)")
-               for lease in leases])
+                "live" if lease.expires_at > now else "expired (garbage: --reap releases it)",
+            )
+            for lease in leases
+        ],
+    )
     return 0
 
 
@@ -224,31 +288,47 @@ def cmd_fsck(args: argparse.Namespace) -> int:
     code = 0 if report.ok else 1
     out = Output(args)
     if out.structured:
-        findings = ([{"severity": "problem"} | to_jsonable(p) for p in report.problems]
-                    + [{"severity": "warning"} | to_jsonable(w) for w in report.warnings]
-                    + [{"severity": "info", "kind": "live_lease", "session_id": lease.session_id,
-                        "detail": f"held by {lease.holder} token {lease.token} until "
-                                  f"{fmt_time(lease.expires_at)}"} for lease in report.live_leases])
-        out.emit({
-            "ok": report.ok,
-            "sessions_checked": report.sessions_checked,
-            "messages_checked": report.messages_checked,
-            "counts": report.counts(),
-            "problems": to_jsonable(report.problems),
-            "warnings": to_jsonable(report.warnings),
-            "live_leases": [lease_dict(lease, now) for lease in report.live_leases],
-        }, findings, FINDING_FIELDS)
+        findings = (
+            [{"severity": "problem"} | to_jsonable(p) for p in report.problems]
+            + [{"severity": "warning"} | to_jsonable(w) for w in report.warnings]
+            + [
+                {
+                    "severity": "info",
+                    "kind": "live_lease",
+                    "session_id": lease.session_id,
+                    "detail": f"held by {lease.holder} token {lease.token} until {fmt_time(lease.expires_at)}",
+                }
+                for lease in report.live_leases
+            ]
+        )
+        out.emit(
+            {
+                "ok": report.ok,
+                "sessions_checked": report.sessions_checked,
+                "messages_checked": report.messages_checked,
+                "counts": report.counts(),
+                "problems": to_jsonable(report.problems),
+                "warnings": to_jsonable(report.warnings),
+                "live_leases": [lease_dict(lease, now) for lease in report.live_leases],
+            },
+            findings,
+            FINDING_FIELDS,
+        )
         return code
     out.line(f"checked {report.sessions_checked} session(s), {report.messages_checked} message(s)")
     for lease in report.live_leases:
-        out.line(f"live lease (not a problem): {lease.session_id} held by {lease.holder} "
-                 f"token {lease.token} until {fmt_time(lease.expires_at)}")
+        out.line(
+            f"live lease (not a problem): {lease.session_id} held by {lease.holder} "
+            f"token {lease.token} until {fmt_time(lease.expires_at)}"
+        )
     for warning in report.warnings:  # listed like live leases: not damage, not counted
-        out.line(f"warning (not a problem): {warning.kind}: {warning.session_id}: {warning.detail}",
-                 style="yellow")
+        out.line(f"warning (not a problem): {warning.kind}: {warning.session_id}: {warning.detail}", style="yellow")
     if report.ok:
         out.line("ok: no problems found", style="green")
         return code
-    out.table(f"{len(report.problems)} problem(s)", ["kind", "session", "detail"],
-              [(p.kind, p.session_id, p.detail) for p in report.problems])
+    out.table(
+        f"{len(report.problems)} problem(s)",
+        ["kind", "session", "detail"],
+        [(p.kind, p.session_id, p.detail) for p in report.problems],
+    )
     return code

@@ -43,8 +43,7 @@ def parse_duration(text: str) -> float:
     """``30d``, ``12h``, ``90m``, ``45s``, ``2w`` (a bare number is seconds) -> seconds."""
     match = _DURATION.match(text)
     if not match:
-        raise InvalidArgumentError(
-            f"--older-than must be a duration such as 30d, 12h, 90m or 45s, got {text!r}")
+        raise InvalidArgumentError(f"--older-than must be a duration such as 30d, 12h, 90m or 45s, got {text!r}")
     seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
     if not math.isfinite(seconds):
         raise InvalidArgumentError(f"--older-than is out of range: {text!r}")
@@ -69,36 +68,50 @@ def parse_meta(pair: str) -> tuple[str, Any]:
 
 def add_sessions_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source", metavar="S", default=None, help="only sessions from this source")
-    parser.add_argument("--meta", metavar="KEY=VALUE", action="append", default=None,
-                        type=_argument(parse_meta),
-                        help="only sessions whose metadata has KEY equal to VALUE (repeatable; "
-                             "VALUE is JSON when it parses as a scalar: 42, true, null, \"42\"; "
-                             "else a string)")
-    parser.add_argument("--after", metavar="ID", default=None,
-                        help="the page after this session id (the last one shown; keyset paging)")
+    parser.add_argument(
+        "--meta",
+        metavar="KEY=VALUE",
+        action="append",
+        default=None,
+        type=_argument(parse_meta),
+        help="only sessions whose metadata has KEY equal to VALUE (repeatable; "
+        'VALUE is JSON when it parses as a scalar: 42, true, null, "42"; '
+        "else a string)",
+    )
+    parser.add_argument(
+        "--after", metavar="ID", default=None, help="the page after this session id (the last one shown; keyset paging)"
+    )
 
 
 def add_export_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("session_id", metavar="ID", help="any id of the conversation (resolved to its live tip)")
-    parser.add_argument("--archive", action="store_true",
-                        help="also the live tip's non-live rows (compacted, superseded, retracted, "
-                             "pruned), in seq order")
-    parser.add_argument("--lineage", action="store_true",
-                        help="every row of every session of the lineage, oldest session first")
+    parser.add_argument(
+        "--archive",
+        action="store_true",
+        help="also the live tip's non-live rows (compacted, superseded, retracted, pruned), in seq order",
+    )
+    parser.add_argument(
+        "--lineage", action="store_true", help="every row of every session of the lineage, oldest session first"
+    )
 
 
 def add_delete_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("session_id", metavar="ID", help="any id of the lineage to erase")
-    parser.add_argument("--yes", action="store_true",
-                        help="really erase (without it: say what would be erased and exit 2)")
+    parser.add_argument(
+        "--yes", action="store_true", help="really erase (without it: say what would be erased and exit 2)"
+    )
 
 
 def add_prune_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--older-than", metavar="DURATION", required=True,
-                        help="archived rows that left the live transcript at least this long ago: "
-                             "30d, 12h, 90m, 45s (0: all)")
-    parser.add_argument("--session", metavar="ID", default=None,
-                        help="only this session's lineage (default: every session)")
+    parser.add_argument(
+        "--older-than",
+        metavar="DURATION",
+        required=True,
+        help="archived rows that left the live transcript at least this long ago: 30d, 12h, 90m, 45s (0: all)",
+    )
+    parser.add_argument(
+        "--session", metavar="ID", default=None, help="only this session's lineage (default: every session)"
+    )
 
 
 def _argument(parse: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -173,15 +186,15 @@ def cmd_delete(args: argparse.Namespace) -> int:
             raise InvalidArgumentError(
                 f"would erase {len(sessions)} session(s) ({ids}) and {messages} message(s) in every "
                 f"state, with their compaction records, leases, cooldowns and metadata; "
-                f"add --yes to erase")
+                f"add --yes to erase"
+            )
         erased = store.delete_session(args.session_id)
     out = Output(args)
     document = {"deleted": args.session_id, "sessions": [i.id for i in sessions], "messages": erased}
     if out.structured:
         out.emit(document, [document | {"sessions": len(sessions)}], ["deleted", "sessions", "messages"])
     else:
-        out.line(f"erased the lineage of {args.session_id}: {len(sessions)} session(s), "
-                 f"{erased} message(s)")
+        out.line(f"erased the lineage of {args.session_id}: {len(sessions)} session(s), {erased} message(s)")
     return 0
 
 
@@ -200,6 +213,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
         out.emit(document, [document], list(document))
     else:
         scope = f" of the lineage of {args.session}" if args.session else ""
-        out.line(f"pruned {pruned} archived message(s){scope} that left the live transcript "
-                 f"more than {args.older_than.strip()} ago")
+        out.line(
+            f"pruned {pruned} archived message(s){scope} that left the live transcript "
+            f"more than {args.older_than.strip()} ago"
+        )
     return 0

@@ -26,8 +26,20 @@ from ._output import Column, Output, session_dict
 
 __all__ = ["cmd_lineage"]
 
-FIELDS = ("id", "parent_session_id", "depth", "children", "live", "end_reason", "epoch",
-          "live_messages", "live_tip", "asked", "fork", "created_at")
+FIELDS = (
+    "id",
+    "parent_session_id",
+    "depth",
+    "children",
+    "live",
+    "end_reason",
+    "epoch",
+    "live_messages",
+    "live_tip",
+    "asked",
+    "fork",
+    "created_at",
+)
 #: A straight run longer than this shows its two ends and a count of the middle.
 _SHOWN_WHOLE = 4
 
@@ -50,16 +62,29 @@ def cmd_lineage(args: argparse.Namespace) -> int:
     straight = all(len(node.children) <= 1 for node in nodes)
     out = Output(args)
     if out.structured:
-        out.emit({"root": root.id, "asked": asked.id, "live_tip": tip, "forked": forked,
-                  "straight": straight, "count": len(nodes), "sessions": rows}, rows, FIELDS)
+        out.emit(
+            {
+                "root": root.id,
+                "asked": asked.id,
+                "live_tip": tip,
+                "forked": forked,
+                "straight": straight,
+                "count": len(nodes),
+                "sessions": rows,
+            },
+            rows,
+            FIELDS,
+        )
         return 0
     if straight:
         _print_chain(out, nodes, asked.id, tip)
     else:
         _print_tree(out, nodes[0], asked.id, tip)
     if forked:
-        out.line("lineage is FORKED: a compression-ended session has more than one child "
-                 "(run `session-actors fsck`)", style="bold red")
+        out.line(
+            "lineage is FORKED: a compression-ended session has more than one child (run `session-actors fsck`)",
+            style="bold red",
+        )
     return 0
 
 
@@ -93,8 +118,11 @@ def _walk(store: Store, root: SessionInfo) -> list[_Node]:
 
 def _row(node: _Node, asked: str, tip: str | None) -> dict[str, Any]:
     return session_dict(node.info) | {
-        "depth": node.depth, "children": len(node.children), "live_messages": node.live_messages,
-        "live_tip": node.info.id == tip, "asked": node.info.id == asked,
+        "depth": node.depth,
+        "children": len(node.children),
+        "live_messages": node.live_messages,
+        "live_tip": node.info.id == tip,
+        "asked": node.info.id == asked,
         "fork": len(node.children) > 1,
     }
 
@@ -129,22 +157,33 @@ def _keep(run: list[_Node], asked: str, tip: str | None) -> list[_Node | int]:
 
 
 def _print_chain(out: Output, chain: list[_Node], asked: str, tip: str | None) -> None:
-    out.line(f"lineage of {asked}: a straight chain of {len(chain)} session(s), "
-             f"root {chain[0].info.id}, live tip {tip}")
+    out.line(
+        f"lineage of {asked}: a straight chain of {len(chain)} session(s), root {chain[0].info.id}, live tip {tip}"
+    )
     rows: list[tuple[object, ...]] = []
     for item in _keep(chain, asked, tip):
         if isinstance(item, int):
             rows.append(("", f"... {item} continuation(s) ...", "", "", "", ""))
             continue
-        rows.append((item.depth, item.info.id, state_text(item.info), item.info.epoch,
-                     item.live_messages, ", ".join(_marks(item, asked, tip))))
-    out.table(None, [Column("generation", "right"), "id", "state", Column("epoch", "right"),
-                     Column("messages", "right"), ""], rows)
+        rows.append(
+            (
+                item.depth,
+                item.info.id,
+                state_text(item.info),
+                item.info.epoch,
+                item.live_messages,
+                ", ".join(_marks(item, asked, tip)),
+            )
+        )
+    out.table(
+        None,
+        [Column("generation", "right"), "id", "state", Column("epoch", "right"), Column("messages", "right"), ""],
+        rows,
+    )
 
 
 def _label(node: _Node, asked: str, tip: str | None) -> Text:
-    text = Text(f"{node.info.id}  {state_text(node.info)}  epoch={node.info.epoch}  "
-                f"messages={node.live_messages}")
+    text = Text(f"{node.info.id}  {state_text(node.info)}  epoch={node.info.epoch}  messages={node.live_messages}")
     marks = _marks(node, asked, tip)
     if marks:
         fork = len(node.children) > 1
@@ -162,8 +201,9 @@ def _print_tree(out: Output, root: _Node, asked: str, tip: str | None) -> None:
             run = _straight_run(child)
             target = branch
             for item in _keep(run, asked, tip):
-                target = target.add(Text(f"... {item} continuation(s) ...") if isinstance(item, int)
-                                    else _label(item, asked, tip))
+                target = target.add(
+                    Text(f"... {item} continuation(s) ...") if isinstance(item, int) else _label(item, asked, tip)
+                )
             stack.append((target, run[-1]))
     out.tree(tree)
 

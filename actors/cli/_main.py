@@ -47,9 +47,10 @@ def _common_options() -> argparse.ArgumentParser:
     # by the subparser's default, so it may appear on either side.
     common = _Parser(add_help=False)
     common.add_argument(
-        "--db", metavar="URL", default=argparse.SUPPRESS,
-        help=f"database path, sqlite:///path or postgresql://... "
-             f"(default: ${ENV_DB} or {DEFAULT_DB})",
+        "--db",
+        metavar="URL",
+        default=argparse.SUPPRESS,
+        help=f"database path, sqlite:///path or postgresql://... (default: ${ENV_DB} or {DEFAULT_DB})",
     )
     add_format_options(common)
     return common
@@ -57,8 +58,12 @@ def _common_options() -> argparse.ArgumentParser:
 
 def _add_command(sub, common, name: str, handler, summary: str, example: str):
     parser = sub.add_parser(
-        name, parents=[common], help=summary, description=summary,
-        epilog=f"example:\n  {example}", formatter_class=argparse.RawDescriptionHelpFormatter,
+        name,
+        parents=[common],
+        help=summary,
+        description=summary,
+        epilog=f"example:\n  {example}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.set_defaults(handler=handler)
     return parser
@@ -67,83 +72,149 @@ def _add_command(sub, common, name: str, handler, summary: str, example: str):
 def build_parser() -> argparse.ArgumentParser:
     common = _common_options()
     parser = _Parser(
-        prog=PROG, parents=[common], description=__doc__,
+        prog=PROG,
+        parents=[common],
+        description=__doc__,
         epilog="example:\n  session-actors simulate && session-actors fsck",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=_Parser)
 
-    p = _add_command(sub, common, "sessions", inspect.cmd_sessions,
-                     "list sessions, newest first", f"{PROG} sessions --live --limit 20")
+    p = _add_command(
+        sub,
+        common,
+        "sessions",
+        inspect.cmd_sessions,
+        "list sessions, newest first",
+        f"{PROG} sessions --live --limit 20",
+    )
     state = p.add_mutually_exclusive_group()
-    state.add_argument("--live", dest="live", action="store_const", const=True, default=None,
-                       help="only sessions that have not ended")
-    state.add_argument("--ended", dest="live", action="store_const", const=False,
-                       help="only ended sessions")
-    p.add_argument("--limit", type=count_option(0, MAX_COUNT - 1), default=100,
-                   help="at most N sessions (0: all; default 100)")
+    state.add_argument(
+        "--live", dest="live", action="store_const", const=True, default=None, help="only sessions that have not ended"
+    )
+    state.add_argument("--ended", dest="live", action="store_const", const=False, help="only ended sessions")
+    p.add_argument(
+        "--limit", type=count_option(0, MAX_COUNT - 1), default=100, help="at most N sessions (0: all; default 100)"
+    )
     lifecycle.add_sessions_filters(p)
 
-    p = _add_command(sub, common, "show", inspect.cmd_show,
-                     "show a session's live transcript (and its archive)",
-                     f"{PROG} show discord:123 --archive")
+    p = _add_command(
+        sub,
+        common,
+        "show",
+        inspect.cmd_show,
+        "show a session's live transcript (and its archive)",
+        f"{PROG} show discord:123 --archive",
+    )
     p.add_argument("session_id", metavar="ID", help="the session to show (exactly this id)")
-    p.add_argument("--archive", action="store_true",
-                   help="also show compacted and superseded messages and compaction records")
-    p.add_argument("--tail", metavar="N", type=count_option(1, MAX_COUNT), default=None,
-                   help="only the last N live messages (N >= 1; default: all)")
+    p.add_argument(
+        "--archive", action="store_true", help="also show compacted and superseded messages and compaction records"
+    )
+    p.add_argument(
+        "--tail",
+        metavar="N",
+        type=count_option(1, MAX_COUNT),
+        default=None,
+        help="only the last N live messages (N >= 1; default: all)",
+    )
 
-    p = _add_command(sub, common, "lineage", lineage.cmd_lineage,
-                     "show the continuations around a session: a straight chain as one short "
-                     "list (root ... live tip, with a count), a branching lineage as a tree",
-                     f"{PROG} lineage discord:123")
+    p = _add_command(
+        sub,
+        common,
+        "lineage",
+        lineage.cmd_lineage,
+        "show the continuations around a session: a straight chain as one short "
+        "list (root ... live tip, with a count), a branching lineage as a tree",
+        f"{PROG} lineage discord:123",
+    )
     p.add_argument("session_id", metavar="ID", help="any session of the lineage")
 
-    p = _add_command(sub, common, "locks", inspect.cmd_locks,
-                     "list compaction leases still held (live, or expired: garbage a crash left)",
-                     f"{PROG} locks --reap")
-    p.add_argument("--reap", action="store_true",
-                   help="release the expired leases first (tokens are kept; live leases untouched)")
+    p = _add_command(
+        sub,
+        common,
+        "locks",
+        inspect.cmd_locks,
+        "list compaction leases still held (live, or expired: garbage a crash left)",
+        f"{PROG} locks --reap",
+    )
+    p.add_argument(
+        "--reap", action="store_true", help="release the expired leases first (tokens are kept; live leases untouched)"
+    )
 
-    _add_command(sub, common, "fsck", inspect.cmd_fsck,
-                 "check integrity: forks, orphan writes, seq gaps, lineage cycles, missing parents "
-                 "(exit 1 when any); warnings such as expired leases and stranded live rows are "
-                 "listed, not counted",
-                 f"{PROG} fsck --db postgresql://localhost/agents")
+    _add_command(
+        sub,
+        common,
+        "fsck",
+        inspect.cmd_fsck,
+        "check integrity: forks, orphan writes, seq gaps, lineage cycles, missing parents "
+        "(exit 1 when any); warnings such as expired leases and stranded live rows are "
+        "listed, not counted",
+        f"{PROG} fsck --db postgresql://localhost/agents",
+    )
 
-    p = _add_command(sub, common, "export", lifecycle.cmd_export,
-                     "write a conversation as JSON Lines on stdout, one OpenAI chat message per line "
-                     "(the live transcript of ID's live tip; --archive/--lineage add rows and tag each "
-                     "line with session_id, seq and state)",
-                     f"{PROG} export discord:123 --lineage > discord-123.jsonl")
+    p = _add_command(
+        sub,
+        common,
+        "export",
+        lifecycle.cmd_export,
+        "write a conversation as JSON Lines on stdout, one OpenAI chat message per line "
+        "(the live transcript of ID's live tip; --archive/--lineage add rows and tag each "
+        "line with session_id, seq and state)",
+        f"{PROG} export discord:123 --lineage > discord-123.jsonl",
+    )
     lifecycle.add_export_options(p)
 
-    p = _add_command(sub, common, "delete", lifecycle.cmd_delete,
-                     "ERASE a conversation: every session of its lineage with all messages, compaction "
-                     "records, leases, cooldowns and metadata (without --yes: say what, exit 2)",
-                     f"{PROG} delete discord:123 --yes")
+    p = _add_command(
+        sub,
+        common,
+        "delete",
+        lifecycle.cmd_delete,
+        "ERASE a conversation: every session of its lineage with all messages, compaction "
+        "records, leases, cooldowns and metadata (without --yes: say what, exit 2)",
+        f"{PROG} delete discord:123 --yes",
+    )
     lifecycle.add_delete_options(p)
 
-    p = _add_command(sub, common, "prune", lifecycle.cmd_prune,
-                     "archive retention: blank archived messages (compacted, superseded, retracted) "
-                     "that left the live transcript longer ago than DURATION; seqs and records stay",
-                     f"{PROG} prune --older-than 30d")
+    p = _add_command(
+        sub,
+        common,
+        "prune",
+        lifecycle.cmd_prune,
+        "archive retention: blank archived messages (compacted, superseded, retracted) "
+        "that left the live transcript longer ago than DURATION; seqs and records stay",
+        f"{PROG} prune --older-than 30d",
+    )
     lifecycle.add_prune_options(p)
 
-    _add_command(sub, common, "migrate", database.cmd_migrate,
-                 "apply pending schema migrations (other commands never change the schema)",
-                 f"{PROG} migrate --db postgresql://localhost/agents")
+    _add_command(
+        sub,
+        common,
+        "migrate",
+        database.cmd_migrate,
+        "apply pending schema migrations (other commands never change the schema)",
+        f"{PROG} migrate --db postgresql://localhost/agents",
+    )
 
-    p = _add_command(sub, common, "compact", compact.cmd_compact,
-                     "compact one session now through a session actor (lease + fencing); "
-                     "exit 0 for every outcome printed (compacted, skipped, failed, lease_lost, ...)",
-                     f"{PROG} compact discord:123 --mode rotate --force")
+    p = _add_command(
+        sub,
+        common,
+        "compact",
+        compact.cmd_compact,
+        "compact one session now through a session actor (lease + fencing); "
+        "exit 0 for every outcome printed (compacted, skipped, failed, lease_lost, ...)",
+        f"{PROG} compact discord:123 --mode rotate --force",
+    )
     compact.add_compact_options(p)
 
-    p = _add_command(sub, common, "simulate", simulate.cmd_simulate,
-                     "run a gateway-shaped concurrent workload, then an integrity report "
-                     "(exit 1 on any violation); creates the database if missing",
-                     f"{PROG} simulate --sessions 16 --turns 20 --threads 6 --processes 2")
+    p = _add_command(
+        sub,
+        common,
+        "simulate",
+        simulate.cmd_simulate,
+        "run a gateway-shaped concurrent workload, then an integrity report "
+        "(exit 1 on any violation); creates the database if missing",
+        f"{PROG} simulate --sessions 16 --turns 20 --threads 6 --processes 2",
+    )
     simulate.add_options(p)
     compact.add_compressor_options(p)
     return parser
@@ -183,8 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
-                        format=f"{PROG}: %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format=f"{PROG}: %(levelname)s %(name)s: %(message)s")
     line_buffered(sys.stdout)
     line_buffered(sys.stderr)
     args.argv = arguments  # for hints that repeat the command line
@@ -197,5 +267,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write(f"{PROG}: interrupted\n")
         return 130
-
-

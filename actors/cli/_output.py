@@ -58,12 +58,16 @@ FORMATS = ("table", "json", "ndjson", "csv")
 def add_format_options(parser: argparse.ArgumentParser) -> None:
     """``--format`` and ``--json``; SUPPRESS defaults let them come before or after the command."""
     parser.add_argument(
-        "--format", choices=FORMATS, default=argparse.SUPPRESS,
+        "--format",
+        choices=FORMATS,
+        default=argparse.SUPPRESS,
         help="table (default): for people; json: exactly one JSON document; ndjson: one JSON "
-             "object per row; csv: a header line, then one line per row",
+        "object per row; csv: a header line, then one line per row",
     )
     parser.add_argument(
-        "--json", action="store_true", default=argparse.SUPPRESS,
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS,
         help="same as --format json",
     )
 
@@ -121,15 +125,13 @@ class Output:
 
     # -- machine formats ----------------------------------------------------------
 
-    def emit(self, document: Mapping[str, Any], rows: Iterable[Mapping[str, Any]],
-             fields: Sequence[str]) -> None:
+    def emit(self, document: Mapping[str, Any], rows: Iterable[Mapping[str, Any]], fields: Sequence[str]) -> None:
         """json: ``document``; ndjson: each row; csv: ``fields`` as header, then each row's."""
         if self.format == "json":
             emit_json(document, self.stream)
         elif self.format == "ndjson":
             for row in rows:
-                self.stream.write(json.dumps(to_jsonable(row), ensure_ascii=False,
-                                             separators=(",", ":")) + "\n")
+                self.stream.write(json.dumps(to_jsonable(row), ensure_ascii=False, separators=(",", ":")) + "\n")
         elif self.format == "csv":
             writer = csv.writer(self.stream, lineterminator="\n")
             writer.writerow(fields)
@@ -164,8 +166,7 @@ class Output:
             text = Text(_printable(text), style=style or "")
         self.console.print(text, overflow="fold", crop=False)
 
-    def table(self, title: str | None, columns: Sequence[str | Column],
-              rows: Iterable[Sequence[Any]]) -> None:
+    def table(self, title: str | None, columns: Sequence[str | Column], rows: Iterable[Sequence[Any]]) -> None:
         """A table whose cells are never cut: folded to the width, or at natural width."""
         cols = [c if isinstance(c, Column) else Column(c) for c in columns]
         cells = [[_cell(value) for value in row] for row in rows]
@@ -173,8 +174,14 @@ class Output:
             self._plain_table(title, cols, cells)
             return
         tty = self.console.is_terminal
-        table = Table(title=title, title_justify="left", box=box.SQUARE if tty else None,
-                      show_edge=tty, pad_edge=tty, header_style="bold" if tty else "")
+        table = Table(
+            title=title,
+            title_justify="left",
+            box=box.SQUARE if tty else None,
+            show_edge=tty,
+            pad_edge=tty,
+            header_style="bold" if tty else "",
+        )
         for col in cols:
             table.add_column(col.header, justify=col.justify, overflow="fold")  # type: ignore[arg-type]
         for row in cells:
@@ -192,8 +199,9 @@ class Output:
         if title:
             self._write(title)
         for row in [headers, *plain]:
-            padded = [value.rjust(w) if col.justify == "right" else value.ljust(w)
-                      for value, w, col in zip(row, widths, cols)]
+            padded = [
+                value.rjust(w) if col.justify == "right" else value.ljust(w) for value, w, col in zip(row, widths, cols)
+            ]
             self._write("  ".join(padded).rstrip())
 
     def _write(self, line: str) -> None:
@@ -222,8 +230,7 @@ def _printable(text: str) -> str:
     """Control characters shown escaped: stored text never drives the terminal."""
     if text.isprintable():
         return text
-    return "".join(ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode("ascii")
-                   for ch in text)
+    return "".join(ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
 def _cell(value: Any) -> Text:

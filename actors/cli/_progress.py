@@ -33,14 +33,22 @@ LINE_EVERY_S = 30.0
 
 
 @contextmanager
-def progress(total: int, unit: str, *, label: str = "simulating",
-             stream: TextIO | None = None) -> Iterator[Callable[[int], None]]:
+def progress(
+    total: int, unit: str, *, label: str = "simulating", stream: TextIO | None = None
+) -> Iterator[Callable[[int], None]]:
     """Yield ``advance(n)`` (thread-safe) for work of ``total`` ``unit``s."""
     stream = sys.stderr if stream is None else stream
     if getattr(stream, "isatty", lambda: False)():
         console = Console(file=stream, no_color=no_color(), highlight=False)
-        with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
-                      TimeElapsedColumn(), console=console, transient=False) as bar:
+        with Progress(
+            TextColumn(label),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn(unit),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        ) as bar:
             task = bar.add_task(unit, total=total)
             yield lambda n: bar.advance(task, n)
         return
@@ -79,6 +87,7 @@ class _Lines:
     def _write(self, now: float) -> None:
         self._last = now
         percent = self._done * 100 // self._total
-        self._stream.write(f"{self._label}: {self._done}/{self._total} {self._unit} ({percent}%), "
-                           f"{now - self._started:.1f}s\n")
+        self._stream.write(
+            f"{self._label}: {self._done}/{self._total} {self._unit} ({percent}%), {now - self._started:.1f}s\n"
+        )
         self._stream.flush()

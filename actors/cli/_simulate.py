@@ -55,36 +55,49 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sessions", type=int, default=48, help="sessions (default 48)")
     parser.add_argument("--turns", type=int, default=100, help="turns per session (default 100)")
     parser.add_argument("--threads", type=int, default=8, help="threads per process (default 8)")
-    parser.add_argument("--processes", type=int, default=1,
-                        help="worker processes on the same database, each with its own registry "
-                             "(default 1: threads only)")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="worker processes on the same database, each with its own registry (default 1: threads only)",
+    )
     parser.add_argument("--seed", type=int, default=None, help="seed (default: random, printed)")
-    parser.add_argument("--naive", action="store_true",
-                        help="run the upstream code path (no actors, no leases): expect forks, exit 1")
-    parser.add_argument("--max-tokens", type=int, default=700,
-                        help="auto-compaction threshold (default 700: compacts often)")
-    parser.add_argument("--compress-delay-ms", type=float, default=20.0,
-                        help="latency added to the local compressor, like a model call (default 20)")
-    parser.add_argument("--chaos", action="store_true",
-                        help="SIGKILL worker processes at random moments (mid-summary and mid-commit "
-                             "included) and SIGSTOP lease holders past their TTL, restart them, and "
-                             "check every acknowledgement (needs --processes >= 2)")
-    parser.add_argument("--faults", type=int, default=None,
-                        help=f"with --chaos: at least this many faults, at least one kill and one "
-                             f"freeze (default {DEFAULT_FAULTS})")
+    parser.add_argument(
+        "--naive", action="store_true", help="run the upstream code path (no actors, no leases): expect forks, exit 1"
+    )
+    parser.add_argument(
+        "--max-tokens", type=int, default=700, help="auto-compaction threshold (default 700: compacts often)"
+    )
+    parser.add_argument(
+        "--compress-delay-ms",
+        type=float,
+        default=20.0,
+        help="latency added to the local compressor, like a model call (default 20)",
+    )
+    parser.add_argument(
+        "--chaos",
+        action="store_true",
+        help="SIGKILL worker processes at random moments (mid-summary and mid-commit "
+        "included) and SIGSTOP lease holders past their TTL, restart them, and "
+        "check every acknowledgement (needs --processes >= 2)",
+    )
+    parser.add_argument(
+        "--faults",
+        type=int,
+        default=None,
+        help=f"with --chaos: at least this many faults, at least one kill and one freeze (default {DEFAULT_FAULTS})",
+    )
 
 
 #: Upper bounds that catch a typo before it starts thousands of threads or processes.
-_LIMITS = {"sessions": 100_000, "turns": 100_000, "threads": 256, "processes": 64,
-           "max_tokens": 10_000_000}
+_LIMITS = {"sessions": 100_000, "turns": 100_000, "threads": 256, "processes": 64, "max_tokens": 10_000_000}
 
 
 def _check_sizes(args: argparse.Namespace) -> None:
     for name, limit in _LIMITS.items():
         value = getattr(args, name)
         if not 1 <= value <= limit:
-            raise InvalidArgumentError(
-                f"--{name.replace('_', '-')} must be between 1 and {limit}, got {value}")
+            raise InvalidArgumentError(f"--{name.replace('_', '-')} must be between 1 and {limit}, got {value}")
     if not 0 <= args.compress_delay_ms <= 60_000:
         raise InvalidArgumentError("--compress-delay-ms must be between 0 and 60000")
     _check_chaos(args)
@@ -102,7 +115,8 @@ def _check_chaos(args: argparse.Namespace) -> None:
     faults = DEFAULT_FAULTS if args.faults is None else args.faults
     if not MIN_FAULTS <= faults <= MAX_FAULTS:
         raise InvalidArgumentError(
-            f"--faults must be between {MIN_FAULTS} (one kill, one freeze) and {MAX_FAULTS}, got {faults}")
+            f"--faults must be between {MIN_FAULTS} (one kill, one freeze) and {MAX_FAULTS}, got {faults}"
+        )
     args.faults = faults
 
 
@@ -130,18 +144,27 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     seed = args.seed if args.seed is not None else secrets.randbelow(1_000_000)
     with _database(args) as db:
         base = WorkerConfig(
-            db=db, prefix=f"sim-{secrets.token_hex(3)}-", sessions=args.sessions,
-            turns=args.turns, threads=args.threads, seed=seed, workers=args.processes,
-            naive=args.naive, max_tokens=args.max_tokens, target_tokens=max(50, args.max_tokens // 3),
-            compress_delay_s=args.compress_delay_ms / 1000, compressor=args.compressor,
+            db=db,
+            prefix=f"sim-{secrets.token_hex(3)}-",
+            sessions=args.sessions,
+            turns=args.turns,
+            threads=args.threads,
+            seed=seed,
+            workers=args.processes,
+            naive=args.naive,
+            max_tokens=args.max_tokens,
+            target_tokens=max(50, args.max_tokens // 3),
+            compress_delay_s=args.compress_delay_ms / 1000,
+            compressor=args.compressor,
             llm=_llm_options(args),
         )
         shown_db = display_url(db) if not args.naive or getattr(args, "db", None) else "(temporary)"
         # first, and flushed: a run that hangs or is killed still shows how to repeat it
         (out.note if out.structured else out.line)(_header(base, shown_db, args.faults))
         with progress(base.sessions * base.turns, "turns") as advance:
-            report = run_simulation(base, args.processes, advance=advance,
-                                    chaos_faults=args.faults if args.chaos else None)
+            report = run_simulation(
+                base, args.processes, advance=advance, chaos_faults=args.faults if args.chaos else None
+            )
     report["database"] = shown_db
     if out.structured:
         out.emit(report, [flatten(report)], list(flatten(report)))
@@ -152,19 +175,21 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def _header(config: WorkerConfig, database: str, faults: int | None) -> str:
     chaos = f", chaos: at least {faults} faults" if faults else ""
-    return (f"simulate ({'naive' if config.naive else 'actors'}): run {config.prefix.rstrip('-')}, "
-            f"seed {config.seed}, {config.sessions} sessions x {config.turns} turns, "
-            f"{config.threads} threads x {config.workers} process(es){chaos}, database {database}")
+    return (
+        f"simulate ({'naive' if config.naive else 'actors'}): run {config.prefix.rstrip('-')}, "
+        f"seed {config.seed}, {config.sessions} sessions x {config.turns} turns, "
+        f"{config.threads} threads x {config.workers} process(es){chaos}, database {database}"
+    )
 
 
 #: What the "errors" count means, printed under the integrity table.
 _ERRORS_LEGEND = {
     "actors": "errors: calls of the workload that raised an exception (examples above); "
-              "the actor path raises none, so any is a bug",
+    "the actor path raises none, so any is a bug",
     "naive": "errors: calls of the workload that raised an exception. The naive path raises "
-             "almost none: it does not notice a fork, it writes into the orphan child "
-             "silently, which is why forks, orphan writes and lost messages are high while "
-             "errors stay low",
+    "almost none: it does not notice a fork, it writes into the orphan child "
+    "silently, which is why forks, orphan writes and lost messages are high while "
+    "errors stay low",
 }
 
 
@@ -174,29 +199,41 @@ def _count(n: int, noun: str) -> str:
 
 def _chaos_line(chaos: dict[str, Any]) -> str:
     moments = ", ".join(f"{n} {moment.replace('_', '-')}" for moment, n in chaos["kills_by_moment"].items())
-    return (f"chaos: {_count(chaos['kills'], 'kill')} ({moments or 'none'}), "
-            f"{_count(chaos['freezes'], 'freeze')} past the lease TTL, "
-            f"{_count(chaos['restarts'], 'restart')}; expired leases the killed workers left, "
-            f"released: {chaos['expired_leases_released']}")
+    return (
+        f"chaos: {_count(chaos['kills'], 'kill')} ({moments or 'none'}), "
+        f"{_count(chaos['freezes'], 'freeze')} past the lease TTL, "
+        f"{_count(chaos['restarts'], 'restart')}; expired leases the killed workers left, "
+        f"released: {chaos['expired_leases_released']}"
+    )
 
 
 def _render(out: Output, report: dict[str, Any]) -> None:
     tp = report["throughput"]
-    out.line(f"{report['turns']} turns, {report['messages_acknowledged']} messages acknowledged "
-             f"in {report['elapsed_s']:.1f}s: {tp['messages_per_s']} msg/s, {tp['turns_per_s']} turns/s")
+    out.line(
+        f"{report['turns']} turns, {report['messages_acknowledged']} messages acknowledged "
+        f"in {report['elapsed_s']:.1f}s: {tp['messages_per_s']} msg/s, {tp['turns_per_s']} turns/s"
+    )
     comp = report["compactions"]
     by_mode = ", ".join(f"{mode} {n}" for mode, n in sorted(comp["by_mode"].items()))
-    out.line(f"compactions committed: {comp['committed']} ({by_mode or 'none'}), "
-             f"tail messages carried: {comp['tail_messages_carried']}")
+    out.line(
+        f"compactions committed: {comp['committed']} ({by_mode or 'none'}), "
+        f"tail messages carried: {comp['tail_messages_carried']}"
+    )
     outcomes = ", ".join(f"{status} {n}" for status, n in report["manual_outcomes"].items())
-    out.line(f"manual compress outcomes: {outcomes or 'none'}; interrupts that cancelled: "
-             f"{report['interrupts']['cancelled']}/{report['interrupts']['attempted']}")
+    out.line(
+        f"manual compress outcomes: {outcomes or 'none'}; interrupts that cancelled: "
+        f"{report['interrupts']['cancelled']}/{report['interrupts']['attempted']}"
+    )
     if "chaos" in report:
         out.line(_chaos_line(report["chaos"]))
-    out.table("integrity (all must be 0)", ["check", Column("count", "right"), ""],
-              [(name.replace("_", " "), count,
-                Text("ok", style="green") if count == 0 else Text("FAIL", style="bold red"))
-               for name, count in report["violations"].items()])
+    out.table(
+        "integrity (all must be 0)",
+        ["check", Column("count", "right"), ""],
+        [
+            (name.replace("_", " "), count, Text("ok", style="green") if count == 0 else Text("FAIL", style="bold red"))
+            for name, count in report["violations"].items()
+        ],
+    )
     for example in report["examples"][:10]:
         out.line(f"  {example}")
     out.line(_ERRORS_LEGEND.get(report["mode"], _ERRORS_LEGEND["actors"]))

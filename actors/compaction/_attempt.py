@@ -69,8 +69,7 @@ class AttemptHost(Protocol):
 
     def on_committed(self, record: CompactionRecord, mode: str) -> None: ...
 
-    def post_result(self, attempt: Attempt, result: list[Message] | None,
-                    error: BaseException | None) -> None: ...
+    def post_result(self, attempt: Attempt, result: list[Message] | None, error: BaseException | None) -> None: ...
 
 
 class _Aborted(Exception):
@@ -80,10 +79,18 @@ class _Aborted(Exception):
 class Attempt:
     """A single attempt; its ``outcome`` future is what every joined caller waits on."""
 
-    def __init__(self, command: Compress, *, host: AttemptHost, store: Store,
-                 policy: CompactionPolicy, compressor: Compressor | None, holder: str,
-                 loop: CompressorLoop | None = None,
-                 on_outcome: Callable[[CompressionOutcome], None] | None = None) -> None:
+    def __init__(
+        self,
+        command: Compress,
+        *,
+        host: AttemptHost,
+        store: Store,
+        policy: CompactionPolicy,
+        compressor: Compressor | None,
+        holder: str,
+        loop: CompressorLoop | None = None,
+        on_outcome: Callable[[CompressionOutcome], None] | None = None,
+    ) -> None:
         self.command = command
         self.mode = command.mode or policy.mode
         self.automatic = command.automatic
@@ -104,8 +111,9 @@ class Attempt:
         self._snapshot: list[StoredMessage] = []
         self._watermark = 0
         self._proven_at = time.monotonic()
-        self._trace = telemetry.compaction(self._base_id, mode=self.mode, forced=command.force,
-                                           automatic=command.automatic)
+        self._trace = telemetry.compaction(
+            self._base_id, mode=self.mode, forced=command.force, automatic=command.automatic
+        )
 
     # -- inspection -------------------------------------------------------------
 
@@ -242,7 +250,9 @@ class Attempt:
         if lease is None:  # an interrupt already took it back
             raise _Aborted
         self._keeper = LeaseKeeper(
-            self._store, lease, self._policy,
+            self._store,
+            lease,
+            self._policy,
             on_lost=lambda: self.abort(S.LEASE_LOST, None, wait=False),
             on_timeout=lambda: self.abort(S.CANCELLED, "timeout", wait=False),
             renewed_at=self._proven_at,
@@ -250,9 +260,7 @@ class Attempt:
         if not self.decision.start_running():
             raise _Aborted
         self._keeper.start()
-        self._worker = threading.Thread(
-            target=self._run_compressor, name=f"compressor:{self._base_id}", daemon=True
-        )
+        self._worker = threading.Thread(target=self._run_compressor, name=f"compressor:{self._base_id}", daemon=True)
         self._worker.start()
 
     def _run_compressor(self) -> None:
@@ -262,7 +270,8 @@ class Attempt:
         try:
             with self._trace.phase("compress"):
                 output = self._compressor.compress(  # type: ignore[union-attr]
-                    self._snapshot, target_tokens=self._policy.target_tokens, cancel=self.cancel)
+                    self._snapshot, target_tokens=self._policy.target_tokens, cancel=self.cancel
+                )
                 if inspect.isawaitable(output):  # an ``async def compress``
                     output = self._run_on_loop(output)
                 result = _as_messages(output)
@@ -305,8 +314,7 @@ class Attempt:
             return self._outcome(S.UNCHANGED, None)
         if not result:
             return self._outcome(S.SKIPPED, "empty_result")
-        compacted = restore_real_user_ask(self._snapshot, result,
-                                          merge=self._policy.merge_user_messages)
+        compacted = restore_real_user_ask(self._snapshot, result, merge=self._policy.merge_user_messages)
         try:
             problem = self._invalid_result(compacted)
         except Exception as exc:  # reading the tail failed: nothing was written
@@ -318,8 +326,12 @@ class Attempt:
         try:
             with self._trace.phase("commit"):
                 record = self._store.commit_compaction(
-                    self._keeper.lease, watermark=self._watermark, compacted=compacted,
-                    mode=self.mode, compressor=getattr(self._compressor, "name", "") or "")
+                    self._keeper.lease,
+                    watermark=self._watermark,
+                    compacted=compacted,
+                    mode=self.mode,
+                    compressor=getattr(self._compressor, "name", "") or "",
+                )
         except LeaseLostError:
             return self._outcome(S.LEASE_LOST, None)
         except SnapshotRetractedError:  # a retract popped the snapshot's last message
@@ -329,10 +341,10 @@ class Attempt:
             return self._outcome(S.FAILED, "commit_error", error=_describe(exc))
         self._host.on_committed(record, self.mode)
         if self.mode == "rotate":
-            return self._outcome(S.ROTATED, None, record=record, previous=self._base_id,
-                                 after=len(compacted) + record.tail_count)
-        return self._outcome(S.COMPACTED, None, record=record,
-                             after=len(compacted) + record.tail_count)
+            return self._outcome(
+                S.ROTATED, None, record=record, previous=self._base_id, after=len(compacted) + record.tail_count
+            )
+        return self._outcome(S.COMPACTED, None, record=record, after=len(compacted) + record.tail_count)
 
     def _invalid_result(self, compacted: list[Message]) -> str | None:
         """The valid-result check on what the commit would publish: the compacted
@@ -379,8 +391,9 @@ class Attempt:
         error = self._cleanup(None, None, None)
         self._complete_error(exc if error is None else error)
 
-    def _cleanup(self, status: CompressionStatus | None, reason: str | None,
-                 error_text: str | None) -> BaseException | None:
+    def _cleanup(
+        self, status: CompressionStatus | None, reason: str | None, error_text: str | None
+    ) -> BaseException | None:
         """Restore/arm the cooldown, then release the lease. Returns a failed compensation."""
         if self._keeper is not None:
             self._keeper.stop()
@@ -393,8 +406,9 @@ class Attempt:
                 failure = exc
         if status is S.FAILED or (status is S.CANCELLED and reason == "timeout"):
             try:
-                self._store.arm_cooldown(self._base_id, self._policy.cooldown_s,
-                                         reason if reason == "timeout" else (error_text or reason))
+                self._store.arm_cooldown(
+                    self._base_id, self._policy.cooldown_s, reason if reason == "timeout" else (error_text or reason)
+                )
             except Exception as exc:
                 logger.error("arming the cooldown of %s failed", self._base_id, exc_info=True)
                 failure = failure or exc
@@ -434,14 +448,27 @@ class Attempt:
         except InvalidStateError:
             pass
 
-    def _outcome(self, status: CompressionStatus, reason: str | None, *,
-                 previous: str | None = None, record: CompactionRecord | None = None,
-                 after: int = 0, error: str | None = None) -> CompressionOutcome:
+    def _outcome(
+        self,
+        status: CompressionStatus,
+        reason: str | None,
+        *,
+        previous: str | None = None,
+        record: CompactionRecord | None = None,
+        after: int = 0,
+        error: str | None = None,
+    ) -> CompressionOutcome:
         before = len(self._snapshot)
         return CompressionOutcome(
-            status=status, session_id=self._host.live_id, previous_session_id=previous,
-            reason=reason, record=record, messages_before=before,
-            messages_after=after if record is not None else before, error=error)
+            status=status,
+            session_id=self._host.live_id,
+            previous_session_id=previous,
+            reason=reason,
+            record=record,
+            messages_before=before,
+            messages_after=after if record is not None else before,
+            error=error,
+        )
 
 
 def _as_messages(output: Sequence[Message] | None) -> list[Message]:
@@ -456,7 +483,8 @@ def _as_messages(output: Sequence[Message] | None) -> list[Message]:
 _CREDENTIAL = re.compile(
     r"(?i)\b(bearer|basic)\s+[^\s'\",;]+"
     r"|\b((?:[\w-]*[-_])?(?:authorization|api[-_]?key))(['\"]?\s*[:=]\s*['\"]?)"
-    r"(?:(?:bearer|basic)\s+)?[^\s'\",;]+")
+    r"(?:(?:bearer|basic)\s+)?[^\s'\",;]+"
+)
 #: Longest error text kept in an outcome or a cooldown.
 _MAX_ERROR_CHARS = 500
 
@@ -466,7 +494,7 @@ def _describe(exc: BaseException | None) -> str:
     if exc is None:
         return "compressor returned nothing"
     text = _CREDENTIAL.sub(_mask, f"{type(exc).__name__}: {exc}")
-    return text if len(text) <= _MAX_ERROR_CHARS else text[:_MAX_ERROR_CHARS - 3] + "..."
+    return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 3] + "..."
 
 
 def _mask(match: re.Match[str]) -> str:

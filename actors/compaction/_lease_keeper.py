@@ -49,9 +49,7 @@ class LeaseKeeper:
         self._lost = False
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._thread = threading.Thread(
-            target=self._run, name=f"lease-keeper:{lease.session_id}", daemon=True
-        )
+        self._thread = threading.Thread(target=self._run, name=f"lease-keeper:{lease.session_id}", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
@@ -123,8 +121,7 @@ class LeaseKeeper:
         try:
             renewed = self._store.renew_lease(self.lease, self._policy.lease_ttl_s)
         except Exception:  # transient: keep trying until the self-fence says otherwise
-            logger.warning("renewing lease on %s failed; will retry", self._lease.session_id,
-                           exc_info=True)
+            logger.warning("renewing lease on %s failed; will retry", self._lease.session_id, exc_info=True)
             return False
         if renewed is None:
             logger.warning("lease on %s was taken over or expired", self._lease.session_id)

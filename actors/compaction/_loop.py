@@ -70,8 +70,7 @@ class CompressorLoop:
                 raise CompressorLoopClosedError()
             if self._loop is None:
                 self._loop = asyncio.new_event_loop()
-                self._thread = threading.Thread(target=self._loop.run_forever,
-                                                name=self._name, daemon=True)
+                self._thread = threading.Thread(target=self._loop.run_forever, name=self._name, daemon=True)
                 self._thread.start()
             return self._loop
 

@@ -99,8 +99,7 @@ class CompactionPolicy:
         if not callable(self.token_counter):
             raise InvalidArgumentError("token_counter must be callable")
         if not isinstance(self.merge_user_messages, bool):
-            raise InvalidArgumentError(
-                f"merge_user_messages must be a bool, got {self.merge_user_messages!r}")
+            raise InvalidArgumentError(f"merge_user_messages must be a bool, got {self.merge_user_messages!r}")
 
     @property
     def renew_interval_s(self) -> float:

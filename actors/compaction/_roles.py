@@ -35,8 +35,9 @@ def latest_real_ask(snapshot: Sequence[Message]) -> Message | None:
     return None
 
 
-def restore_real_user_ask(snapshot: Sequence[Message], compacted: Sequence[Message], *,
-                          merge: bool = True) -> list[Message]:
+def restore_real_user_ask(
+    snapshot: Sequence[Message], compacted: Sequence[Message], *, merge: bool = True
+) -> list[Message]:
     """``compacted`` with the snapshot's latest real ask back in order (rule 9)."""
     result = [message.as_message() for message in compacted]
     ask = latest_real_ask(snapshot)
@@ -79,10 +80,10 @@ def _merge_ask(result: list[Message], at: int) -> list[Message]:
     ask = result[at]
     if at + 1 < len(result) and result[at + 1].role == "user":
         merged = _merge([ask, result[at + 1]])
-        return result[:at] + [merged] + result[at + 2:]
+        return result[:at] + [merged] + result[at + 2 :]
     if at > 0 and result[at - 1].role == "user":
         merged = _merge([result[at - 1], ask], text_first=ask)
-        return result[:at - 1] + [merged] + result[at + 1:]
+        return result[: at - 1] + [merged] + result[at + 1 :]
     return result
 
 
@@ -108,9 +109,11 @@ def _contains_ask(messages: Sequence[Message], ask: Message) -> bool:
             continue
         if m.content == ask.content:
             return True
-        if isinstance(m.content, str) and isinstance(ask.content, str) and (
-                m.content.startswith(ask.content + _SEPARATOR)
-                or m.content.endswith(_SEPARATOR + ask.content)):
+        if (
+            isinstance(m.content, str)
+            and isinstance(ask.content, str)
+            and (m.content.startswith(ask.content + _SEPARATOR) or m.content.endswith(_SEPARATOR + ask.content))
+        ):
             return True
     return False
 
@@ -129,8 +132,7 @@ def _merge(pair: list[Message], *, text_first: Message | None = None) -> Message
     meta["merged_from"] = sources
     if not all(source.get("synthetic") for source in sources):
         meta.pop("synthetic", None)
-    return Message("user", _join(first.content, second.content),
-                   name=first.name or second.name, meta=meta)
+    return Message("user", _join(first.content, second.content), name=first.name or second.name, meta=meta)
 
 
 def _sources(message: Message) -> list[dict[str, Any]]:

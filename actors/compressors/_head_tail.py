@@ -44,9 +44,7 @@ class HeadTailCompressor:
     def for_policy(self, policy: _KeepLastPolicy) -> HeadTailCompressor:
         return self if self.keep_last is not None else HeadTailCompressor(policy.keep_last)
 
-    def compress(
-        self, messages: Sequence[Message], *, target_tokens: int, cancel: threading.Event
-    ) -> list[Message]:
+    def compress(self, messages: Sequence[Message], *, target_tokens: int, cancel: threading.Event) -> list[Message]:
         split = split_transcript(messages, self._keep_last())
         if not split.middle or cancel.is_set():
             return [m.as_message() for m in messages]

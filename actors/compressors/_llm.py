@@ -101,8 +101,7 @@ class _Config:
     api_key: str | None
 
 
-def _resolve(base_url: str | None, model: str | None, api_key: str | None,
-             env: Mapping[str, str]) -> _Config:
+def _resolve(base_url: str | None, model: str | None, api_key: str | None, env: Mapping[str, str]) -> _Config:
     """Arguments first, then ours, then the OpenAI SDK's variables.
 
     A key goes only to the base URL it was configured with: ``OPENAI_API_KEY`` only to
@@ -118,10 +117,12 @@ def _resolve(base_url: str | None, model: str | None, api_key: str | None,
     else:
         key = None
     if not base_url or not model:
-        missing = [what for what, value in ((f"{ENV_BASE_URL} (or {OPENAI_BASE_URL})", base_url),
-                                            (ENV_MODEL, model)) if not value]
-        raise ConfigurationError(
-            f"LLMCompressor needs a base URL and a model; set {' and '.join(missing)}")
+        missing = [
+            what
+            for what, value in ((f"{ENV_BASE_URL} (or {OPENAI_BASE_URL})", base_url), (ENV_MODEL, model))
+            if not value
+        ]
+        raise ConfigurationError(f"LLMCompressor needs a base URL and a model; set {' and '.join(missing)}")
     return _Config(base_url, model, key)
 
 
@@ -157,16 +158,23 @@ class LLMCompressor:
             raise InvalidArgumentError(f"environ must be a mapping, got {type(environ).__name__}")
         env = os.environ if environ is None else environ
         config = _resolve(base_url, model, api_key, env)
-        if (isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float))
-                or not math.isfinite(timeout_s) or not 0 < timeout_s <= 2_592_000):
+        if (
+            isinstance(timeout_s, bool)
+            or not isinstance(timeout_s, (int, float))
+            or not math.isfinite(timeout_s)
+            or not 0 < timeout_s <= 2_592_000
+        ):
             raise InvalidArgumentError(f"timeout_s must be finite, > 0 and <= 30 days, got {timeout_s!r}")
-        if keep_last is not None and (not isinstance(keep_last, int) or isinstance(keep_last, bool)
-                                      or keep_last < 0):
+        if keep_last is not None and (not isinstance(keep_last, int) or isinstance(keep_last, bool) or keep_last < 0):
             raise InvalidArgumentError(f"keep_last must be an int >= 0 or None, got {keep_last!r}")
-        if (not isinstance(max_retries, int) or isinstance(max_retries, bool)
-                or not 0 <= max_retries <= _MAX_RETRIES_LIMIT):
+        if (
+            not isinstance(max_retries, int)
+            or isinstance(max_retries, bool)
+            or not 0 <= max_retries <= _MAX_RETRIES_LIMIT
+        ):
             raise InvalidArgumentError(
-                f"max_retries must be an int from 0 to {_MAX_RETRIES_LIMIT}, got {max_retries!r}")
+                f"max_retries must be an int from 0 to {_MAX_RETRIES_LIMIT}, got {max_retries!r}"
+            )
         self._endpoint = Endpoint.parse(config.base_url)
         self._proxy = proxy_for(self._endpoint, env)
         self.base_url = config.base_url
@@ -246,17 +254,14 @@ class LLMCompressor:
             if retry_after is None or attempt == self.max_retries:
                 raise error
             delay = backoff_delay(attempt, retry_after)
-            log.info("LLM request failed (%s); retry %d of %d in %.2fs",
-                     error, attempt + 1, self.max_retries, delay)
+            log.info("LLM request failed (%s); retry %d of %d in %.2fs", error, attempt + 1, self.max_retries, delay)
             if cancel.wait(delay):
                 raise LLMCancelledError("summary request cancelled while backing off")
         raise AssertionError("unreachable")  # the loop returns or raises
 
-    def _try_once(self, body: bytes, cancel: threading.Event
-                  ) -> tuple[Reply | None, LLMCompressorError, str | None]:
+    def _try_once(self, body: bytes, cancel: threading.Event) -> tuple[Reply | None, LLMCompressorError, str | None]:
         """(reply, _, _) on success; else (None, error, Retry-After or "" if retryable)."""
-        exchange = Exchange(self._endpoint, self._headers(len(body)), body, self.timeout_s,
-                            self._proxy)
+        exchange = Exchange(self._endpoint, self._headers(len(body)), body, self.timeout_s, self._proxy)
         try:
             reply = exchange.run(cancel)
         except Cancelled:

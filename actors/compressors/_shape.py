@@ -41,10 +41,8 @@ def split_transcript(messages: Sequence[Message], keep_last: int) -> Split:
 
 def summary_message(text: str, split: Split) -> Message:
     """The summary between head and tail, never a ``user`` next to a ``user``."""
-    neighbours = {split.head[-1].role if split.head else None,
-                  split.tail[0].role if split.tail else None}
-    return Message("assistant" if "user" in neighbours else "user", text,
-                   meta={"synthetic": True, "compaction": True})
+    neighbours = {split.head[-1].role if split.head else None, split.tail[0].role if split.tail else None}
+    return Message("assistant" if "user" in neighbours else "user", text, meta={"synthetic": True, "compaction": True})
 
 
 def _head_indexes(messages: Sequence[Message]) -> set[int]:

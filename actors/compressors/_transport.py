@@ -65,7 +65,8 @@ class Endpoint:
         parts = urlsplit(base_url.strip())
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigurationError(
-                f"LLM base URL must be http(s)://host[:port][/path], got {_without_userinfo(base_url)!r}")
+                f"LLM base URL must be http(s)://host[:port][/path], got {_without_userinfo(base_url)!r}"
+            )
         try:
             port = parts.port
         except ValueError as exc:
@@ -113,7 +114,8 @@ def proxy_for(endpoint: Endpoint, environ: Mapping[str, str]) -> Proxy | None:
     parts = urlsplit(url)
     if parts.scheme != "http" or not parts.hostname:
         raise ConfigurationError(
-            f"only http:// proxies are supported for the LLM endpoint, got a {parts.scheme}:// proxy")
+            f"only http:// proxies are supported for the LLM endpoint, got a {parts.scheme}:// proxy"
+        )
     try:
         port = parts.port or 80
     except ValueError as exc:
@@ -140,8 +142,9 @@ def _without_userinfo(url: str) -> str:
 class Exchange:
     """One HTTP POST on a helper thread, abortable by shutting its socket down."""
 
-    def __init__(self, endpoint: Endpoint, headers: dict[str, str], body: bytes,
-                 timeout_s: float, proxy: Proxy | None) -> None:
+    def __init__(
+        self, endpoint: Endpoint, headers: dict[str, str], body: bytes, timeout_s: float, proxy: Proxy | None
+    ) -> None:
         self._endpoint = endpoint
         self._headers = headers
         self._body = body
@@ -231,10 +234,10 @@ class Exchange:
         host, port = (ep.host, ep.port) if proxy is None else (proxy.host, proxy.port)
         if ep.scheme == "https":
             conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-                host, port, timeout=timeout, context=ssl.create_default_context())
+                host, port, timeout=timeout, context=ssl.create_default_context()
+            )
             if proxy is not None:
-                tunnel_headers = ({} if proxy.authorization is None
-                                  else {"Proxy-Authorization": proxy.authorization})
+                tunnel_headers = {} if proxy.authorization is None else {"Proxy-Authorization": proxy.authorization}
                 conn.set_tunnel(ep.host, ep.port, headers=tunnel_headers)
             return conn
         return http.client.HTTPConnection(host, port, timeout=timeout)

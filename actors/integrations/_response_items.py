@@ -45,8 +45,7 @@ CALL_OUTPUT_TYPES: dict[str, str] = {
 OUTPUT_TYPES = frozenset(CALL_OUTPUT_TYPES.values())
 
 # Chat-shape content parts a rewritten message may carry, in Responses input shape.
-_TEXT_PART = {"user": "input_text", "system": "input_text", "developer": "input_text",
-              "assistant": "output_text"}
+_TEXT_PART = {"user": "input_text", "system": "input_text", "developer": "input_text", "assistant": "output_text"}
 
 
 def item_to_message(item: Any) -> Message:
@@ -74,6 +73,7 @@ def message_to_items(message: Message) -> list[dict[str, Any]]:
 
 
 # -- item -> chat fields ----------------------------------------------------------------
+
 
 def _is_plain_text(item: Mapping[str, Any]) -> bool:
     """``{"role": "user" | "assistant" | "system" | "developer", "content": str}`` and
@@ -127,32 +127,46 @@ def _reasoning_text(item: dict[str, Any]) -> str:
 
 # -- message -> items --------------------------------------------------------------------
 
+
 def _matches(message: Message, item: dict[str, Any]) -> bool:
     """True while the message still carries exactly what its item maps to."""
     try:
         fields = _chat_fields(item)
     except (KeyError, TypeError):
         return False
-    return all(_same(getattr(message, name), fields.get(name))
-               for name in ("role", "content", "name", "tool_call_id", "tool_calls"))
+    return all(
+        _same(getattr(message, name), fields.get(name))
+        for name in ("role", "content", "name", "tool_call_id", "tool_calls")
+    )
 
 
 def _render(message: Message) -> list[dict[str, Any]]:
     if message.role == "tool":
-        return [{"type": "function_call_output", "call_id": message.tool_call_id or "",
-                 "output": _parts(message.content, "input_text")}]
+        return [
+            {
+                "type": "function_call_output",
+                "call_id": message.tool_call_id or "",
+                "output": _parts(message.content, "input_text"),
+            }
+        ]
     items: list[dict[str, Any]] = []
     if message.content not in (None, "", []) or not message.tool_calls:
-        items.append({"role": message.role,
-                      "content": _parts(message.content, _TEXT_PART.get(message.role, "input_text"))})
+        items.append(
+            {"role": message.role, "content": _parts(message.content, _TEXT_PART.get(message.role, "input_text"))}
+        )
     for call in message.tool_calls or ():
         if isinstance(call, dict):
             function = call.get("function")
             if not isinstance(function, dict):
                 function = {}
-            items.append({"type": "function_call", "call_id": str(call.get("id", "")),
-                          "name": str(function.get("name", "")),
-                          "arguments": str(function.get("arguments", ""))})
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": str(call.get("id", "")),
+                    "name": str(function.get("name", "")),
+                    "arguments": str(function.get("arguments", "")),
+                }
+            )
     return items
 
 
@@ -164,6 +178,7 @@ def _parts(content: Any, text_type: str) -> Any:
 
 
 # -- JSON helpers ------------------------------------------------------------------------
+
 
 def _json_copy(item: Mapping[str, Any]) -> dict[str, Any]:
     """A detached copy as the store will give it back (JSON types only)."""

@@ -61,8 +61,7 @@ class AgentsSession:
     `close` raises `RuntimeError`. `close` does not close the registry.
     """
 
-    def __init__(self, registry: SessionRegistry, session_id: str, *,
-                 session_settings: Any = None) -> None:
+    def __init__(self, registry: SessionRegistry, session_id: str, *, session_settings: Any = None) -> None:
         settings = _session_settings_module()
         self.session_id = validate_session_id(session_id)
         self.session_settings = _coerce(settings, session_settings)

@@ -78,7 +78,9 @@ class ChaosStats:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "kills": self.kills, "freezes": self.freezes, "restarts": self.restarts,
+            "kills": self.kills,
+            "freezes": self.freezes,
+            "restarts": self.restarts,
             "kills_by_moment": dict(sorted(self.kills_by_moment.items())),
             "commit_points": dict(sorted(self.commit_points.items())),
             "expired_leases_released": self.expired_leases_released,
@@ -95,8 +97,9 @@ class _Worker:
     killed: bool = False  # by the supervisor (an armed worker kills itself)
 
 
-def run_chaos(base: WorkerConfig, processes: int, faults: int, workdir: Path,
-              advance: Callable[[int], None]) -> tuple[WorkerResult, ChaosStats]:
+def run_chaos(
+    base: WorkerConfig, processes: int, faults: int, workdir: Path, advance: Callable[[int], None]
+) -> tuple[WorkerResult, ChaosStats]:
     """Run the workload under faults; the merged result (acks from the ledgers)."""
     supervisor = _Supervisor(replace(base, lease_ttl_s=CHAOS_LEASE_TTL_S), processes, faults, workdir)
     try:
@@ -146,8 +149,12 @@ class _Supervisor:
                 advance(min(progress, self.total_jobs) - min(seen, self.total_jobs))
                 seen = progress
             due = self.total_jobs * (next_fault + 1) / (len(self.plan) + 1)
-            if (next_fault < len(self.plan) and progress >= due and self.frozen is None
-                    and time.monotonic() - last_fault >= _MIN_GAP_S):
+            if (
+                next_fault < len(self.plan)
+                and progress >= due
+                and self.frozen is None
+                and time.monotonic() - last_fault >= _MIN_GAP_S
+            ):
                 self._inject(self.plan[next_fault])
                 next_fault += 1
                 last_fault = time.monotonic()
@@ -171,9 +178,9 @@ class _Supervisor:
         result_path = self.workdir / f"{name}.json"
         ledger_path = self.workdir / f"{name}.ledger"
         proc = self.ctx.Process(
-            target=chaos_worker_main, name=f"sim-chaos-{name}",
-            args=(replace(self.base, worker=index), str(ledger_path), str(result_path),
-                  self.finished, self.stop),
+            target=chaos_worker_main,
+            name=f"sim-chaos-{name}",
+            args=(replace(self.base, worker=index), str(ledger_path), str(result_path), self.finished, self.stop),
         )
         with _environ(ENV_KILL_AT, arm):  # a spawned child inherits the environment
             proc.start()
@@ -197,7 +204,8 @@ class _Supervisor:
             elif code != -signal.SIGKILL:
                 self.errors.errors["WorkerProcessFailed"] += 1
                 self.errors.error_examples.append(
-                    f"worker process {index} generation {worker.generation} exited with {code}")
+                    f"worker process {index} generation {worker.generation} exited with {code}"
+                )
             if not self.stop.value and self.starts[index] < _MAX_STARTS_PER_WORKER:
                 self.stats.restarts += 1
                 # an armed worker killed before its kill point hands the arming on
@@ -298,8 +306,11 @@ class _Supervisor:
 
     def _leases(self, *, live: bool) -> list:
         now = self.store.now()
-        return [lease for lease in self.store.leases()
-                if lease.session_id.startswith(self.base.prefix) and (lease.expires_at > now) == live]
+        return [
+            lease
+            for lease in self.store.leases()
+            if lease.session_id.startswith(self.base.prefix) and (lease.expires_at > now) == live
+        ]
 
     def result(self) -> WorkerResult:
         total = WorkerResult()

@@ -39,8 +39,7 @@ class LedgerGateway:
         self.inner = inner
         self.ledger = ledger
 
-    def append(self, root: str, messages: Sequence[Message], *, review: bool = False
-               ) -> list[StoredMessage]:
+    def append(self, root: str, messages: Sequence[Message], *, review: bool = False) -> list[StoredMessage]:
         stored = self.inner.append(root, messages, review=review)
         self.ledger.record(ACKS, root, [[m.id, m.text] for m in stored])
         return stored
@@ -77,8 +76,7 @@ def remaining_jobs(config: WorkerConfig, finished: int, stop: Any) -> Iterator[t
             yield root, turn
 
 
-def chaos_worker_main(config: WorkerConfig, ledger_path: str, result_path: str,
-                      finished: Any, stop: Any) -> None:
+def chaos_worker_main(config: WorkerConfig, ledger_path: str, result_path: str, finished: Any, stop: Any) -> None:
     """Entry point of a spawned chaos worker (one generation of worker ``config.worker``).
 
     ``finished`` is a lock-free shared array of finished turns per worker, ``stop``

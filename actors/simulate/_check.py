@@ -167,8 +167,7 @@ def _check_lineage(store: Store, root: str, acks: list[Ack], report: IntegrityRe
         if len(copies) > 1:
             report.duplicated_copies += 1
             if len(report.examples) < 3 * _EXAMPLES:
-                report.examples.append(f"duplicated: message {origin} of {root} copied "
-                                       f"{len(copies)} times")
+                report.examples.append(f"duplicated: message {origin} of {root} copied {len(copies)} times")
     _check_conversation(lineage, root, acks, report)
     followed = set(lineage.followed)
     for ack in acks:
@@ -179,8 +178,7 @@ def _check_lineage(store: Store, root: str, acks: list[Ack], report: IntegrityRe
                 report.examples.append(f"lost: message {ack.id} of {root}: {problem}")
 
 
-def _check_conversation(lineage: _Lineage, root: str, acks: list[Ack],
-                        report: IntegrityReport) -> None:
+def _check_conversation(lineage: _Lineage, root: str, acks: list[Ack], report: IntegrityReport) -> None:
     """Turns kept whole and tool results next to their calls, as the database has them."""
     acked = [lineage.rows[a.id] for a in acks if a.id in lineage.rows]
     split = split_turns(acked)
@@ -190,12 +188,14 @@ def _check_conversation(lineage: _Lineage, root: str, acks: list[Ack],
     # wrote where it wrote it), and the live transcript alone (what the model reads next)
     rows = list(lineage.rows.values())
     orders = [sorted(group, key=lambda m: m.seq) for group in _by_session(rows).values()]
-    orders += [sorted(group, key=lambda m: m.seq) for group in _by_session(
-        [r for r in rows if r.state == "live"]).values()]
+    orders += [
+        sorted(group, key=lambda m: m.seq) for group in _by_session([r for r in rows if r.state == "live"]).values()
+    ]
     separated = {order[i].id for order in orders for i in separated_tool_results(order)}
     report.tool_results_separated += len(separated)
-    report.examples += [f"tool result separated from its call: message {i} of {root}"
-                        for i in sorted(separated)[:_EXAMPLES]]
+    report.examples += [
+        f"tool result separated from its call: message {i} of {root}" for i in sorted(separated)[:_EXAMPLES]
+    ]
 
 
 def _by_session(rows: list[StoredMessage]) -> dict[str, list[StoredMessage]]:
@@ -205,9 +205,7 @@ def _by_session(rows: list[StoredMessage]) -> dict[str, list[StoredMessage]]:
     return grouped
 
 
-def _unaccounted(
-    lineage: _Lineage, followed: set[str], row_id: int, content: str | None, depth: int
-) -> str | None:
+def _unaccounted(lineage: _Lineage, followed: set[str], row_id: int, content: str | None, depth: int) -> str | None:
     """None if the row is accounted for, else why not."""
     row = lineage.rows.get(row_id)
     if row is None:

@@ -12,8 +12,16 @@ from protocol import Message, StoredMessage
 from ..compaction._policy import CompactionPolicy
 from ..compressors import Compressor, HeadTailCompressor, LLMCompressor
 
-__all__ = ["STEP_TIMEOUT_S", "SlowCompressor", "WorkerConfig", "make_compressor", "make_policy",
-           "owned_roots", "owns", "session_ids"]
+__all__ = [
+    "STEP_TIMEOUT_S",
+    "SlowCompressor",
+    "WorkerConfig",
+    "make_compressor",
+    "make_policy",
+    "owned_roots",
+    "owns",
+    "session_ids",
+]
 
 #: How long one step waits on a barrier or a helper thread before calling it an error.
 STEP_TIMEOUT_S = 60.0
@@ -54,8 +62,9 @@ class SlowCompressor:
         hook = getattr(self.inner, "for_policy", None)
         return SlowCompressor(hook(policy), self.delay_s) if callable(hook) else self
 
-    def compress(self, messages: Sequence[StoredMessage], *, target_tokens: int,
-                 cancel: threading.Event) -> Sequence[Message]:
+    def compress(
+        self, messages: Sequence[StoredMessage], *, target_tokens: int, cancel: threading.Event
+    ) -> Sequence[Message]:
         if self.delay_s and cancel.wait(self.delay_s):
             return [m.as_message() for m in messages]  # cancelled: the result is discarded
         return self.inner.compress(messages, target_tokens=target_tokens, cancel=cancel)
@@ -84,9 +93,14 @@ def make_policy(config: WorkerConfig) -> CompactionPolicy:
     # Even workers rotate automatically, odd ones compact in place: a multi-process
     # run mixes both on the same sessions (manual compresses pick either at random).
     return CompactionPolicy(
-        max_tokens=config.max_tokens, target_tokens=config.target_tokens,
-        keep_last=config.keep_last, mode="rotate" if config.worker % 2 == 0 else "in_place",
-        lease_ttl_s=config.lease_ttl_s, max_compaction_s=30.0, cooldown_s=2.0, ask_timeout_s=30.0,
+        max_tokens=config.max_tokens,
+        target_tokens=config.target_tokens,
+        keep_last=config.keep_last,
+        mode="rotate" if config.worker % 2 == 0 else "in_place",
+        lease_ttl_s=config.lease_ttl_s,
+        max_compaction_s=30.0,
+        cooldown_s=2.0,
+        ask_timeout_s=30.0,
     )
 
 

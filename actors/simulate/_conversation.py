@@ -33,8 +33,7 @@ def split_turns(acked: Iterable[StoredMessage]) -> list[str]:
             turn = row.meta.get("turn")
             if isinstance(turn, str):
                 positions.setdefault(turn, []).append(index)
-        split.update(turn for turn, found in positions.items()
-                     if found[-1] - found[0] != len(found) - 1)
+        split.update(turn for turn, found in positions.items() if found[-1] - found[0] != len(found) - 1)
     return sorted(split)
 
 

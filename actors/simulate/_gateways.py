@@ -45,8 +45,7 @@ class ActorGateway:
         self.registry = registry
         self._local = threading.local()  # this thread's open turn: {root: handle}
 
-    def append(self, root: str, messages: Sequence[Message], *, review: bool = False
-               ) -> list[StoredMessage]:
+    def append(self, root: str, messages: Sequence[Message], *, review: bool = False) -> list[StoredMessage]:
         handle = self.registry.review(root) if review else self._main_handle(root)
         return handle.append(list(messages))
 
@@ -123,8 +122,7 @@ class NaiveGateway:
         with self._lock:
             self._current[root] = session_id
 
-    def append(self, root: str, messages: Sequence[Message], *, review: bool = False
-               ) -> list[StoredMessage]:
+    def append(self, root: str, messages: Sequence[Message], *, review: bool = False) -> list[StoredMessage]:
         session_id = self._cached(root)
         for _ in range(_MAX_REDIRECTS):
             try:
@@ -146,13 +144,20 @@ class NaiveGateway:
         snapshot = self.store.transcript(parent)
         if len(snapshot) < 2:
             return "skipped"
-        compacted = list(self.compressor.compress(
-            snapshot, target_tokens=self.policy.target_tokens, cancel=threading.Event()))
+        compacted = list(
+            self.compressor.compress(snapshot, target_tokens=self.policy.target_tokens, cancel=threading.Event())
+        )
         if not compacted:
             return "skipped"
         first = compacted[0]
-        compacted[0] = Message(first.role, first.content, first.name, first.tool_call_id,
-                               first.tool_calls, {**first.meta, NAIVE_WATERMARK_KEY: snapshot[-1].seq})
+        compacted[0] = Message(
+            first.role,
+            first.content,
+            first.name,
+            first.tool_call_id,
+            first.tool_calls,
+            {**first.meta, NAIVE_WATERMARK_KEY: snapshot[-1].seq},
+        )
         self.store.end_session(parent, END_REASON_COMPRESSION)  # idempotent: both paths pass
         child = f"{root}~n{uuid.uuid4().hex[:10]}"
         self.store.create_session(child, source="sim", parent_session_id=parent)

@@ -34,9 +34,9 @@ log = logging.getLogger("session_actors.simulate")
 _PROCESS_POLL_S = 0.1
 
 
-def run_simulation(base: WorkerConfig, processes: int, *,
-                   advance: Callable[[int], None] | None = None,
-                   chaos_faults: int | None = None) -> dict[str, Any]:
+def run_simulation(
+    base: WorkerConfig, processes: int, *, advance: Callable[[int], None] | None = None, chaos_faults: int | None = None
+) -> dict[str, Any]:
     """Prepare the sessions, run the workers, check the store; the report as a dict.
 
     ``advance(n)`` is called as turns complete (``sessions * turns`` in all).
@@ -96,8 +96,9 @@ def _run_processes(base: WorkerConfig, processes: int, advance: Callable[[int], 
         workers = []
         for index in range(processes):
             path = str(Path(tmp) / f"worker-{index}.json")
-            proc = ctx.Process(target=process_main, name=f"sim-process-{index}",
-                               args=(replace(base, worker=index), path, counter))
+            proc = ctx.Process(
+                target=process_main, name=f"sim-process-{index}", args=(replace(base, worker=index), path, counter)
+            )
             proc.start()
             workers.append((proc, path))
         seen = 0
@@ -122,8 +123,9 @@ def _advance_to(value: int, seen: int, advance: Callable[[int], None]) -> int:
     return max(value, seen)
 
 
-def _report(config: WorkerConfig, processes: int, result: WorkerResult,
-            integrity: IntegrityReport, elapsed: float) -> dict[str, Any]:
+def _report(
+    config: WorkerConfig, processes: int, result: WorkerResult, integrity: IntegrityReport, elapsed: float
+) -> dict[str, Any]:
     violations = integrity.violations() | {"errors": sum(result.errors.values())}
     return {
         "ok": not any(violations.values()),

@@ -63,7 +63,7 @@ class WorkerResult:
         self.interrupts_won += other.interrupts_won
         self.errors.update(other.errors)
         room = _MAX_ERROR_EXAMPLES - len(self.error_examples)
-        self.error_examples += other.error_examples[:max(0, room)]
+        self.error_examples += other.error_examples[: max(0, room)]
 
     def record_error(self, where: str, exc: BaseException) -> None:
         self.errors[type(exc).__name__] += 1
@@ -92,6 +92,7 @@ class Gateway(Protocol):
     def turn(self, root: str) -> AbstractContextManager[object]:
         """Main-path appends of this thread to ``root`` inside the block form one turn."""
         ...
+
     def compress(self, root: str, mode: str) -> str: ...
     def compress_and_interrupt(self, root: str, mode: str) -> tuple[str, bool]: ...
     def after_turn(self, root: str) -> None: ...
@@ -111,7 +112,10 @@ def build_jobs(config: WorkerConfig) -> list[tuple[str, int]]:
 
 
 def run_worker(
-    config: WorkerConfig, gateway: Gateway, progress: Callable[[int], None], *,
+    config: WorkerConfig,
+    gateway: Gateway,
+    progress: Callable[[int], None],
+    *,
     jobs: Iterable[tuple[str, int]] | None = None,
 ) -> WorkerResult:
     """Run this worker's jobs on ``config.threads`` threads; every thread is joined.
@@ -137,8 +141,7 @@ def run_worker(
             _run_turn(gateway, root, turn, config, rng, results[index])
             progress(1)
 
-    threads = [threading.Thread(target=loop, args=(i,), name=f"sim-worker-{i}")
-               for i in range(config.threads)]
+    threads = [threading.Thread(target=loop, args=(i,), name=f"sim-worker-{i}") for i in range(config.threads)]
     for t in threads:
         t.start()
     try:
@@ -156,8 +159,9 @@ def run_worker(
     return total
 
 
-def _run_turn(gateway: Gateway, root: str, turn: int, config: WorkerConfig,
-              rng: random.Random, result: WorkerResult) -> None:
+def _run_turn(
+    gateway: Gateway, root: str, turn: int, config: WorkerConfig, rng: random.Random, result: WorkerResult
+) -> None:
     tag = f"{root} w{config.worker} t{turn}"
     if not owns(config, root):  # another worker's session: this process only compacts it
         try:
@@ -178,8 +182,7 @@ def _run_turn(gateway: Gateway, root: str, turn: int, config: WorkerConfig,
             thread.join(STEP_TIMEOUT_S)
             result.merge(review_result)
         if rng.random() < P_BACKGROUND:
-            event = Message("user", f"Background process proc_{turn} completed ({tag})",
-                            meta={"synthetic": True})
+            event = Message("user", f"Background process proc_{turn} completed ({tag})", meta={"synthetic": True})
             _append(gateway, root, [event, Message("assistant", f"noted {tag}")], result)
         _maybe_compress(gateway, _compress_target(root, config, rng), rng, result)
         gateway.after_turn(root)
@@ -188,8 +191,9 @@ def _run_turn(gateway: Gateway, root: str, turn: int, config: WorkerConfig,
         result.record_error(f"turn {tag}", exc)
 
 
-def _user_turn(gateway: Gateway, root: str, tag: str, turn: int, rng: random.Random,
-               result: WorkerResult, asked: threading.Event) -> None:
+def _user_turn(
+    gateway: Gateway, root: str, tag: str, turn: int, rng: random.Random, result: WorkerResult, asked: threading.Event
+) -> None:
     """The ask, maybe a tool call and its result, the reply: one append each.
 
     ``asked`` is set after the ask, or after the tool call when there is one: a
@@ -203,8 +207,7 @@ def _user_turn(gateway: Gateway, root: str, tag: str, turn: int, rng: random.Ran
         call = {"id": call_id, "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
         _append(gateway, root, [Message("assistant", None, tool_calls=[call], meta=meta)], result)
         asked.set()
-        _append(gateway, root, [Message("tool", f"tool result {tag}", tool_call_id=call_id,
-                                        meta=meta)], result)
+        _append(gateway, root, [Message("tool", f"tool result {tag}", tool_call_id=call_id, meta=meta)], result)
     asked.set()
     _append(gateway, root, [Message("assistant", f"reply {tag}: {_words(rng)}", meta=meta)], result)
 
@@ -218,15 +221,17 @@ def _compress_target(root: str, config: WorkerConfig, rng: random.Random) -> str
     return root
 
 
-def _append(gateway: Gateway, root: str, messages: list[Message], result: WorkerResult,
-            *, review: bool = False) -> None:
+def _append(
+    gateway: Gateway, root: str, messages: list[Message], result: WorkerResult, *, review: bool = False
+) -> None:
     stored = gateway.append(root, messages, review=review)
     result.appended += len(stored)
     result.acks += [Ack(root, m.id, m.text) for m in stored]
 
 
-def _maybe_start_review(gateway: Gateway, root: str, tag: str, rng: random.Random,
-                        asked: threading.Event) -> tuple[threading.Thread, WorkerResult] | None:
+def _maybe_start_review(
+    gateway: Gateway, root: str, tag: str, rng: random.Random, asked: threading.Event
+) -> tuple[threading.Thread, WorkerResult] | None:
     """The background review shares the session id and writes, once the user has asked,
     while the turn goes on."""
     if rng.random() >= P_REVIEW:
@@ -283,8 +288,23 @@ def _race(gateway: Gateway, root: str, mode: str) -> list[str]:
     return statuses
 
 
-_VOCABULARY = ("deploy", "invoice", "lisbon", "retry", "schema", "cache", "ticket", "refund",
-               "latency", "budget", "weekend", "printer", "invoice", "migration", "backup")
+_VOCABULARY = (
+    "deploy",
+    "invoice",
+    "lisbon",
+    "retry",
+    "schema",
+    "cache",
+    "ticket",
+    "refund",
+    "latency",
+    "budget",
+    "weekend",
+    "printer",
+    "invoice",
+    "migration",
+    "backup",
+)
 
 
 def _words(rng: random.Random) -> str:

@@ -18,7 +18,10 @@ MAX_POOL_SIZE = 1000
 
 
 def check_pool_options(
-    min_size: object, max_size: object, patience_s: object, connect_timeout_s: object,
+    min_size: object,
+    max_size: object,
+    patience_s: object,
+    connect_timeout_s: object,
     max_content_bytes: object,
 ) -> None:
     """The constructor options of `PostgresStore`: pool sizes (``max_size`` 1 to 1000,

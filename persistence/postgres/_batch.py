@@ -26,9 +26,23 @@ from .._latch import Latch
 from .._submitted import woken
 from ._lineage import ended_error, require_incarnation
 
-__all__ = ["JSONB_TEXT_LIMIT", "AppendJob", "CreateJob", "DoneFn", "Pending", "Wake", "append_payload", "append_run",
-           "assign_rows", "complete_submitted", "create_run", "one_incarnation_each", "refuse", "release_chain",
-           "sweep"]
+__all__ = [
+    "JSONB_TEXT_LIMIT",
+    "AppendJob",
+    "CreateJob",
+    "DoneFn",
+    "Pending",
+    "Wake",
+    "append_payload",
+    "append_run",
+    "assign_rows",
+    "complete_submitted",
+    "create_run",
+    "one_incarnation_each",
+    "refuse",
+    "release_chain",
+    "sweep",
+]
 
 log = logging.getLogger("session_actors.postgres.writer")
 
@@ -200,9 +214,11 @@ def append_payload(appends: list[Pending]) -> tuple[str, str]:
     """The ``rows`` and ``wanted`` parameters of the batch statement for ``appends``
     (one incarnation meant per id: `one_incarnation_each`)."""
     wanted = {p.job.session_id: p.job.incarnation for p in appends}
-    rows = [(pending.job.session_id, p["role"], p["content"], p["name"], p["tool_call_id"],
-             p["tool_calls"], p["meta"])
-            for pending in appends for p in pending.job.params]
+    rows = [
+        (pending.job.session_id, p["role"], p["content"], p["name"], p["tool_call_id"], p["tool_calls"], p["meta"])
+        for pending in appends
+        for p in pending.job.params
+    ]
     return _ROWS.encode(rows), _ROWS.encode(wanted)
 
 

@@ -108,8 +108,7 @@ def commit_in_transaction(
     record = compaction_from_row(cur.fetchone())
     cur.execute(
         queries["notify_compaction"],
-        {"session_id": sid, "child_session_id": record.child_session_id, "mode": mode,
-         "token": lease.token},
+        {"session_id": sid, "child_session_id": record.child_session_id, "mode": mode, "token": lease.token},
     )
     return record
 
@@ -157,8 +156,7 @@ def _create_child(
     try:
         cur.execute(
             queries["insert_child"],
-            {"id": child_id, "source": source, "parent_session_id": parent_id,
-             "next_seq": row_count + 1},
+            {"id": child_id, "source": source, "parent_session_id": parent_id, "next_seq": row_count + 1},
         )
     except unique_violation as exc:
         raise SessionExistsError(child_id) from exc

@@ -30,7 +30,16 @@ from protocol import (
 from .. import _killpoints as killpoints
 from .. import _telemetry as telemetry
 
-__all__ = ["DRIVER_LOGGER", "PgDatabase", "busy_reason", "import_driver", "redact_url", "route_driver_logs", "set_local_timeouts", "set_timeouts_sql"]
+__all__ = [
+    "DRIVER_LOGGER",
+    "PgDatabase",
+    "busy_reason",
+    "import_driver",
+    "redact_url",
+    "route_driver_logs",
+    "set_local_timeouts",
+    "set_timeouts_sql",
+]
 
 log = logging.getLogger("session_actors.pg_driver")
 
@@ -62,9 +71,7 @@ def import_driver() -> tuple[Any, Any]:
         import psycopg
         import psycopg_pool
     except ImportError as exc:
-        raise ConfigurationError(
-            f"the PostgreSQL backend needs psycopg 3 and psycopg-pool: {EXTRA_HINT}"
-        ) from exc
+        raise ConfigurationError(f"the PostgreSQL backend needs psycopg 3 and psycopg-pool: {EXTRA_HINT}") from exc
     route_driver_logs()
     return psycopg, psycopg_pool
 
@@ -244,8 +251,9 @@ class PgDatabase:
             except TranscriptError:
                 raise
             except errors.DiskFull as exc:  # an OperationalError, but nothing to retry
-                raise StorageFullError(f"{what}: the disk of {self._where} is full; nothing was "
-                                       f"written: {exc}") from exc
+                raise StorageFullError(
+                    f"{what}: the disk of {self._where} is full; nothing was written: {exc}"
+                ) from exc
             except rolled_back as exc:
                 cause: Exception = exc
             except _CommitUnknown as unknown:
@@ -309,8 +317,11 @@ def busy_reason(psycopg: Any, exc: BaseException) -> str:
     errors = psycopg.errors
     if isinstance(exc, (errors.LockNotAvailable, errors.QueryCanceled)):
         where = getattr(getattr(exc, "diag", None), "context", None) or ""
-        return ("a lock held by another transaction (lock_timeout/statement_timeout)"
-                + (f", {where.strip().splitlines()[0]}" if where else "") + f": {exc}")
+        return (
+            "a lock held by another transaction (lock_timeout/statement_timeout)"
+            + (f", {where.strip().splitlines()[0]}" if where else "")
+            + f": {exc}"
+        )
     if isinstance(exc, (errors.SerializationFailure, errors.DeadlockDetected)):
         return f"conflicts with concurrent transactions: {exc}"
     if type(exc).__name__ == "PoolTimeout":
@@ -327,7 +338,8 @@ def _check_conninfo(psycopg: Any, url: str, where: str) -> None:
         if unknown:  # neither ours (removed before) nor libpq's
             raise ConfigurationError(
                 f"unknown URL option {unknown.group(1)!r} in {where}: neither session-actors "
-                "(pgbouncer) nor libpq knows it") from exc
+                "(pgbouncer) nor libpq knows it"
+            ) from exc
         raise ConfigurationError(f"invalid PostgreSQL URL {where}: {exc}") from exc
 
 

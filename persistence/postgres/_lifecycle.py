@@ -43,10 +43,17 @@ def list_sessions(cur: Any, q: Queries, args: Listing) -> list[Mapping[str, Any]
         if row is None:
             raise SessionNotFoundError(args.after)
         after_created, after_id = row["created_at"], args.after
-    cur.execute(q["list_sessions"], {
-        "live": args.live, "source": args.source, "metadata": args.metadata,
-        "after_created": after_created, "after_id": after_id, "limit": args.limit,
-    })
+    cur.execute(
+        q["list_sessions"],
+        {
+            "live": args.live,
+            "source": args.source,
+            "metadata": args.metadata,
+            "after_created": after_created,
+            "after_id": after_id,
+            "limit": args.limit,
+        },
+    )
     return cur.fetchall()
 
 
@@ -94,8 +101,7 @@ def erase_lineage(cur: Any, q: Queries, session_id: str) -> int:
     return erased
 
 
-def retract_last(cur: Any, q: Queries, session_id: str,
-                 incarnation: str | None = None) -> Mapping[str, Any] | None:
+def retract_last(cur: Any, q: Queries, session_id: str, incarnation: str | None = None) -> Mapping[str, Any] | None:
     """Retract the last live message of the live tip; the row as it was, or None.
     ``incarnation``: the conversation meant (None: any)."""
     for _ in range(_MAX_LOCK_ROUNDS):

@@ -57,8 +57,9 @@ def resolve_tip(cur: Any, queries: Mapping[str, str], session_id: str) -> Mappin
     return row
 
 
-def require_incarnation(cur: Any, queries: Mapping[str, str], session_id: str,
-                        incarnation: str | None) -> Mapping[str, Any]:
+def require_incarnation(
+    cur: Any, queries: Mapping[str, str], session_id: str, incarnation: str | None
+) -> Mapping[str, Any]:
     """The session's row, if it is the conversation the writer means (``incarnation``
     None: any): one erased and started again under the same id is not."""
     row = require_session(cur, queries, session_id)

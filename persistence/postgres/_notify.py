@@ -80,9 +80,7 @@ class CompactionListener:
             return None
         if data.get("schema") != self._schema:
             return None  # channels are database-wide; another schema's store
-        return CompactionEvent(
-            data["session_id"], data.get("child_session_id"), data["mode"], int(data["token"])
-        )
+        return CompactionEvent(data["session_id"], data.get("child_session_id"), data["mode"], int(data["token"]))
 
     def close(self) -> None:
         """Close the listening connection. Idempotent."""

@@ -44,6 +44,7 @@ _READABLE = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP | s
 def numbered_placeholders(sql: str, names: tuple[str, ...]) -> bytes:
     """``sql`` with psycopg's ``%(name)s`` placeholders as libpq's ``$1``, ``$2``, ...
     (in ``names`` order) and ``%%`` as ``%``."""
+
     def number(match: re.Match[str]) -> str:
         return "%" if match.group(0) == "%%" else f"${names.index(match.group(1)) + 1}"
 
@@ -115,8 +116,10 @@ class AppendPipeline:
             raise self._lost("more than one result for a batch statement")
         self._stages[0] = "sync"
         get = result.get_value
-        return [(int(get(i, 0)), get(i, 1).decode(self._encoding), int(get(i, 2)), float(get(i, 3)))
-                for i in range(result.ntuples)]
+        return [
+            (int(get(i, 0)), get(i, 1).decode(self._encoding), int(get(i, 2)), float(get(i, 3)))
+            for i in range(result.ntuples)
+        ]
 
     def committed(self) -> None:
         """Wait for the oldest batch's Sync: its transaction committed (or raise)."""

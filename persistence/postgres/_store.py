@@ -131,9 +131,14 @@ class PostgresStore:
             raise
         self._unique_violation = self._db.psycopg.errors.UniqueViolation
         self._fk_violation = self._db.psycopg.errors.ForeignKeyViolation
-        self._writer = PgWriter(self._db.connect, self._q, psycopg=self._db.psycopg,
-                                patience_s=float(patience_s), name=f"pg-writer-{id(self):x}",
-                                pgbouncer=pgbouncer)
+        self._writer = PgWriter(
+            self._db.connect,
+            self._q,
+            psycopg=self._db.psycopg,
+            patience_s=float(patience_s),
+            name=f"pg-writer-{id(self):x}",
+            pgbouncer=pgbouncer,
+        )
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._db.where})"
@@ -155,7 +160,11 @@ class PostgresStore:
     # -- sessions --------------------------------------------------------------
 
     def create_session(
-        self, session_id: str, *, source: str = "api", parent_session_id: str | None = None,
+        self,
+        session_id: str,
+        *,
+        source: str = "api",
+        parent_session_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> SessionInfo:
         sid = validate_session_id(session_id)
@@ -173,9 +182,16 @@ class PostgresStore:
                 if prow["end_reason"] != END_REASON_COMPRESSION:
                     raise InvalidLineageError(sid, parent)
             try:
-                cur.execute(q["insert_session"],
-                            {"id": sid, "source": source, "parent_session_id": parent, "metadata": text,
-                             "incarnation": new_incarnation()})
+                cur.execute(
+                    q["insert_session"],
+                    {
+                        "id": sid,
+                        "source": source,
+                        "parent_session_id": parent,
+                        "metadata": text,
+                        "incarnation": new_incarnation(),
+                    },
+                )
             except self._unique_violation as exc:
                 raise SessionExistsError(sid) from exc
             return session_from_row(require_session(cur, q, sid))
@@ -208,8 +224,12 @@ class PostgresStore:
         return self._write("end_session", work)
 
     def sessions(
-        self, *, live: bool | None = None, source: str | None = None,
-        metadata: Mapping[str, Any] | None = None, after: SessionInfo | str | None = None,
+        self,
+        *,
+        live: bool | None = None,
+        source: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        after: SessionInfo | str | None = None,
         limit: int | None = None,
     ) -> list[SessionInfo]:
         args = check_listing(live, source, metadata, after, limit)
@@ -240,7 +260,8 @@ class PostgresStore:
         older_than = check_older_than(older_than_s)
         sid = None if session_id is None else validate_session_id(session_id)
         return self._write(
-            "prune_archive", lambda cur: lifecycle.prune(cur, self._q, older_than=older_than, session_id=sid))
+            "prune_archive", lambda cur: lifecycle.prune(cur, self._q, older_than=older_than, session_id=sid)
+        )
 
     def children(self, session_id: str) -> list[SessionInfo]:
         sid = validate_session_id(session_id)
@@ -259,17 +280,23 @@ class PostgresStore:
     # -- messages --------------------------------------------------------------
 
     @telemetry.timed_append
-    def append(self, session_id: str, messages: Message | Sequence[Message], *,
-               incarnation: str | None = None) -> list[StoredMessage]:
+    def append(
+        self, session_id: str, messages: Message | Sequence[Message], *, incarnation: str | None = None
+    ) -> list[StoredMessage]:
         sid, messages, params = self._checked_append(session_id, messages, incarnation)
         if not params:
             return self._append_nothing(sid, incarnation)
         first_seq, ids, created_at = self._writer.submit(AppendJob(sid, params, incarnation))
         return stored_messages(messages, params, sid, first_seq, ids, created_at)
 
-    def append_nowait(self, session_id: str, messages: Message | Sequence[Message],
-                      on_done: Callable[[Callable[[], list[StoredMessage]] | None, BaseException | None],
-                                        Wake | None], *, incarnation: str | None = None) -> bool:
+    def append_nowait(
+        self,
+        session_id: str,
+        messages: Message | Sequence[Message],
+        on_done: Callable[[Callable[[], list[StoredMessage]] | None, BaseException | None], Wake | None],
+        *,
+        incarnation: str | None = None,
+    ) -> bool:
         """`append` without waiting (not part of the `Store` protocol), as
         `SqliteStore.append_nowait`: the messages are checked now (a bad one raises
         here, nothing queued), then queued for the group-commit writer, which calls
@@ -287,8 +314,9 @@ class PostgresStore:
         self._writer.submit_nowait(AppendJob(sid, params, incarnation), done)
         return True
 
-    def _checked_append(self, session_id: str, messages: Message | Sequence[Message],
-                        incarnation: str | None) -> tuple[str, Sequence[Message], list[dict[str, Any]]]:
+    def _checked_append(
+        self, session_id: str, messages: Message | Sequence[Message], incarnation: str | None
+    ) -> tuple[str, Sequence[Message], list[dict[str, Any]]]:
         """An append's checked arguments: its session id, its messages as a sequence
         and their column values (nothing is written, or queued, before this)."""
         sid = checked_session_id(session_id)
@@ -408,21 +436,38 @@ class PostgresStore:
         compressor: str = "",
     ) -> CompactionRecord:
         params = check_commit_args(
-            lease, watermark=watermark, compacted=compacted, mode=mode,
-            child_session_id=child_session_id, compressor=compressor,
-            max_content_bytes=self._max_content_bytes)
+            lease,
+            watermark=watermark,
+            compacted=compacted,
+            mode=mode,
+            child_session_id=child_session_id,
+            compressor=compressor,
+            max_content_bytes=self._max_content_bytes,
+        )
+
         def work(cur: Any) -> CompactionRecord:
             return commit_in_transaction(
-                cur, self._q, lease, watermark=watermark, compacted=params, mode=mode,
-                child_session_id=child_session_id, compressor=compressor,
+                cur,
+                self._q,
+                lease,
+                watermark=watermark,
+                compacted=params,
+                mode=mode,
+                child_session_id=child_session_id,
+                compressor=compressor,
                 unique_violation=self._unique_violation,
             )
 
         record = self._write("commit_compaction", work)
         log.info(
             "compaction committed: session=%s mode=%s token=%d watermark=%d archived=%d tail=%d child=%s",
-            record.session_id, record.mode, record.token, record.watermark,
-            record.archived_count, record.tail_count, record.child_session_id,
+            record.session_id,
+            record.mode,
+            record.token,
+            record.watermark,
+            record.archived_count,
+            record.tail_count,
+            record.child_session_id,
         )
         return record
 
@@ -497,8 +542,9 @@ class PostgresStore:
         a session of its own, which transaction pooling does not give.
         """
         if self._db.pgbouncer:
-            raise ConfigurationError("the LISTEN/NOTIFY hint is off behind PgBouncer (pgbouncer=true); "
-                                     "the store is correct without it")
+            raise ConfigurationError(
+                "the LISTEN/NOTIFY hint is off behind PgBouncer (pgbouncer=true); the store is correct without it"
+            )
         return CompactionListener(self._url, self._q, connect_timeout_s=self._connect_timeout_s)
 
     # -- lifecycle -------------------------------------------------------------

@@ -77,8 +77,15 @@ class PgWriter:
     """The group-commit writer of one `PostgresStore`."""
 
     def __init__(
-        self, connect: Callable[[], Any], queries: Mapping[str, str], *, psycopg: Any,
-        patience_s: float, name: str, max_batch: int = MAX_BATCH, pgbouncer: bool = False,
+        self,
+        connect: Callable[[], Any],
+        queries: Mapping[str, str],
+        *,
+        psycopg: Any,
+        patience_s: float,
+        name: str,
+        max_batch: int = MAX_BATCH,
+        pgbouncer: bool = False,
     ) -> None:
         self._pgbouncer = pgbouncer
         self._connect = connect
@@ -186,8 +193,7 @@ class PgWriter:
                 batch = [p for p in batch if p.job.session_id not in sessions]
         return batch, stopping
 
-    def _commit(self, batch: list[Pending], failed: BaseException | None = None,
-                sent: bool = True) -> list[Pending]:
+    def _commit(self, batch: list[Pending], failed: BaseException | None = None, sent: bool = True) -> list[Pending]:
         """Run ``batch`` to an outcome for every request, complete its submitted
         requests, then release its callers (a chain: see `Pending`); returns those.
         ``failed``: how its attempt in the pipeline ended (``sent``: it may have
@@ -265,8 +271,7 @@ class PgWriter:
         self._unanswered = [b for b in self._unanswered if b is not batch]
         return batch
 
-    def _land_guarded(self, flight: list[Pending], stopping: bool
-                      ) -> tuple[list[Pending], list[Pending] | None, bool]:
+    def _land_guarded(self, flight: list[Pending], stopping: bool) -> tuple[list[Pending], list[Pending] | None, bool]:
         """`_land`, never letting the writer die with callers waiting: a crash fails
         every batch in the pipeline not yet settled (on a new connection from here),
         as unknown: its Sync was sent, so the server may well have committed it."""
@@ -277,15 +282,19 @@ class PgWriter:
             self._disconnect()
             done: list[Pending] = []
             for batch in self._unanswered:
-                _fail_all(batch, StoreBusyError(
-                    f"write failed while in flight; it may or may not have been applied: {exc!r}"), exc)
+                _fail_all(
+                    batch,
+                    StoreBusyError(f"write failed while in flight; it may or may not have been applied: {exc!r}"),
+                    exc,
+                )
                 done += self._complete(batch)
             self._unanswered.clear()
             self._in_flight = 0
             return done, None, stopping
 
-    def _land(self, flight: list[Pending], stopping: bool, send_next: bool = True
-              ) -> tuple[list[Pending], list[Pending] | None, bool]:
+    def _land(
+        self, flight: list[Pending], stopping: bool, send_next: bool = True
+    ) -> tuple[list[Pending], list[Pending] | None, bool]:
         """Take the outcome of ``flight`` (the oldest batch in the pipeline): once its
         rows are back, its commit (the WAL flush) is under way, and the next batch is
         sent to follow it. ``flight`` is answered only once its Sync is. Returns the
@@ -321,9 +330,14 @@ class PgWriter:
             self._refuse(refused)
         return self._complete(self._answer(flight)), following, stopping
 
-    def _land_failed(self, flight: list[Pending], exc: BaseException, following: list[Pending] | None,
-                     unsent: BaseException | None, stopping: bool
-                     ) -> tuple[list[Pending], list[Pending] | None, bool]:
+    def _land_failed(
+        self,
+        flight: list[Pending],
+        exc: BaseException,
+        following: list[Pending] | None,
+        unsent: BaseException | None,
+        stopping: bool,
+    ) -> tuple[list[Pending], list[Pending] | None, bool]:
         """``flight`` failed at its commit; the batch sent after it still runs on a
         live connection (land it first: their sessions differ), and on a lost one
         shares its fate (a termination ran neither; otherwise both are unknown)."""
@@ -343,8 +357,9 @@ class PgWriter:
             refuse(self._connection().cursor(), self._q, refused, self._psycopg)
         except self._psycopg.Error as exc:
             for pending in refused:
-                pending.error = StoreBusyError(f"append to {pending.job.session_id!r} was refused, "
-                                               f"and reading why failed: {exc}")
+                pending.error = StoreBusyError(
+                    f"append to {pending.job.session_id!r} was refused, and reading why failed: {exc}"
+                )
 
     def _commit_with_retries(self, batch: list[Pending], failed: BaseException | None, sent: bool) -> None:
         deadline = min(p.queued_at for p in batch) + self._patience_s
@@ -358,8 +373,14 @@ class PgWriter:
         if appends:
             self._run_statement(appends, self._append_run, deadline)
 
-    def _run_statement(self, run: list[Pending], execute: Callable[[Any, list[Pending]], None],
-                       deadline: float, failed: BaseException | None = None, sent: bool = True) -> None:
+    def _run_statement(
+        self,
+        run: list[Pending],
+        execute: Callable[[Any, list[Pending]], None],
+        deadline: float,
+        failed: BaseException | None = None,
+        sent: bool = True,
+    ) -> None:
         """``execute`` the run as one autocommit statement, retried while the server
         rolled it back; a statement that fails for its data is replayed request by
         request, so only the guilty request fails. ``failed``: how a first attempt
@@ -374,9 +395,14 @@ class PgWriter:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 log.warning("write batch of %d gave up after %d attempts: %s", len(run), attempt, cause)
-                _fail_all(run, StoreBusyError(
-                    f"the database stayed busy for {self._patience_s:g}s (patience_s, {attempt} "
-                    f"attempts): {busy_reason(self._psycopg, cause)}"), cause)
+                _fail_all(
+                    run,
+                    StoreBusyError(
+                        f"the database stayed busy for {self._patience_s:g}s (patience_s, {attempt} "
+                        f"attempts): {busy_reason(self._psycopg, cause)}"
+                    ),
+                    cause,
+                )
                 return
             log.debug("write batch: retrying after %s (attempt %d)", type(cause).__name__, attempt)
             telemetry.busy_retry()
@@ -385,8 +411,9 @@ class PgWriter:
             attempt += 1
             failed, sent = self._attempt(run, execute, deadline)
 
-    def _attempt(self, run: list[Pending], execute: Callable[[Any, list[Pending]], None],
-                 deadline: float) -> tuple[BaseException | None, bool]:
+    def _attempt(
+        self, run: list[Pending], execute: Callable[[Any, list[Pending]], None], deadline: float
+    ) -> tuple[BaseException | None, bool]:
         """One try: None if it committed, else its error and whether it was sent."""
         for pending in run:
             pending.result, pending.error = None, None
@@ -405,8 +432,14 @@ class PgWriter:
         self._requests += len(run)
         return None, True
 
-    def _settle(self, run: list[Pending], execute: Callable[[Any, list[Pending]], None], deadline: float,
-                exc: BaseException, sent: bool) -> Exception | None:
+    def _settle(
+        self,
+        run: list[Pending],
+        execute: Callable[[Any, list[Pending]], None],
+        deadline: float,
+        exc: BaseException,
+        sent: bool,
+    ) -> Exception | None:
         """After a failed try: set the outcomes it decides and return None, or return
         the cause to retry after (the server rolled the statement back)."""
         psycopg = self._psycopg
@@ -419,9 +452,13 @@ class PgWriter:
             terminated = isinstance(exc, psycopg.errors.AdminShutdown)
             if sent and not terminated and not _rolled_back(psycopg, exc):
                 self._disconnect()  # lost while the statement was in flight
-                _fail_all(run, StoreBusyError(
-                    "the connection failed while a write was in flight; it may or may not "
-                    f"have been applied: {exc}"), exc)
+                _fail_all(
+                    run,
+                    StoreBusyError(
+                        f"the connection failed while a write was in flight; it may or may not have been applied: {exc}"
+                    ),
+                    exc,
+                )
                 return None
             if terminated or not sent:
                 # Terminated: the server answered our statement with its own end,
@@ -438,8 +475,9 @@ class PgWriter:
             self._run_statement([pending], execute, deadline)
         return None
 
-    def _write_in_transaction(self, cur: Any, run: list[Pending],
-                              execute: Callable[[Any, list[Pending]], None], deadline: float) -> None:
+    def _write_in_transaction(
+        self, cur: Any, run: list[Pending], execute: Callable[[Any, list[Pending]], None], deadline: float
+    ) -> None:
         """The same statement inside BEGIN ... COMMIT: behind PgBouncer, where the
         timeouts can only be set for the transaction (``SET LOCAL``), and in tests
         with kill points armed, so that each named point of a write transaction exists."""
@@ -518,8 +556,9 @@ def _rolled_back(psycopg: Any, exc: BaseException) -> bool:
     """A lock timeout, deadlock, serialization failure or cancelled statement: the
     server rolled it back and the connection is fine."""
     errors = psycopg.errors
-    return isinstance(exc, (errors.SerializationFailure, errors.DeadlockDetected,
-                            errors.LockNotAvailable, errors.QueryCanceled))
+    return isinstance(
+        exc, (errors.SerializationFailure, errors.DeadlockDetected, errors.LockNotAvailable, errors.QueryCanceled)
+    )
 
 
 def _fail_all(batch: list[Pending], error: TranscriptError, cause: BaseException | None) -> None:
@@ -527,4 +566,3 @@ def _fail_all(batch: list[Pending], error: TranscriptError, cause: BaseException
         mine = type(error)(str(error))
         mine.__cause__ = cause
         pending.result, pending.error = None, mine
-

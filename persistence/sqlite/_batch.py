@@ -23,8 +23,14 @@ from typing import Any, NamedTuple
 from protocol import TranscriptError
 
 __all__ = [
-    "MAX_REMEMBERED", "ROWS_PER_INSERT", "ROW_WIDTH", "AloneAppends", "AppendJob", "RememberedBatch",
-    "RememberedCounters", "bulk_append",
+    "MAX_REMEMBERED",
+    "ROWS_PER_INSERT",
+    "ROW_WIDTH",
+    "AloneAppends",
+    "AppendJob",
+    "RememberedBatch",
+    "RememberedCounters",
+    "bulk_append",
 ]
 
 #: Rows per multi-row INSERT: full statements of this size, then one for the rest,
@@ -81,7 +87,10 @@ class RememberedCounters:
 
 
 def bulk_append(
-    conn: sqlite3.Connection, q: Mapping[str, str], jobs: list[AppendJob], clock: Callable[[], float],
+    conn: sqlite3.Connection,
+    q: Mapping[str, str],
+    jobs: list[AppendJob],
+    clock: Callable[[], float],
     remembered: RememberedCounters,
 ) -> list[tuple[int, list[int], float]] | None:
     """Append every job in the writer's transaction; per job ``(first_seq, ids,
@@ -167,8 +176,9 @@ class _PartlyWritten(Exception):
     only an SQLite that evaluated it again after the first row could)."""
 
 
-def _remembered_append(conn: sqlite3.Connection, q: Mapping[str, str], batch: RememberedBatch, now: float,
-                       remembered: RememberedCounters) -> list[tuple[int, list[int], float]] | None:
+def _remembered_append(
+    conn: sqlite3.Connection, q: Mapping[str, str], batch: RememberedBatch, now: float, remembered: RememberedCounters
+) -> list[tuple[int, list[int], float]] | None:
     """Append ``batch`` on its remembered counters, the first INSERT checking them; per
     job ``(first_seq, ids, created_at)``, or None when a counter was stale (nothing
     written; the batch's counters are forgotten). Raises `_PartlyWritten`."""
@@ -191,8 +201,11 @@ def _wanted(jobs: list[AppendJob]) -> dict[str, str | None] | None:
     return wanted
 
 
-def _rows(jobs: list[AppendJob], start: Mapping[str, int], now: float,
-          ) -> tuple[list[Any], list[int], dict[str, int]]:
+def _rows(
+    jobs: list[AppendJob],
+    start: Mapping[str, int],
+    now: float,
+) -> tuple[list[Any], list[int], dict[str, int]]:
     """The rows' parameters from the counters ``start``, `ROW_WIDTH` a row in one flat
     list (what the INSERTs bind, without a tuple a row), each job's first seq, and
     the counters past the rows."""
@@ -210,8 +223,13 @@ def _rows(jobs: list[AppendJob], start: Mapping[str, int], now: float,
     return values, firsts, next_seq
 
 
-def _answers(jobs: list[AppendJob], firsts: list[int], last_id: int, rows: int, now: float,
-             ) -> list[tuple[int, list[int], float]]:
+def _answers(
+    jobs: list[AppendJob],
+    firsts: list[int],
+    last_id: int,
+    rows: int,
+    now: float,
+) -> list[tuple[int, list[int], float]]:
     """Per job ``(first_seq, ids, created_at)``. AUTOINCREMENT under the exclusive write
     lock, with no trigger inserting into messages, hands a statement's rows
     consecutive ids: the run's ``rows`` rows are the ones up to ``last_id``, in order."""
@@ -233,14 +251,16 @@ def _expected(wanted: Mapping[str, str | None], start: Mapping[str, int]) -> lis
     return [len(expected), _ENCODER.encode(expected)]
 
 
-def _checked_insert(conn: sqlite3.Connection, q: Mapping[str, str], values: list[Any],
-                    expected: list[Any]) -> int | None:
+def _checked_insert(
+    conn: sqlite3.Connection, q: Mapping[str, str], values: list[Any], expected: list[Any]
+) -> int | None:
     """`_insert_rows` whose first statement checks the remembered counters ``expected``:
     None when it inserted nothing (a counter was stale). Raises `_PartlyWritten`."""
     chunk = values[:_CHUNK]
     rows = len(chunk) // ROW_WIDTH
-    sql = _insert_sql(q["insert_checked_messages_head"], q["insert_messages_row"], rows,
-                      q["insert_checked_messages_tail"])
+    sql = _insert_sql(
+        q["insert_checked_messages_head"], q["insert_messages_row"], rows, q["insert_checked_messages_tail"]
+    )
     cursor = conn.execute(sql, [*expected, *chunk])
     if cursor.rowcount != rows:
         if cursor.rowcount == 0:
@@ -254,7 +274,7 @@ def _insert_rows(conn: sqlite3.Connection, q: Mapping[str, str], values: list[An
     statement; the last row's id (0 if none)."""
     last_id = 0
     for start in range(0, len(values), _CHUNK):
-        chunk = values[start:start + _CHUNK]
+        chunk = values[start : start + _CHUNK]
         sql = _insert_sql(q["insert_messages_head"], q["insert_messages_row"], len(chunk) // ROW_WIDTH)
         last_id = conn.execute(sql, chunk).lastrowid or 0  # set by every INSERT that wrote a row
     return last_id

@@ -41,9 +41,16 @@ _COPIED = ("role", "content", "name", "tool_call_id", "tool_calls", "meta")
 
 
 def commit_compaction(
-    conn: sqlite3.Connection, q: Queries, lease: Lease, *, watermark: int,
-    params: Sequence[Mapping[str, Any]], mode: str, child_session_id: str | None,
-    compressor: str, now: float,
+    conn: sqlite3.Connection,
+    q: Queries,
+    lease: Lease,
+    *,
+    watermark: int,
+    params: Sequence[Mapping[str, Any]],
+    mode: str,
+    child_session_id: str | None,
+    compressor: str,
+    now: float,
 ) -> CompactionRecord:
     sid = lease.session_id
     session = require_session(conn, q, sid)
@@ -72,10 +79,17 @@ def commit_compaction(
     record = conn.execute(
         q["insert_compaction"],
         {
-            "session_id": sid, "child_session_id": target if mode == "rotate" else None,
-            "mode": mode, "token": lease.token, "holder": lease.holder, "watermark": watermark,
-            "archived_count": archived_count, "tail_count": len(tail), "compressor": compressor,
-            "started_at": fence["acquired_at"], "now": now,
+            "session_id": sid,
+            "child_session_id": target if mode == "rotate" else None,
+            "mode": mode,
+            "token": lease.token,
+            "holder": lease.holder,
+            "watermark": watermark,
+            "archived_count": archived_count,
+            "tail_count": len(tail),
+            "compressor": compressor,
+            "started_at": fence["acquired_at"],
+            "now": now,
         },
     ).fetchone()
     return compaction_from_row(record)
@@ -89,9 +103,7 @@ def _check_snapshot_live(conn: sqlite3.Connection, q: Queries, sid: str, waterma
         raise SnapshotRetractedError(sid, watermark)
 
 
-def _archive_live(
-    conn: sqlite3.Connection, q: Queries, sid: str, watermark: int, now: float
-) -> tuple[int, list[Row]]:
+def _archive_live(conn: sqlite3.Connection, q: Queries, sid: str, watermark: int, now: float) -> tuple[int, list[Row]]:
     """Mark live rows up to the watermark compacted and the tail superseded; returns
     the compacted count and the tail rows (to be copied, in seq order)."""
     live = conn.execute(q["transcript"], {"session_id": sid}).fetchall()
@@ -105,15 +117,19 @@ def _archive_live(
 
 def _start_child(conn: sqlite3.Connection, q: Queries, parent: Row, child_id: str, now: float) -> None:
     """End the parent by compression (only if still open) and create its continuation."""
-    ended = conn.execute(
-        q["end_session"], {"session_id": parent["id"], "reason": END_REASON_COMPRESSION, "now": now}
-    )
+    ended = conn.execute(q["end_session"], {"session_id": parent["id"], "reason": END_REASON_COMPRESSION, "now": now})
     if ended.rowcount != 1:
         raise ended_error(conn, q, require_session(conn, q, parent["id"]))
     if conn.execute(q["get_session"], {"session_id": child_id}).fetchone() is not None:
         raise SessionExistsError(child_id)
     conn.execute(  # a continuation starts with its parent's metadata and incarnation
         q["insert_session"],
-        {"session_id": child_id, "source": parent["source"], "parent_session_id": parent["id"],
-         "now": now, "metadata": parent["metadata"], "incarnation": parent["incarnation"]},
+        {
+            "session_id": child_id,
+            "source": parent["source"],
+            "parent_session_id": parent["id"],
+            "now": now,
+            "metadata": parent["metadata"],
+            "incarnation": parent["incarnation"],
+        },
     )

@@ -103,8 +103,9 @@ def warn_if_readable_by_others(path: str) -> None:
         if key in _warned_paths:
             return
         _warned_paths.add(key)
-    logger.warning("database %s is readable by others (mode %s): transcripts are private; "
-                   "chmod 600 it", path, oct(mode))
+    logger.warning(
+        "database %s is readable by others (mode %s): transcripts are private; chmod 600 it", path, oct(mode)
+    )
 
 
 def restrict_sidecars(path: str) -> None:
@@ -134,8 +135,12 @@ def connect(path: str, *, synchronous: str, readonly: bool = False) -> sqlite3.C
     target, uri = (f"file:{quote(os.path.abspath(path))}?mode=ro", True) if readonly else (path, False)
     try:
         conn = sqlite3.connect(
-            target, isolation_level=None, check_same_thread=False, timeout=0.05,
-            cached_statements=CACHED_STATEMENTS, uri=uri,
+            target,
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=0.05,
+            cached_statements=CACHED_STATEMENTS,
+            uri=uri,
         )
         conn.row_factory = sqlite3.Row
         if readonly:
@@ -205,11 +210,15 @@ def checkpoint_after_full(conn: sqlite3.Connection, path: str) -> bool:
     try:
         busy, wal_frames, moved = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
     except sqlite3.Error as exc:
-        logger.info("checkpoint of %s after a full disk failed (retried before the next write): %s",
-                    path, exc)
+        logger.info("checkpoint of %s after a full disk failed (retried before the next write): %s", path, exc)
         return False
-    logger.warning("disk full under %s: WAL checkpointed (%s of %s frames%s)", path, moved, wal_frames,
-                   ", a reader kept it from truncating" if busy else ", truncated")
+    logger.warning(
+        "disk full under %s: WAL checkpointed (%s of %s frames%s)",
+        path,
+        moved,
+        wal_frames,
+        ", a reader kept it from truncating" if busy else ", truncated",
+    )
     return not busy
 
 

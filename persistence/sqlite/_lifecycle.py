@@ -30,8 +30,14 @@ Row = sqlite3.Row
 
 
 def list_sessions(
-    conn: sqlite3.Connection, q: Queries, *, live: bool | None, source: str | None,
-    metadata: str | None, after: SessionInfo | str | None, limit: int | None,
+    conn: sqlite3.Connection,
+    q: Queries,
+    *,
+    live: bool | None,
+    source: str | None,
+    metadata: str | None,
+    after: SessionInfo | str | None,
+    limit: int | None,
 ) -> list[Row]:
     """One page, newest first; ``after`` given by id must still exist."""
     after_created = after_id = None
@@ -43,8 +49,12 @@ def list_sessions(
             raise SessionNotFoundError(after)
         after_created, after_id = row["created_at"], after
     params = {
-        "live": live, "source": source, "metadata": metadata, "after_created": after_created,
-        "after_id": after_id, "limit": -1 if limit is None else limit,
+        "live": live,
+        "source": source,
+        "metadata": metadata,
+        "after_created": after_created,
+        "after_id": after_id,
+        "limit": -1 if limit is None else limit,
     }
     return conn.execute(q["list_sessions"], params).fetchall()
 
@@ -75,8 +85,9 @@ def erase_lineage(conn: sqlite3.Connection, q: Queries, session_id: str) -> int:
     return erased
 
 
-def retract_last(conn: sqlite3.Connection, q: Queries, session_id: str, now: float,
-                 incarnation: str | None = None) -> Row | None:
+def retract_last(
+    conn: sqlite3.Connection, q: Queries, session_id: str, now: float, incarnation: str | None = None
+) -> Row | None:
     """Retract the last live message of the live tip; the row as it was, or None."""
     tip = require_incarnation(conn, q, resolve(conn, q, session_id), incarnation)
     if tip["ended_at"] is not None and tip["end_reason"] != END_REASON_COMPRESSION:

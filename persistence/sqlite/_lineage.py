@@ -32,8 +32,7 @@ def require_session(conn: sqlite3.Connection, q: Queries, session_id: str) -> Ro
     return row
 
 
-def require_incarnation(conn: sqlite3.Connection, q: Queries, session_id: str,
-                        incarnation: str | None) -> Row:
+def require_incarnation(conn: sqlite3.Connection, q: Queries, session_id: str, incarnation: str | None) -> Row:
     """The session's row, if it is the conversation the writer means (``incarnation``
     None: any): one erased and started again under the same id is not."""
     row = require_session(conn, q, session_id)

@@ -23,8 +23,13 @@ DIALECT = "sqlite"
 
 
 def prepare_database(
-    conn: sqlite3.Connection, q: Mapping[str, str], *, path: str, retry: BusyRetry,
-    clock: Callable[[], float], migrate: bool = True,
+    conn: sqlite3.Connection,
+    q: Mapping[str, str],
+    *,
+    path: str,
+    retry: BusyRetry,
+    clock: Callable[[], float],
+    migrate: bool = True,
 ) -> None:
     """Check the schema version, then (``migrate``) WAL mode and pending migrations in
     one ``BEGIN IMMEDIATE`` transaction, so processes opening a new file at once

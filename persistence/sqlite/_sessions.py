@@ -22,8 +22,13 @@ Row = sqlite3.Row
 
 
 def create_session(
-    conn: sqlite3.Connection, q: Queries, session_id: str, source: str,
-    parent_session_id: str | None, now: float, metadata: str = "{}",
+    conn: sqlite3.Connection,
+    q: Queries,
+    session_id: str,
+    source: str,
+    parent_session_id: str | None,
+    now: float,
+    metadata: str = "{}",
 ) -> Row:
     incarnation = new_incarnation()
     if parent_session_id is not None:  # the parent first, as on PostgreSQL
@@ -35,8 +40,14 @@ def create_session(
         raise SessionExistsError(session_id)
     conn.execute(
         q["insert_session"],
-        {"session_id": session_id, "source": source, "parent_session_id": parent_session_id,
-         "now": now, "metadata": metadata, "incarnation": incarnation},
+        {
+            "session_id": session_id,
+            "source": source,
+            "parent_session_id": parent_session_id,
+            "now": now,
+            "metadata": metadata,
+            "incarnation": incarnation,
+        },
     )
     return require_session(conn, q, session_id)
 
@@ -52,8 +63,13 @@ def end_session(conn: sqlite3.Connection, q: Queries, session_id: str, reason: s
 
 
 def insert_rows(
-    conn: sqlite3.Connection, q: Queries, session_id: str, params: Sequence[Mapping[str, Any]],
-    now: float, first_seq: int, origins: Sequence[int | None] | None = None,
+    conn: sqlite3.Connection,
+    q: Queries,
+    session_id: str,
+    params: Sequence[Mapping[str, Any]],
+    now: float,
+    first_seq: int,
+    origins: Sequence[int | None] | None = None,
 ) -> list[int]:
     """Insert rows at seqs ``first_seq``... (already reserved on the session row); their ids."""
     ids: list[int] = []
@@ -70,7 +86,11 @@ def reserve_seqs(conn: sqlite3.Connection, q: Queries, session_id: str, count: i
 
 
 def append_rows(
-    conn: sqlite3.Connection, q: Queries, session_id: str, params: Sequence[Mapping[str, Any]], now: float,
+    conn: sqlite3.Connection,
+    q: Queries,
+    session_id: str,
+    params: Sequence[Mapping[str, Any]],
+    now: float,
     incarnation: str | None = None,
 ) -> tuple[int, list[int]]:
     """Append in the writer's transaction; returns ``(first_seq, ids)``. Kept lean: it

@@ -88,8 +88,6 @@ MAX_BATCH = 256
 MAX_IDLE_READERS = 8
 
 
-
-
 class SqliteStore:
     """A `Store` on one SQLite file (see the module docstring).
 
@@ -135,8 +133,7 @@ class SqliteStore:
     def _open_writable(self, patience_s: float, group_commit: bool, migrate: bool) -> None:
         writer_conn = connect(self.path, synchronous=self._synchronous)
         try:
-            prepare_database(writer_conn, self._q, path=self.path, retry=self._retry, clock=self.now,
-                             migrate=migrate)
+            prepare_database(writer_conn, self._q, path=self.path, retry=self._retry, clock=self.now, migrate=migrate)
         except BaseException:
             writer_conn.close()
             raise
@@ -161,8 +158,7 @@ class SqliteStore:
 
     def _open_readonly(self) -> None:
         """Read connections only (``mode=ro``, ``query_only``); the schema must be current."""
-        self._readers = ReaderPool(self.path, synchronous=self._synchronous, max_idle=MAX_IDLE_READERS,
-                                   readonly=True)
+        self._readers = ReaderPool(self.path, synchronous=self._synchronous, max_idle=MAX_IDLE_READERS, readonly=True)
         conn = self._readers.checkout()
         try:
             check_schema(conn, self._q, retry=self._retry, migrate=False)
@@ -240,7 +236,11 @@ class SqliteStore:
     # -- sessions ---------------------------------------------------------------
 
     def create_session(
-        self, session_id: str, *, source: str = "api", parent_session_id: str | None = None,
+        self,
+        session_id: str,
+        *,
+        source: str = "api",
+        parent_session_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> SessionInfo:
         checked_session_id(session_id)
@@ -266,8 +266,12 @@ class SqliteStore:
         return session_from_row(row)
 
     def sessions(
-        self, *, live: bool | None = None, source: str | None = None,
-        metadata: Mapping[str, Any] | None = None, after: SessionInfo | str | None = None,
+        self,
+        *,
+        live: bool | None = None,
+        source: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        after: SessionInfo | str | None = None,
         limit: int | None = None,
     ) -> list[SessionInfo]:
         args = check_listing(live, source, metadata, after, limit)
@@ -279,22 +283,23 @@ class SqliteStore:
     def update_metadata(self, session_id: str, patch: Mapping[str, Any]) -> SessionInfo:
         checked_session_id(session_id)
         patch = check_metadata_patch(patch)
-        row = self._write(lambda c: lifecycle.update_metadata(c, self._q, session_id, patch), session_id,
-                          "update_metadata")
+        row = self._write(
+            lambda c: lifecycle.update_metadata(c, self._q, session_id, patch), session_id, "update_metadata"
+        )
         return session_from_row(row)
 
     def delete_session(self, session_id: str) -> int:
         checked_session_id(session_id)
-        erased = self._write(lambda c: lifecycle.erase_lineage(c, self._q, session_id), session_id,
-                             "delete_session")
+        erased = self._write(lambda c: lifecycle.erase_lineage(c, self._q, session_id), session_id, "delete_session")
         logger.info("erased the lineage of %s: %d messages", session_id, erased)
         return erased
 
     def retract(self, session_id: str, *, incarnation: str | None = None) -> StoredMessage | None:
         checked_session_id(session_id)
         check_incarnation(incarnation)
-        row = self._write(lambda c: lifecycle.retract_last(c, self._q, session_id, self.now(), incarnation),
-                          session_id, "retract")
+        row = self._write(
+            lambda c: lifecycle.retract_last(c, self._q, session_id, self.now(), incarnation), session_id, "retract"
+        )
         return None if row is None else stored_message_from_row(row)
 
     def prune_archive(self, *, older_than_s: float, session_id: str | None = None) -> int:
@@ -303,7 +308,8 @@ class SqliteStore:
             checked_session_id(session_id)
         return self._write(
             lambda c: lifecycle.prune(c, self._q, cutoff=self.now() - older_than, session_id=session_id),
-            session_id or "?", "prune_archive",
+            session_id or "?",
+            "prune_archive",
         )
 
     def children(self, session_id: str) -> list[SessionInfo]:
@@ -322,15 +328,17 @@ class SqliteStore:
     # -- messages ---------------------------------------------------------------
 
     @telemetry.timed_append
-    def append(self, session_id: str, messages: Message | Sequence[Message], *,
-               incarnation: str | None = None) -> list[StoredMessage]:
+    def append(
+        self, session_id: str, messages: Message | Sequence[Message], *, incarnation: str | None = None
+    ) -> list[StoredMessage]:
         originals, params, job = self._append_request(session_id, messages, incarnation)
         first_seq, ids, created_at = self._writer.submit(None, session_id, job=job, what="append")
         # built here, not on the writer thread: the writer is the shared bottleneck
         return stored_messages(originals, params, session_id, first_seq, ids, created_at)
 
-    def _append_request(self, session_id: str, messages: Message | Sequence[Message],
-                        incarnation: str | None) -> tuple[Sequence[Message], list[Any], AppendJob]:
+    def _append_request(
+        self, session_id: str, messages: Message | Sequence[Message], incarnation: str | None
+    ) -> tuple[Sequence[Message], list[Any], AppendJob]:
         """Check an append's arguments: its messages, their column values, and its
         write (a job the writer runs in bulk, or alone with `_append_one`)."""
         checked_session_id(session_id)
@@ -348,9 +356,14 @@ class SqliteStore:
         self._remembered.note({job.session_id: first_seq + len(ids)})  # a bulk batch may skip reading it
         return first_seq, ids, now
 
-    def append_nowait(self, session_id: str, messages: Message | Sequence[Message],
-                      on_done: Callable[[Callable[[], list[StoredMessage]] | None, BaseException | None],
-                                        Wake | None], *, incarnation: str | None = None) -> bool:
+    def append_nowait(
+        self,
+        session_id: str,
+        messages: Message | Sequence[Message],
+        on_done: Callable[[Callable[[], list[StoredMessage]] | None, BaseException | None], Wake | None],
+        *,
+        incarnation: str | None = None,
+    ) -> bool:
         """`SubmittingStore.append_nowait`: the messages are
         checked now (a bad one raises here, nothing queued), then queued for the
         group-commit writer, which calls ``on_done(stored, None)`` once they are
@@ -403,8 +416,11 @@ class SqliteStore:
         def body(c: sqlite3.Connection) -> sqlite3.Row | None:
             now = self.now()  # an unknown session has no lease row: None, like any lost lease
             params = {
-                "session_id": lease.session_id, "holder": lease.holder, "token": lease.token,
-                "now": now, "expires_at": now + ttl,
+                "session_id": lease.session_id,
+                "holder": lease.holder,
+                "token": lease.token,
+                "now": now,
+                "expires_at": now + ttl,
             }
             return c.execute(self._q["renew_lease"], params).fetchone()
 
@@ -453,15 +469,28 @@ class SqliteStore:
         compressor: str = "",
     ) -> CompactionRecord:
         params = check_commit_args(
-            lease, watermark=watermark, compacted=compacted, mode=mode,
-            child_session_id=child_session_id, compressor=compressor,
-            max_content_bytes=self._max_content_bytes)
+            lease,
+            watermark=watermark,
+            compacted=compacted,
+            mode=mode,
+            child_session_id=child_session_id,
+            compressor=compressor,
+            max_content_bytes=self._max_content_bytes,
+        )
         return self._write(
             lambda c: compaction.commit_compaction(
-                c, self._q, lease, watermark=watermark, params=params, mode=mode,
-                child_session_id=child_session_id, compressor=compressor, now=self.now(),
+                c,
+                self._q,
+                lease,
+                watermark=watermark,
+                params=params,
+                mode=mode,
+                child_session_id=child_session_id,
+                compressor=compressor,
+                now=self.now(),
             ),
-            lease.session_id, "commit_compaction",
+            lease.session_id,
+            "commit_compaction",
         )
 
     def compactions(self, session_id: str) -> list[CompactionRecord]:

@@ -134,11 +134,32 @@ class _Request:
     brings on full collections (whose cost grows with the application's heap).
     """
 
-    __slots__ = ("fn", "session_id", "job", "what", "submitted", "deadline", "done", "claim", "next",
-                 "result", "error", "on_done")
+    __slots__ = (
+        "fn",
+        "session_id",
+        "job",
+        "what",
+        "submitted",
+        "deadline",
+        "done",
+        "claim",
+        "next",
+        "result",
+        "error",
+        "on_done",
+    )
 
-    def __init__(self, fn: WriteFn | None, session_id: str, job: Any, what: str, patience_s: float,
-                 on_done: DoneFn | None = None, *, waited: bool = True) -> None:
+    def __init__(
+        self,
+        fn: WriteFn | None,
+        session_id: str,
+        job: Any,
+        what: str,
+        patience_s: float,
+        on_done: DoneFn | None = None,
+        *,
+        waited: bool = True,
+    ) -> None:
         # One per write, built on the caller's thread under the GIL every other caller
         # waits for: module-level names, no attribute read back.
         self.fn = fn  # None: a job the writer runs with its ``one`` function
@@ -195,9 +216,18 @@ class GroupCommitWriter:
     queued for the writer thread, or (``group_commit=False``) run by its caller."""
 
     def __init__(
-        self, conn: sqlite3.Connection, *, patience_s: float, max_batch: int, name: str,
-        bulk: BulkFn | None = None, one: OneFn | None = None, alone: AloneWrites | None = None,
-        group_commit: bool = True, path: str = "?", on_full: Callable[[], bool] | None = None,
+        self,
+        conn: sqlite3.Connection,
+        *,
+        patience_s: float,
+        max_batch: int,
+        name: str,
+        bulk: BulkFn | None = None,
+        one: OneFn | None = None,
+        alone: AloneWrites | None = None,
+        group_commit: bool = True,
+        path: str = "?",
+        on_full: Callable[[], bool] | None = None,
     ) -> None:
         self._conn = conn
         self._bulk = bulk
@@ -258,8 +288,9 @@ class GroupCommitWriter:
             raise error
         return request.result
 
-    def submit_nowait(self, fn: WriteFn | None, session_id: str, *, job: Any = None, what: str = "write",
-                      on_done: DoneFn) -> bool:
+    def submit_nowait(
+        self, fn: WriteFn | None, session_id: str, *, job: Any = None, what: str = "write", on_done: DoneFn
+    ) -> bool:
         """Queue ``fn`` like `submit` without waiting: ``on_done(result, error)`` is
         called once, on the writer thread, when the batch holding it has committed
         (or the request failed alone); it must be quick and must not block on this
@@ -343,8 +374,12 @@ class GroupCommitWriter:
         groups that take turns. Only while a commit waits less than half the time the
         consumers took to send the batch: with a slow disk the second fsync costs more
         than the overlap gains."""
-        if (len(batch) < 2 * _SPLIT_MIN_HALF or self._held_submitted
-                or self._alone is None or not all(r.on_done is not None and r.job is not None for r in batch)):
+        if (
+            len(batch) < 2 * _SPLIT_MIN_HALF
+            or self._held_submitted
+            or self._alone is None
+            or not all(r.on_done is not None and r.job is not None for r in batch)
+        ):
             return [batch]
         if self._commit_wait >= (_monotonic() - self._answered_at) / 2:
             return [batch]
@@ -420,15 +455,17 @@ class GroupCommitWriter:
             request.error.__cause__ = cause
             request.release()
         if len(live) < len(requests):
-            logger.warning("%d write(s) gave up: %s", len(requests) - len(live),
-                           self._busy(requests[0], "another connection"))
+            logger.warning(
+                "%d write(s) gave up: %s", len(requests) - len(live), self._busy(requests[0], "another connection")
+            )
         return live
 
     def _busy(self, request: _Request, holder: str) -> StoreBusyError:
         waited = time.monotonic() - request.submitted
         return StoreBusyError(
             f"{request.what}: the SQLite write lock on {self._path!r} was held by {holder}; "
-            f"waited {waited:.1f}s (patience_s={self._patience_s:g}); nothing was written")
+            f"waited {waited:.1f}s (patience_s={self._patience_s:g}); nothing was written"
+        )
 
     def _attempt(self, batch: list[_Request], *, isolate: bool) -> object:
         """One try at the batch: `_COMMITTED`, `_ROLLED_BACK` (a lone request failed)
@@ -569,8 +606,9 @@ class ReadOnlyWriter:
             what = getattr(fn, "__qualname__", "").split(".<locals>", 1)[0].rsplit(".", 1)[-1] or what
         raise ReadOnlyStoreError(what, f"{what}: {self._path!r} was opened read-only")
 
-    def submit_nowait(self, fn: WriteFn | None, session_id: str = "?", *, job: Any = None,
-                      what: str = "write", on_done: DoneFn) -> bool:
+    def submit_nowait(
+        self, fn: WriteFn | None, session_id: str = "?", *, job: Any = None, what: str = "write", on_done: DoneFn
+    ) -> bool:
         return self.submit(fn, session_id, job=job, what=what)  # raises: nothing is queued
 
     def stats(self) -> WriteStats:

@@ -19,13 +19,19 @@ def make_registry(store_url: str) -> Iterator[Callable[..., SessionRegistry]]:
     store connection on the test database (a second call stands for a second process)."""
     made: list[tuple[SessionRegistry, Any]] = []
 
-    def make(compressor: Any = None, *, faulty: bool = False, holder: str | None = None,
-             on_outcome: Any = None, **policy: Any) -> SessionRegistry:
+    def make(
+        compressor: Any = None,
+        *,
+        faulty: bool = False,
+        holder: str | None = None,
+        on_outcome: Any = None,
+        **policy: Any,
+    ) -> SessionRegistry:
         store = open_store(store_url)
         wrapped = FaultyStore(store) if faulty else store
-        registry = SessionRegistry(wrapped, compressor=compressor,
-                                   policy=CompactionPolicy(**policy), holder=holder,
-                                   on_outcome=on_outcome)
+        registry = SessionRegistry(
+            wrapped, compressor=compressor, policy=CompactionPolicy(**policy), holder=holder, on_outcome=on_outcome
+        )
         made.append((registry, store))
         return registry
 

@@ -38,8 +38,7 @@ class FaultyStore:
 
 def conversation(n: int, *, start: int = 0) -> list[Message]:
     """``n`` alternating user/assistant messages with distinct contents."""
-    return [Message("user" if i % 2 == 0 else "assistant", f"turn {i}")
-            for i in range(start, start + n)]
+    return [Message("user" if i % 2 == 0 else "assistant", f"turn {i}") for i in range(start, start + n)]
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:

@@ -88,8 +88,7 @@ def test_closing_the_registry_under_a_submitted_append_still_answers_it(make, db
     assert contents(store, "closing") == ["two"]
 
 
-def test_a_failing_telemetry_hook_neither_loses_a_submitted_append_nor_its_actor(make_registry,
-                                                                                monkeypatch):
+def test_a_failing_telemetry_hook_neither_loses_a_submitted_append_nor_its_actor(make_registry, monkeypatch):
     """The appends counter raises on the writer thread (a broken metrics SDK;
     injected): the committed append is still answered, and the actor's exclusivity
     is released with it, so the next append is not stuck behind it forever."""

@@ -110,8 +110,9 @@ def make(db: str) -> Iterator[Callable[..., tuple[SessionRegistry, ObservedStore
     `ObservedStore` of the test file (a second call stands for a second process)."""
     made: list[tuple[SessionRegistry, ObservedStore]] = []
 
-    def build(compressor: Any = None, *, patience_s: float = 30.0,
-              **policy: Any) -> tuple[SessionRegistry, ObservedStore]:
+    def build(
+        compressor: Any = None, *, patience_s: float = 30.0, **policy: Any
+    ) -> tuple[SessionRegistry, ObservedStore]:
         store = ObservedStore(db, patience_s=patience_s)
         registry = SessionRegistry(store, compressor=compressor, policy=CompactionPolicy(**policy))
         made.append((registry, store))
@@ -162,6 +163,7 @@ def appending_tasks(handles: list[Any], tasks_per_session: int, per_task: int) -
         detector = Slow(logging.WARNING)
         logging.getLogger("asyncio").addHandler(detector)
         try:
+
             async def writer(handle: Any, t: int) -> list[Any]:
                 return [await handle.append_async("user", f"{t}-{i}") for i in range(per_task)]
 
@@ -375,7 +377,7 @@ def test_a_submitted_append_racing_a_compaction_lands_in_its_tail(make, db, mode
     assert after.session_id == outcome.session_id == handle.session_id
     live = contents(store, outcome.session_id)
     summary = [i for i, c in enumerate(live) if c.startswith(SUMMARY_PREFIX)]
-    assert len(summary) == 1 and live[summary[0] + 1:] == ["during", "after"]
+    assert len(summary) == 1 and live[summary[0] + 1 :] == ["during", "after"]
     assert during.content == "during"
 
 

@@ -71,13 +71,13 @@ def test_asyncio_appends_never_block_the_loop(make_registry, store):
                 last = now
 
         beat = asyncio.create_task(heartbeat())
-        stored = await asyncio.gather(*(session.append_async("user" if i % 2 == 0 else "assistant",
-                                                             f"async {i}") for i in range(100)))
+        stored = await asyncio.gather(
+            *(session.append_async("user" if i % 2 == 0 else "assistant", f"async {i}") for i in range(100))
+        )
         compress = asyncio.create_task(session.compress_async())
         while not gated.started.is_set():
             await asyncio.sleep(0.005)
-        more = await asyncio.gather(*(session.append_async(Message("user", f"late {i}"))
-                                      for i in range(20)))
+        more = await asyncio.gather(*(session.append_async(Message("user", f"late {i}")) for i in range(20)))
         cancelled = await session.interrupt_async()
         outcome = await compress
         live = await session.transcript_async()
@@ -110,5 +110,4 @@ def test_asyncio_append_restarts_an_evicted_actor(make_registry, store):
 
     stored = asyncio.run(main())
     assert stored.session_id == "async-evicted" and stored.seq == 2
-    assert [m.content for m in store.transcript("async-evicted")] == [
-        "before eviction", "after eviction"]
+    assert [m.content for m in store.transcript("async-evicted")] == ["before eviction", "after eviction"]

@@ -165,7 +165,7 @@ def test_appends_racing_a_compaction_land_in_its_tail_in_order(make_registry, mo
     after = handle.append("user", "after the commit")
     assert after.session_id == outcome.session_id  # rotation moved the live id
     contents = [m.content for m in handle.transcript()]
-    tail = contents[summary_end(contents):]  # the compacted set, then the tail
+    tail = contents[summary_end(contents) :]  # the compacted set, then the tail
     assert_each_writer_in_order(tail, acks)
     assert len(tail) == WRITERS * APPENDS + 1 and tail[-1] == "after the commit"
 
@@ -252,5 +252,4 @@ def test_an_append_after_a_rotation_elsewhere_follows_the_successor_on_the_calle
     assert threads_seen == [threading.current_thread()] * 2
     assert handle.transcript()[-1].content == "after the move"
     handle.append("assistant", "and on")  # straight to the child now
-    assert len(threads_seen) == 3 and [m.content for m in handle.transcript()][-2:] == [
-        "after the move", "and on"]
+    assert len(threads_seen) == 3 and [m.content for m in handle.transcript()][-2:] == ["after the move", "and on"]

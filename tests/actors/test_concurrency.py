@@ -61,8 +61,11 @@ def _one_round(store, sid: str, mode: str) -> None:
                 raise AssertionError("a review handle compressed")
             return review.append("assistant", "review note")
 
-        callers = [run_in_thread(lambda: compress(main)), run_in_thread(lambda: compress(second)),
-                   run_in_thread(review_path)]
+        callers = [
+            run_in_thread(lambda: compress(main)),
+            run_in_thread(lambda: compress(second)),
+            run_in_thread(review_path),
+        ]
         assert gated.wait_started(10)
         wait_until(lambda: registry.stats()["compress_requests"] == 3, what="all compress calls")
         gated.release()
@@ -81,6 +84,7 @@ def _one_round(store, sid: str, mode: str) -> None:
 
 
 # -- 2: two processes ---------------------------------------------------------------------
+
 
 @pytest.mark.timeout(60)
 def test_two_registries_compress_once_loser_skips_then_adopts(make_registry, store):
@@ -113,6 +117,7 @@ def test_two_registries_compress_once_loser_skips_then_adopts(make_registry, sto
 
 # -- 17: interrupt while the actor thread is stuck in the store ---------------------------
 
+
 @pytest.mark.timeout(60)
 def test_interrupt_is_prompt_while_actor_is_stuck_in_a_store_call(make_registry, store):
     gated = GatedCompressor()
@@ -139,6 +144,7 @@ def test_interrupt_is_prompt_while_actor_is_stuck_in_a_store_call(make_registry,
 
 
 # -- 18: sixteen threads, one new id ------------------------------------------------------
+
 
 @pytest.mark.timeout(60)
 def test_sixteen_threads_on_a_new_id_get_one_session_one_actor_one_attempt(make_registry, store):
@@ -178,6 +184,7 @@ def test_sixteen_threads_on_a_new_id_get_one_session_one_actor_one_attempt(make_
 
 # -- 19: close() with a compaction in flight ----------------------------------------------
 
+
 @pytest.mark.timeout(60)
 def test_close_interrupts_the_attempt_in_flight_and_frees_the_lease(store_url, store):
     gated = GatedCompressor()
@@ -216,6 +223,7 @@ def test_a_scripted_commit_round_trip(make_registry, store):
 
 
 # -- hand-over: an actor moving onto a live id another actor already serves -----------------
+
 
 @pytest.mark.timeout(60)
 def test_moving_onto_a_resident_live_id_hands_over(make_registry, store):

@@ -77,8 +77,13 @@ def test_keeper_renews_extends_expiry_and_times_out(store):
     faulty.hooks["renew_lease"] = counting_renew
     lease = store.acquire_lease("k", "me", 0.6)
     timed_out, lost = threading.Event(), threading.Event()
-    keeper = LeaseKeeper(faulty, lease, CompactionPolicy(lease_ttl_s=0.6, max_compaction_s=1.0),
-                         on_lost=lost.set, on_timeout=timed_out.set)
+    keeper = LeaseKeeper(
+        faulty,
+        lease,
+        CompactionPolicy(lease_ttl_s=0.6, max_compaction_s=1.0),
+        on_lost=lost.set,
+        on_timeout=timed_out.set,
+    )
     keeper.start()
     try:
         wait_until(lambda: len(renewals) >= 3, what="three renewals")
@@ -98,8 +103,7 @@ def test_keeper_reports_a_takeover_as_lost(store):
     lease = store.acquire_lease("k2", "me", 0.3)
     wait_until(lambda: store.acquire_lease("k2", "thief", 30) is not None, what="takeover")
     lost = threading.Event()
-    keeper = LeaseKeeper(store, lease, CompactionPolicy(lease_ttl_s=0.3),
-                         on_lost=lost.set, on_timeout=lambda: None)
+    keeper = LeaseKeeper(store, lease, CompactionPolicy(lease_ttl_s=0.3), on_lost=lost.set, on_timeout=lambda: None)
     keeper.start()
     try:
         assert lost.wait(5)
@@ -130,8 +134,9 @@ def test_keeper_retries_sooner_after_transient_failures_and_keeps_the_lease(stor
     faulty.hooks["renew_lease"] = flaky_renew
     lease = store.acquire_lease("k3", "me", 0.6)
     lost = threading.Event()
-    keeper = LeaseKeeper(faulty, lease, CompactionPolicy(lease_ttl_s=0.6, max_compaction_s=30),
-                         on_lost=lost.set, on_timeout=lambda: None)
+    keeper = LeaseKeeper(
+        faulty, lease, CompactionPolicy(lease_ttl_s=0.6, max_compaction_s=30), on_lost=lost.set, on_timeout=lambda: None
+    )
     keeper.start()
     try:
         assert renewed_after_failures.wait(5)

@@ -23,6 +23,7 @@ def contents(messages):
 
 # -- 9: failures arm the cooldown; force bypasses and restores ---------------------------
 
+
 def test_compressor_failure_arms_cooldown_and_force_clears_it(make_registry, store):
     scripted = ScriptedCompressor(RuntimeError("model exploded"), summary_only)
     session = make_registry(scripted, cooldown_s=600).session("s9")
@@ -77,6 +78,7 @@ def test_timeout_cancels_and_arms_cooldown(make_registry, store):
 
 # -- 10: the lease is lost while the compressor runs ---------------------------------------
 
+
 def _fail_renew(real, *args, **kwargs):
     raise OSError("renew failed (injected)")
 
@@ -95,8 +97,9 @@ def test_renewals_failing_self_fence_to_lease_lost(make_registry, store):
     assert outcome.status is S.LEASE_LOST
     assert contents(store.transcript("s10")) == before
     assert store.compactions("s10") == [] and store.get_session("s10").epoch == 0
-    wait_until(lambda: store.acquire_lease("s10", "another-host", 30) is not None,
-               what="lease to expire and be taken over")
+    wait_until(
+        lambda: store.acquire_lease("s10", "another-host", 30) is not None, what="lease to expire and be taken over"
+    )
     gated.release()
 
 
@@ -115,8 +118,7 @@ def test_renew_reporting_takeover_ends_lease_lost_without_writing(make_registry,
     thread, box = run_in_thread(session.compress)
     assert gated.wait_started(10)
     # the holder is paused (its renew blocked); the lease expires and another host takes it
-    wait_until(lambda: store.acquire_lease("s10b", "another-host", 30) is not None,
-               what="takeover")
+    wait_until(lambda: store.acquire_lease("s10b", "another-host", 30) is not None, what="takeover")
     taken.set()
     gated.release()
     outcome = result_of(thread, box)
@@ -127,6 +129,7 @@ def test_renew_reporting_takeover_ends_lease_lost_without_writing(make_registry,
 
 
 # -- 11: the lease machinery failing fails closed -----------------------------------------
+
 
 @pytest.mark.parametrize("after_real_call", [False, True])
 def test_lease_acquisition_raising_skips_without_leaking(make_registry, store, after_real_call):
@@ -167,6 +170,7 @@ def test_store_error_before_compressor_is_raised_and_lease_released(make_registr
 
 # -- interrupt while the actor thread is still preparing (slow store read under the lease) --
 
+
 def test_interrupt_while_preparing_is_prompt_and_frees_the_lease(make_registry, store):
     scripted = ScriptedCompressor(summary_only)
     registry = make_registry(scripted, faulty=True)
@@ -194,8 +198,7 @@ def test_interrupt_while_preparing_is_prompt_and_frees_the_lease(make_registry, 
     assert session.compress().status is S.COMPACTED  # the actor thread came back clean
 
 
-def test_forced_interrupt_while_preparing_restores_the_cooldown_before_returning(
-        make_registry, store):
+def test_forced_interrupt_while_preparing_restores_the_cooldown_before_returning(make_registry, store):
     scripted = ScriptedCompressor(summary_only)
     registry = make_registry(scripted, faulty=True)
     session = registry.session("prep-forced")
@@ -249,6 +252,7 @@ def test_forced_timeout_restores_snapshot_then_arms_cooldown(make_registry, stor
 
 
 # -- lineage errors reach every caller, after the cleanup ----------------------------------
+
 
 def test_forked_lineage_is_raised_on_start_and_while_adopting(make_registry, store):
     scripted = ScriptedCompressor(summary_only)

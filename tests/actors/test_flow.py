@@ -32,6 +32,7 @@ def contents(messages):
 
 # -- 3: appends during a running compaction ---------------------------------------------
 
+
 def test_appends_during_compaction_are_prompt_and_land_after_compacted_set(make_registry, store):
     gated = GatedCompressor()
     session = make_registry(gated).session("s3")
@@ -61,6 +62,7 @@ def test_appends_during_compaction_are_prompt_and_land_after_compacted_set(make_
 
 # -- 4: the durable transcript is what gets compressed ------------------------------------
 
+
 def test_messages_from_another_registry_before_the_lease_are_compressed(make_registry):
     scripted = ScriptedCompressor(summary_only)
     ours = make_registry(scripted).session("s4")
@@ -71,12 +73,12 @@ def test_messages_from_another_registry_before_the_lease_are_compressed(make_reg
     outcome = ours.compress()
 
     assert outcome.status is S.COMPACTED
-    assert contents(scripted.inputs[0]) == [f"turn {i}" for i in range(4)] + [
-        "written by the other process"]
+    assert contents(scripted.inputs[0]) == [f"turn {i}" for i in range(4)] + ["written by the other process"]
     assert outcome.messages_before == 5
 
 
 # -- 5: a stale handle follows a rotation done elsewhere ---------------------------------
+
 
 def test_stale_handle_on_rotated_parent_appends_to_child_and_adopts(make_registry, store):
     ours_compressor = ScriptedCompressor(summary_only)
@@ -108,6 +110,7 @@ def test_stale_handle_on_rotated_parent_appends_to_child_and_adopts(make_registr
 
 # -- 6: interrupt before the commit ------------------------------------------------------
 
+
 def test_interrupt_before_commit_cancels_and_next_compress_commits(make_registry, store):
     gated = GatedCompressor()
     session = make_registry(gated).session("s6")
@@ -134,6 +137,7 @@ def test_interrupt_before_commit_cancels_and_next_compress_commits(make_registry
 
 # -- 7: interrupt after admission waits for the commit -----------------------------------
 
+
 def test_interrupt_after_admission_waits_and_returns_false(make_registry, store):
     registry = make_registry(ScriptedCompressor(summary_only), faulty=True)
     blocker = Blocker()
@@ -156,6 +160,7 @@ def test_interrupt_after_admission_waits_and_returns_false(make_registry, store)
 
 
 # -- 8: an equal result writes nothing ---------------------------------------------------
+
 
 @pytest.mark.parametrize("mode", ["in_place", "rotate"])
 def test_equal_transcript_is_unchanged_and_writes_nothing(make_registry, store, mode):
@@ -195,6 +200,7 @@ def test_nothing_to_do_and_disabled(make_registry, store):
 
 # -- 13: review handles -----------------------------------------------------------------
 
+
 def test_review_handle_appends_and_reads_but_never_compresses(make_registry, store):
     registry = make_registry(ScriptedCompressor(summary_only))
     main = registry.session("s13")
@@ -228,6 +234,7 @@ def test_interrupt_is_out_of_band_and_refused_to_review_handles(make_registry, s
 
 
 # -- bad input is typed and writes nothing ------------------------------------------------
+
 
 def test_bad_input_is_rejected_before_anything_is_written(make_registry, store):
     session = make_registry(ScriptedCompressor(summary_only)).session("bad")

@@ -56,8 +56,7 @@ def test_random_interleavings_keep_every_invariant(make_registry, store, seed):
                     with lock:
                         acked.append((stored.session_id, stored.id))
                 elif op < 0.9:
-                    outcome = handles[root].compress(force=rng.random() < 0.3,
-                                                     mode=rng.choice(["in_place", "rotate"]))
+                    outcome = handles[root].compress(force=rng.random() < 0.3, mode=rng.choice(["in_place", "rotate"]))
                     with lock:
                         outcomes.append(outcome.status)
                 else:
@@ -65,8 +64,7 @@ def test_random_interleavings_keep_every_invariant(make_registry, store, seed):
         except TranscriptError as exc:  # any library error is a failure of this test
             errors.append(exc)
 
-    threads = [threading.Thread(target=worker, args=(registries[n % 2], n))
-               for n in range(2 * THREADS_PER_REGISTRY)]
+    threads = [threading.Thread(target=worker, args=(registries[n % 2], n)) for n in range(2 * THREADS_PER_REGISTRY)]
     for t in threads:
         t.start()
     for t in threads:

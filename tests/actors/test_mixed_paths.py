@@ -68,8 +68,10 @@ def _sync_worker(registry, ledger: Ledger, no: int, seed: int, start: threading.
                 ledger.ack(caller, [handle.append("user", f"{caller}-{i}")])
             elif op < 0.85:
                 with handle.turn():
-                    got = [handle.append("user", f"{caller}-{i}-ask"),
-                           handle.append("assistant", f"{caller}-{i}-answer")]
+                    got = [
+                        handle.append("user", f"{caller}-{i}-ask"),
+                        handle.append("assistant", f"{caller}-{i}-answer"),
+                    ]
                 ledger.ack(caller, got, turn=True)
             else:
                 handle.compress(force=True, mode=rng.choice(["in_place", "rotate"]))
@@ -87,8 +89,10 @@ async def _async_worker(registry, ledger: Ledger, no: int, seed: int) -> None:
                 ledger.ack(caller, [await handle.append_async(Message("user", f"{caller}-{i}"))])
             else:
                 async with handle.turn():
-                    got = [await handle.append_async("user", f"{caller}-{i}-ask"),
-                           await handle.append_async("assistant", f"{caller}-{i}-answer")]
+                    got = [
+                        await handle.append_async("user", f"{caller}-{i}-ask"),
+                        await handle.append_async("assistant", f"{caller}-{i}-answer"),
+                    ]
                 ledger.ack(caller, got, turn=True)
     except TranscriptError as exc:
         ledger.errors.append(exc)
@@ -124,12 +128,10 @@ def _live_forms(row: StoredMessage, copies: dict[int, list[StoredMessage]]) -> l
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_every_path_into_an_actor_keeps_order_turns_and_every_message(make_registry, store, seed):
-    registry = make_registry(QuickSummary(), cooldown_s=0.0, keep_last=2, max_resident=2,
-                             idle_timeout_s=0.05)
+    registry = make_registry(QuickSummary(), cooldown_s=0.0, keep_last=2, max_resident=2, idle_timeout_s=0.05)
     ledger = Ledger({}, [], [], threading.Lock())
     start = threading.Barrier(THREADS + 1)
-    threads = [threading.Thread(target=_sync_worker, args=(registry, ledger, n, seed, start))
-               for n in range(THREADS)]
+    threads = [threading.Thread(target=_sync_worker, args=(registry, ledger, n, seed, start)) for n in range(THREADS)]
     threads.append(threading.Thread(target=_run_loop, args=(registry, ledger, seed, start)))
     for t in threads:
         t.start()

@@ -61,9 +61,13 @@ def test_joined_callers_share_one_call_after_cleanup_off_the_actor_thread(make_r
 def test_automatic_attempts_are_reported_and_a_slow_hook_delays_nothing(make_registry, store):
     release_hook = threading.Event()
     hook = Hook(store, block=release_hook)
-    registry = make_registry(ScriptedCompressor(lambda ms: [ms[0].as_message(), ms[-1].as_message()]),
-                             on_outcome=hook, max_tokens=100, keep_last=1,
-                             ask_timeout_s=10)  # an append stuck behind the hook (20 s) fails
+    registry = make_registry(
+        ScriptedCompressor(lambda ms: [ms[0].as_message(), ms[-1].as_message()]),
+        on_outcome=hook,
+        max_tokens=100,
+        keep_last=1,
+        ask_timeout_s=10,
+    )  # an append stuck behind the hook (20 s) fails
     session = registry.session("o2")
     session.append(conversation(2))
     session.append("user", "z" * 600)  # over budget: an automatic attempt, nobody waits on it
@@ -86,8 +90,7 @@ def test_a_raising_hook_is_logged_and_ignored(make_registry, store, caplog):
         raise RuntimeError("hook bug")
 
     caplog.set_level(logging.ERROR, logger="session_actors")
-    registry = make_registry(ScriptedCompressor(RuntimeError("no model")), on_outcome=hook,
-                             cooldown_s=0)
+    registry = make_registry(ScriptedCompressor(RuntimeError("no model")), on_outcome=hook, cooldown_s=0)
     session = registry.session("o3")
     session.append(conversation(4))
     assert session.compress().status is S.FAILED

@@ -144,7 +144,8 @@ def test_a_slow_store_look_up_holds_up_only_its_own_id(make_registry):
     registry = make_registry(faulty=True)
     blocker = Blocker()
     registry.store.hooks["create_session"] = lambda real, sid, **kw: (
-        blocker(real, sid, **kw) if sid == "slow" else real(sid, **kw))
+        blocker(real, sid, **kw) if sid == "slow" else real(sid, **kw)
+    )
     first, first_box = run_in_thread(lambda: registry.session("slow"))
     assert blocker.entered.wait(10)
     second, second_box = run_in_thread(lambda: registry.session("slow"))
@@ -190,7 +191,6 @@ def test_resident_set_scans_in_lru_order_and_skips_busy_and_kept_slots():
     assert list(resident) == [slots[2]]
 
 
-
 def test_two_ids_of_one_lineage_started_at_once_share_one_actor(make_registry):
     """The parent's id and its successor's, started by two callers whose look-ups
     end together: each may make an actor outside the registry lock; one is kept,
@@ -207,7 +207,8 @@ def test_two_ids_of_one_lineage_started_at_once_share_one_actor(make_registry):
     for trial in range(5):
         looked_up = threading.Barrier(2)  # both callers' last store read is the child's
         registry.store.hooks["get_session"] = lambda real, sid: (
-            (looked_up.wait(10), real(sid))[1] if sid == child else real(sid))
+            (looked_up.wait(10), real(sid))[1] if sid == child else real(sid)
+        )
         via_parent, parent_box = run_in_thread(lambda: registry.session("parent"))
         via_child, child_box = run_in_thread(lambda: registry.session(child))
         parent_handle, child_handle = result_of(via_parent, parent_box), result_of(via_child, child_box)

@@ -32,8 +32,7 @@ class Record:
 class Recorder(PooledActor):
     """Records what it handles, checks it is never run by two threads at once."""
 
-    def __init__(self, *, pool: WorkerPool, record: Record,
-                 gate: threading.Event | None = None) -> None:
+    def __init__(self, *, pool: WorkerPool, record: Record, gate: threading.Event | None = None) -> None:
         super().__init__(pool=pool)
         self.record = record
         self.gate = gate
@@ -229,7 +228,10 @@ def test_a_pooled_actor_has_the_fields_pykka_sets_with_a_stop_flag_for_its_event
     assert actor.actor_urn.startswith("urn:uuid:") and actor.actor_urn != Bare(pool=pool).actor_urn
     ref = actor.actor_ref
     assert (ref.actor_urn, ref.actor_inbox, ref.actor_stopped) == (
-        actor.actor_urn, actor.actor_inbox, actor.actor_stopped)
+        actor.actor_urn,
+        actor.actor_inbox,
+        actor.actor_stopped,
+    )
     assert ref.actor_class is Bare
 
 

@@ -48,13 +48,10 @@ def registry_worker(url: str, worker_no: int, barrier: Any, out: Any) -> None:
     rng = random.Random(worker_no)
     acked, outcomes = [], []
     compressor = RecordingHeadTail()
-    policy = CompactionPolicy(
-        lease_ttl_s=10.0, max_compaction_s=20.0, ask_timeout_s=20.0, cooldown_s=0.0, keep_last=2
-    )
+    policy = CompactionPolicy(lease_ttl_s=10.0, max_compaction_s=20.0, ask_timeout_s=20.0, cooldown_s=0.0, keep_last=2)
     store = PostgresStore(url, max_size=4)
     try:
-        with SessionRegistry(store, compressor=compressor, policy=policy,
-                             holder=f"registry{worker_no}") as registry:
+        with SessionRegistry(store, compressor=compressor, policy=policy, holder=f"registry{worker_no}") as registry:
             barrier.wait(30)
             handles = {root: registry.session(root, source="test") for root in ROOTS}
             for i in range(ITERATIONS):
@@ -66,8 +63,15 @@ def registry_worker(url: str, worker_no: int, barrier: Any, out: Any) -> None:
                     outcome = handle.compress(mode=rng.choice(["in_place", "rotate"]))
                     record_id = outcome.record.id if outcome.record else None
                     outcomes.append((outcome.status.value, outcome.reason, record_id))
-        out.put({"worker": worker_no, "acked": acked, "commits": [], "outcomes": outcomes,
-                 "compressor_inputs": sorted(compressor.seen)})
+        out.put(
+            {
+                "worker": worker_no,
+                "acked": acked,
+                "commits": [],
+                "outcomes": outcomes,
+                "compressor_inputs": sorted(compressor.seen),
+            }
+        )
     except BaseException as exc:  # reported to the parent, which fails the test
         out.put({"worker": worker_no, "error": repr(exc)})
     finally:
@@ -81,8 +85,12 @@ def test_registries_in_processes_share_sessions_without_forks_or_loss(pg_url: st
     assert counts["acked"] == PROCESSES * ITERATIONS
 
     statuses = Counter(status for r in results for status, _, _ in r["outcomes"])
-    committed = [rid for r in results for status, _, rid in r["outcomes"]
-                 if status in (CompressionStatus.COMPACTED.value, CompressionStatus.ROTATED.value)]
+    committed = [
+        rid
+        for r in results
+        for status, _, rid in r["outcomes"]
+        if status in (CompressionStatus.COMPACTED.value, CompressionStatus.ROTATED.value)
+    ]
     assert committed, f"no compaction committed: {statuses}"
     assert all(rid is not None for rid in committed)
     records = {row[0] for row in pg_rows(pg_url, "SELECT id FROM compactions")}
@@ -95,6 +103,9 @@ def test_registries_in_processes_share_sessions_without_forks_or_loss(pg_url: st
     assert compacted, "no message was compacted"
     assert compacted <= seen, f"compacted without being compressed: {sorted(compacted - seen)[:10]}"
     for root in ROOTS:  # one live tip per lineage
-        live = pg_rows(pg_url, "SELECT count(*) FROM sessions WHERE ended_at IS NULL AND (id = %s OR id LIKE %s)",
-                       (root, f"{root}~%"))[0][0]
+        live = pg_rows(
+            pg_url,
+            "SELECT count(*) FROM sessions WHERE ended_at IS NULL AND (id = %s OR id LIKE %s)",
+            (root, f"{root}~%"),
+        )[0][0]
         assert live == 1

@@ -57,7 +57,9 @@ RESULTS = {
         Message("assistant", "compacted tail"),
     ],
     "three_users": lambda ms: [
-        Message("user", "a"), Message("user", "b"), Message("user", "c"),
+        Message("user", "a"),
+        Message("user", "b"),
+        Message("user", "c"),
     ],
 }
 

@@ -34,11 +34,9 @@ def test_a_process_that_never_closes_its_registry_still_exits(tmp_path, used):
         print("done", flush=True)
     """)
     try:
-        run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                             timeout=EXIT_WITHIN_S)
+        run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=EXIT_WITHIN_S)
     except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"the process did not exit within {EXIT_WITHIN_S}s after its work "
-                    f"(stdout {exc.stdout!r})")
+        pytest.fail(f"the process did not exit within {EXIT_WITHIN_S}s after its work (stdout {exc.stdout!r})")
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "done"
 

@@ -28,8 +28,7 @@ class Exploding:
         raise RuntimeError("model unavailable")
 
 
-def test_a_committed_compaction_is_one_span_with_compress_and_commit_children(
-        otel: Otel, make_registry) -> None:
+def test_a_committed_compaction_is_one_span_with_compress_and_commit_children(otel: Otel, make_registry) -> None:
     registry = make_registry(HeadTailCompressor(keep_last=2))
     before = {
         "compacted": otel.counter(COMPACTIONS, status="compacted"),
@@ -46,9 +45,14 @@ def test_a_committed_compaction_is_one_span_with_compress_and_commit_children(
 
     [span] = otel.spans("session_actors.compaction", "otel:span")
     assert dict(span.attributes) == {
-        "session_actors.session_id": "otel:span", "mode": "in_place", "status": "compacted",
-        "forced": False, "automatic": False, "messages_before": 10,
-        "messages_after": outcome.messages_after, "tail_count": 0,
+        "session_actors.session_id": "otel:span",
+        "mode": "in_place",
+        "status": "compacted",
+        "forced": False,
+        "automatic": False,
+        "messages_before": 10,
+        "messages_after": outcome.messages_after,
+        "tail_count": 0,
     }
     children = {child.name: child for child in otel.children(span)}
     assert set(children) == {"session_actors.compress", "session_actors.commit"}
@@ -58,8 +62,7 @@ def test_a_committed_compaction_is_one_span_with_compress_and_commit_children(
 
     assert otel.counter(COMPACTIONS, status="compacted") == before["compacted"] + 1
     assert otel.counter(LEASES, result="acquired") == before["acquired"] + 1
-    assert otel.histogram_count("session_actors.compaction.duration", status="compacted") \
-        == before["durations"] + 1
+    assert otel.histogram_count("session_actors.compaction.duration", status="compacted") == before["durations"] + 1
     # the session's creation appends nothing; our two calls committed ten messages
     assert otel.counter("session_actors.appends") == before["appends"] + 10
     assert otel.histogram_count("session_actors.append.duration") == before["append_calls"] + 2
@@ -72,8 +75,10 @@ def test_a_held_lease_is_counted_and_the_span_says_why(otel: Otel, make_registry
     other = open_store(store_url)
     try:
         lease = other.acquire_lease("otel:held", "another-process", 60)
-        held, skipped = otel.counter(LEASES, result="held"), otel.counter(
-            COMPACTIONS, status="skipped", reason="lease_held")
+        held, skipped = (
+            otel.counter(LEASES, result="held"),
+            otel.counter(COMPACTIONS, status="skipped", reason="lease_held"),
+        )
         outcome = handle.compress()
         other.release_lease(lease)
     finally:
@@ -146,8 +151,7 @@ class Traced:
 
     def compress(self, messages, *, target_tokens, cancel):
         with trace.get_tracer("test").start_as_current_span("model call"):
-            return HeadTailCompressor(keep_last=2).compress(messages, target_tokens=target_tokens,
-                                                            cancel=cancel)
+            return HeadTailCompressor(keep_last=2).compress(messages, target_tokens=target_tokens, cancel=cancel)
 
 
 class AsyncTraced(Traced):

@@ -91,8 +91,7 @@ def test_threads_stay_bounded_while_many_sessions_start_concurrently(make_regist
     assert registry.stats()["resident"] <= MAX_RESIDENT
     assert registry.stats()["actors_started"] >= CALLERS * PER_CALLER
     for k in range(CALLERS):
-        assert [m.content for m in store.transcript(f"busy-{k}-{PER_CALLER - 1}")] == [
-            f"{k}/{PER_CALLER - 1}"]
+        assert [m.content for m in store.transcript(f"busy-{k}-{PER_CALLER - 1}")] == [f"{k}/{PER_CALLER - 1}"]
 
 
 def test_close_joins_the_threads_mailbox_traffic_started(store_url):

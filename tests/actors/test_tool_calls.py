@@ -44,19 +44,19 @@ def test_issue_example_last_live_message_stays_the_last_answer(make_registry):
     live = s.transcript()
     assert live[-1].content == "answer 5"
     ask = [m.content for m in live].index("ask 5")
-    assert [m.as_message() for m in live[ask + 1:]] == issue_turns()[-4:]
+    assert [m.as_message() for m in live[ask + 1 :]] == issue_turns()[-4:]
     assert invalid_tool_pairing(live, issue_turns()) is None
 
 
 def test_merge_user_messages_false_commits_adjacent_users(make_registry):
-    compressor = ScriptedCompressor([Message("user", "kept"), Message("user", "note", meta={"n": 1}),
-                                     Message("assistant", "end")])
+    compressor = ScriptedCompressor(
+        [Message("user", "kept"), Message("user", "note", meta={"n": 1}), Message("assistant", "end")]
+    )
     registry = make_registry(compressor, merge_user_messages=False)
     s = registry.session("nomerge")
     s.append([Message("user", "kept"), Message("assistant", "x"), Message("assistant", "end")])
     assert s.compress().status is CompressionStatus.COMPACTED
-    assert [(m.role, m.content) for m in s.transcript()] == [
-        ("user", "kept"), ("user", "note"), ("assistant", "end")]
+    assert [(m.role, m.content) for m in s.transcript()] == [("user", "kept"), ("user", "note"), ("assistant", "end")]
 
 
 def _assert_failed_invalid(outcome, s, store, before) -> None:
@@ -69,10 +69,13 @@ def _assert_failed_invalid(outcome, s, store, before) -> None:
     assert cooldown.error == outcome.error
 
 
-@pytest.mark.parametrize("bad", [
-    [Message("user", "ask 0"), result("a0"), Message("assistant", "answer 0")],  # orphaned result
-    [Message("user", "ask 0"), call("a0", "b0"), result("a0"), Message("assistant", "answer 0")],
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [Message("user", "ask 0"), result("a0"), Message("assistant", "answer 0")],  # orphaned result
+        [Message("user", "ask 0"), call("a0", "b0"), result("a0"), Message("assistant", "answer 0")],
+    ],
+)
 def test_a_result_breaking_a_tool_pair_is_failed_and_writes_nothing(make_registry, bad):
     registry = make_registry(ScriptedCompressor(bad))
     s = registry.session("bad")

@@ -47,16 +47,16 @@ def parent_handles_and_child(make, registry, session_id: str) -> tuple[object, o
 
 
 @contextlib.asynccontextmanager
-async def handed_over_inside(child_turn_of: object, registry: object,
-                             owner_turn: Callable[[], Awaitable[None]]) -> AsyncIterator[asyncio.Task[None]]:
+async def handed_over_inside(
+    child_turn_of: object, registry: object, owner_turn: Callable[[], Awaitable[None]]
+) -> AsyncIterator[asyncio.Task[None]]:
     """Inside a turn of ``child_turn_of`` (a handle on the child, after its "child ask"):
     ``owner_turn`` running as a task, once the parent's actor has handed over."""
     stopped = registry.stats()["actors_stopped"]
     async with child_turn_of.turn():
         await child_turn_of.append_async("user", "child ask")
         moving = asyncio.ensure_future(owner_turn())
-        await asyncio.to_thread(wait_until, lambda: registry.stats()["actors_stopped"] > stopped,
-                                10, "the hand-over")
+        await asyncio.to_thread(wait_until, lambda: registry.stats()["actors_stopped"] > stopped, 10, "the hand-over")
         yield moving
 
 
@@ -91,8 +91,10 @@ def test_calls_held_behind_a_turn_wait_for_it_on_the_actor_handed_to(make):
 
     async def scenario() -> None:
         async with owner.turn():
-            held = [asyncio.ensure_future(first.append_async("user", "held one")),
-                    asyncio.ensure_future(second.append_async("user", "held two"))]
+            held = [
+                asyncio.ensure_future(first.append_async("user", "held one")),
+                asyncio.ensure_future(second.append_async("user", "held two")),
+            ]
             await asyncio.sleep(0)
             await owner.append_async("user", "ask")  # hands over with two calls held
             await owner.append_async("assistant", "answer")

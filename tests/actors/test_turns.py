@@ -31,10 +31,12 @@ def contents(messages):
 def tool_turn(tag: str) -> list[Message]:
     """One user turn with a tool call: ask, call, result, answer."""
     call = {"id": f"call-{tag}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
-    return [Message("user", f"ask {tag}", meta={"turn": tag}),
-            Message("assistant", "", tool_calls=[call], meta={"turn": tag}),
-            Message("tool", f"result {tag}", tool_call_id=f"call-{tag}", meta={"turn": tag}),
-            Message("assistant", f"answer {tag}", meta={"turn": tag})]
+    return [
+        Message("user", f"ask {tag}", meta={"turn": tag}),
+        Message("assistant", "", tool_calls=[call], meta={"turn": tag}),
+        Message("tool", f"result {tag}", tool_call_id=f"call-{tag}", meta={"turn": tag}),
+        Message("assistant", f"answer {tag}", meta={"turn": tag}),
+    ]
 
 
 def assert_turns_contiguous(rows, turns: int) -> None:
@@ -49,6 +51,7 @@ def assert_turns_contiguous(rows, turns: int) -> None:
 
 
 # -- the hammer: a review path appends while turns run ------------------------------------
+
 
 def test_review_hammering_never_lands_inside_a_turn(make_registry, store):
     registry = make_registry()
@@ -88,8 +91,7 @@ def test_review_hammering_never_lands_inside_a_turn(make_registry, store):
     assert {r.id for r in rows if r.meta.get("review")} == set(notes)  # every ack is durable
 
 
-def test_held_appends_land_after_the_turn_in_arrival_order_even_when_sent_first(
-        make_registry, store):
+def test_held_appends_land_after_the_turn_in_arrival_order_even_when_sent_first(make_registry, store):
     registry = make_registry()
     main, review, other = registry.session("t2"), registry.review("t2"), registry.session("t2")
 
@@ -106,12 +108,12 @@ def test_held_appends_land_after_the_turn_in_arrival_order_even_when_sent_first(
         return await note, await event
 
     note, event = asyncio.run(scenario())
-    assert contents(store.transcript("t2")) == ["ask", "answer", "review note",
-                                                "other handle's event"]
+    assert contents(store.transcript("t2")) == ["ask", "answer", "review note", "other handle's event"]
     assert (note.content, event.content) == ("review note", "other handle's event")
 
 
 # -- re-entrancy, other handles, exceptions -------------------------------------------------
+
 
 def test_nested_turns_of_one_handle_join_and_the_outer_exit_closes(make_registry, store):
     registry = make_registry()
@@ -166,8 +168,7 @@ def test_another_handles_turn_waits_for_the_open_one(make_registry, store):
         await other
 
     asyncio.run(scenario())
-    assert contents(store.transcript("t5")) == ["first ask", "first answer",
-                                                "second ask", "second answer"]
+    assert contents(store.transcript("t5")) == ["first ask", "first answer", "second ask", "second answer"]
 
 
 def test_leaving_by_an_exception_closes_the_turn_and_keeps_its_messages(make_registry, store):
@@ -184,6 +185,7 @@ def test_leaving_by_an_exception_closes_the_turn_and_keeps_its_messages(make_reg
 
 
 # -- max_turn_s, withdrawal, eviction, close -----------------------------------------------
+
 
 def test_a_forgotten_turn_is_closed_after_max_turn_s(make_registry, store, caplog):
     registry = make_registry(max_turn_s=0.3)
@@ -275,6 +277,7 @@ def test_close_applies_held_calls_before_stopping(make_registry, store):
 
 # -- compaction never splits an open turn ----------------------------------------------------
 
+
 def test_compaction_during_a_turn_snapshots_before_it_and_carries_it_whole(make_registry, store):
     gated = GatedCompressor()
     registry = make_registry(gated)
@@ -306,8 +309,7 @@ def test_a_trailing_tool_run_with_unanswered_calls_stays_out_of_the_snapshot(mak
     gated.release()
     main = make_registry(gated).session("t12")
     main.append(conversation(4))
-    calls = [{"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
-             for i in range(2)]
+    calls = [{"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}} for i in range(2)]
     main.append([Message("assistant", "", tool_calls=calls), Message("tool", "r0", tool_call_id="c0")])
     outcome = main.compress()
     assert contents(gated.inputs[0]) == contents(conversation(4))
@@ -339,6 +341,7 @@ def test_a_turn_survives_two_rotations_while_open(make_registry, store):
 
 
 # -- a caller that gives up (review 9) -------------------------------------------------------
+
 
 def test_a_turn_whose_opener_was_cancelled_after_the_actor_opened_it_is_closed(make_registry, store):
     """`async with handle.turn()` under a gateway's request timeout: the task is cancelled

@@ -12,7 +12,10 @@ import sys
 
 #: name -> (module, what it measures)
 BENCHMARKS = {
-    "agents": ("bench_agents", "durable appends/s: registry, append_async, store, AgentsSession vs the SDK's SQLiteSession"),
+    "agents": (
+        "bench_agents",
+        "durable appends/s: registry, append_async, store, AgentsSession vs the SDK's SQLiteSession",
+    ),
     "append": ("bench_append", "group commit vs one transaction per append"),
     "actor": ("bench_actor", "append latency through a handle vs the store; p99 during a compaction"),
     "delete": ("bench_delete", "erasing a 10,000-message lineage while another process writes"),

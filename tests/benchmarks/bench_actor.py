@@ -72,8 +72,10 @@ def bench_latency(path: str, n: int) -> None:
     d50, d99 = percentiles(direct)
     h50, h99 = percentiles(via)
     print(f"(a) append latency  direct store: p50 {d50:.2f} ms  p99 {d99:.2f} ms")
-    print(f"    append latency  via handle:   p50 {h50:.2f} ms  p99 {h99:.2f} ms"
-          f"   ratio p50 {h50 / d50:.2f}x (target <= 2x)")
+    print(
+        f"    append latency  via handle:   p50 {h50:.2f} ms  p99 {h99:.2f} ms"
+        f"   ratio p50 {h50 / d50:.2f}x (target <= 2x)"
+    )
 
 
 def bench_during_compaction(path: str, n: int) -> None:
@@ -82,8 +84,7 @@ def bench_during_compaction(path: str, n: int) -> None:
     try:
         with SessionRegistry(store, compressor=gated) as registry:
             handle = registry.session("busy")
-            handle.append([Message("user" if i % 2 == 0 else "assistant", f"seed {i}")
-                           for i in range(20)])
+            handle.append([Message("user" if i % 2 == 0 else "assistant", f"seed {i}") for i in range(20)])
             idle = timed(n, lambda i: handle.append("user", f"idle {i}"))
             box: dict = {}
             compressing = threading.Thread(target=lambda: box.setdefault("o", handle.compress()))
@@ -100,8 +101,10 @@ def bench_during_compaction(path: str, n: int) -> None:
     i50, i99 = percentiles(idle)
     c50, c99 = percentiles(during)
     print(f"(b) append latency  idle:                 p50 {i50:.2f} ms  p99 {i99:.2f} ms")
-    print(f"    append latency  during 2 s compaction: p50 {c50:.2f} ms  p99 {c99:.2f} ms"
-          f"  ({len(during)} appends, outcome {box['o'].status.name}; target p99 <= 50 ms)")
+    print(
+        f"    append latency  during 2 s compaction: p50 {c50:.2f} ms  p99 {c99:.2f} ms"
+        f"  ({len(during)} appends, outcome {box['o'].status.name}; target p99 <= 50 ms)"
+    )
 
 
 THROUGHPUT_MODES = ("registry", "direct one-txn", "store group commit")
@@ -132,8 +135,7 @@ def throughput_run(directory: str, mode: str, seconds: float) -> Run:
             for sid in ids:
                 store.create_session(sid)
             before = store.write_stats().transactions
-            acked, elapsed, cpu = time_boxed(
-                [lambda m, sid=sid: store.append(sid, m) for sid in ids], seconds)
+            acked, elapsed, cpu = time_boxed([lambda m, sid=sid: store.append(sid, m) for sid in ids], seconds)
             transactions = store.write_stats().transactions - before
     finally:
         store.close()
@@ -147,8 +149,10 @@ def bench_throughput(seconds: float, rounds: int, db_dir: str | None) -> None:
     with tempfile.TemporaryDirectory(dir=db_dir, prefix="bench-actor-warm-") as directory:
         for mode in THROUGHPUT_MODES:  # warm-up, not recorded
             throughput_run(directory, mode, min(seconds, 0.3))
-    print(f"(c) durable appends/s, {SESSIONS} client threads x {SESSIONS} sessions, "
-          f"{seconds:g} s per run, {rounds} rounds, order rotating:")
+    print(
+        f"(c) durable appends/s, {SESSIONS} client threads x {SESSIONS} sessions, "
+        f"{seconds:g} s per run, {rounds} rounds, order rotating:"
+    )
     for number in range(rounds):
         shift = number % len(THROUGHPUT_MODES)  # each mode takes its turn at going first
         order = THROUGHPUT_MODES[shift:] + THROUGHPUT_MODES[:shift]
@@ -161,14 +165,20 @@ def bench_throughput(seconds: float, rounds: int, db_dir: str | None) -> None:
     cpu = {mode: statistics.median(r.cpu_us for r in rs) for mode, rs in runs.items()}
     per_txn = {mode: statistics.median(r.per_txn for r in rs) for mode, rs in runs.items()}
     for mode in THROUGHPUT_MODES:
-        print(f"    median {mode:<19} {rate[mode]:7,.0f}/s  cpu {cpu[mode]:4.0f} us/append  "
-              f"{per_txn[mode]:5.1f} appends/txn")
+        print(
+            f"    median {mode:<19} {rate[mode]:7,.0f}/s  cpu {cpu[mode]:4.0f} us/append  "
+            f"{per_txn[mode]:5.1f} appends/txn"
+        )
     per_round = [v.rate / d.rate for v, d in zip(runs["registry"], runs["direct one-txn"])]
-    print(f"    registry / direct one-txn-per-append: {rate['registry'] / rate['direct one-txn']:.1f}x "
-          f"(per round: {', '.join(f'{r:.1f}' for r in per_round)}; target >= 5x)")
-    print(f"    for scale: the store's own group commit without actors is "
-          f"{rate['store group commit'] / rate['direct one-txn']:.1f}x the one-txn path; "
-          f"registry / store group commit {rate['registry'] / rate['store group commit']:.2f}")
+    print(
+        f"    registry / direct one-txn-per-append: {rate['registry'] / rate['direct one-txn']:.1f}x "
+        f"(per round: {', '.join(f'{r:.1f}' for r in per_round)}; target >= 5x)"
+    )
+    print(
+        f"    for scale: the store's own group commit without actors is "
+        f"{rate['store group commit'] / rate['direct one-txn']:.1f}x the one-txn path; "
+        f"registry / store group commit {rate['registry'] / rate['store group commit']:.2f}"
+    )
 
 
 def main() -> None:

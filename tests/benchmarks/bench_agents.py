@@ -52,8 +52,9 @@ SESSIONS = 64
 MODES = ("registry", "registry async", "store", "agents Session", "sdk SQLiteSession")
 
 
-async def time_boxed_async(appenders: list[Callable[[object], Awaitable[object]]],
-                           messages: list[list[object]], seconds: float) -> tuple[int, float, float]:
+async def time_boxed_async(
+    appenders: list[Callable[[object], Awaitable[object]]], messages: list[list[object]], seconds: float
+) -> tuple[int, float, float]:
     """Task k awaits ``appenders[k]`` until the time is up; (acknowledged, wall s, cpu s)."""
     stop = asyncio.Event()
     counts = [0] * len(appenders)
@@ -162,11 +163,14 @@ def sdk_run(path: str, ids: list[str], seconds: float) -> Run:
 def items_run(mode: str, sessions: list[Any], seconds: float) -> Run:
     """Task k awaits ``sessions[k].add_items([item])`` (the SDK's ``Session`` protocol) on
     one event loop until the time is up; every acknowledged item must read back."""
+
     async def main() -> tuple[int, float, float, int]:
         try:
             acked, elapsed, cpu = await time_boxed_async(
                 [lambda item, s=s: s.add_items([item]) for s in sessions],
-                [sdk_items(k) for k in range(SESSIONS)], seconds)
+                [sdk_items(k) for k in range(SESSIONS)],
+                seconds,
+            )
             stored = sum([len(await s.get_items()) for s in sessions])
         finally:
             for s in sessions:
@@ -182,16 +186,20 @@ def main() -> None:
     runs, rate = measured_rounds(__doc__, MODES, run_mode, rounds=5, sessions=SESSIONS)
     for mode in ("registry", "registry async", "store", "agents Session"):
         per_round = paired_ratios(runs, mode, "sdk SQLiteSession")
-        print(f"  {mode} / sdk SQLiteSession: {rate[mode] / rate['sdk SQLiteSession']:.1f}x "
-              f"(per round: {', '.join(f'{r:.1f}' for r in per_round)}; their median "
-              f"{statistics.median(per_round):.1f}x)")
+        print(
+            f"  {mode} / sdk SQLiteSession: {rate[mode] / rate['sdk SQLiteSession']:.1f}x "
+            f"(per round: {', '.join(f'{r:.1f}' for r in per_round)}; their median "
+            f"{statistics.median(per_round):.1f}x)"
+        )
     for mode in ("registry", "registry async"):
         per_round = paired_ratios(runs, mode, "store")
         extra_cpu = [a.cpu_us - b.cpu_us for a, b in zip(runs[mode], runs["store"])]
-        print(f"  {mode} / store: {rate[mode] / rate['store']:.2f} "
-              f"(per round: {', '.join(f'{r:.2f}' for r in per_round)}; their median "
-              f"{statistics.median(per_round):.2f}); CPU us/append over the store's: "
-              f"median {statistics.median(extra_cpu):+.0f} (per round: {', '.join(f'{c:+.0f}' for c in extra_cpu)})")
+        print(
+            f"  {mode} / store: {rate[mode] / rate['store']:.2f} "
+            f"(per round: {', '.join(f'{r:.2f}' for r in per_round)}; their median "
+            f"{statistics.median(per_round):.2f}); CPU us/append over the store's: "
+            f"median {statistics.median(extra_cpu):+.0f} (per round: {', '.join(f'{c:+.0f}' for c in extra_cpu)})"
+        )
 
 
 if __name__ == "__main__":

@@ -49,7 +49,8 @@ def run(directory: str, mode: str, *, threads: int, sessions: int, seconds: floa
             store.create_session(sid)
         before = store.write_stats()
         total, elapsed, cpu = time_boxed(
-            [lambda m, sid=ids[n % sessions]: store.append(sid, m) for n in range(threads)], seconds)
+            [lambda m, sid=ids[n % sessions]: store.append(sid, m) for n in range(threads)], seconds
+        )
         after = store.write_stats()
         stored = sum(len(store.transcript(sid)) for sid in ids)
         assert stored == total, f"expected {total} rows, found {stored}"

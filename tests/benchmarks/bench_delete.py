@@ -37,8 +37,10 @@ def build(path: str, lineage: str, messages: int, rotations: int) -> int:
     try:
         store.create_session("bystander")
         for start in range(0, messages, BATCH):
-            store.append("bystander", [Message("user", f"bystander {i} " + "x" * 80)
-                                       for i in range(start, min(messages, start + BATCH))])
+            store.append(
+                "bystander",
+                [Message("user", f"bystander {i} " + "x" * 80) for i in range(start, min(messages, start + BATCH))],
+            )
         store.create_session(lineage)
         tip, written = lineage, 0
         per_session = messages // (rotations + 1)
@@ -46,20 +48,23 @@ def build(path: str, lineage: str, messages: int, rotations: int) -> int:
             goal = messages if generation == rotations else written + per_session - 2
             while written < goal:
                 count = min(BATCH, goal - written)
-                store.append(tip, [Message("user" if i % 2 == 0 else "assistant", f"m{i} " + "y" * 80)
-                                   for i in range(count)])
+                store.append(
+                    tip, [Message("user" if i % 2 == 0 else "assistant", f"m{i} " + "y" * 80) for i in range(count)]
+                )
                 written += count
             if generation < rotations:  # a summary and a carried tail row per rotation
                 store.append(tip, Message("assistant", "tail"))
                 lease = store.acquire_lease(tip, "bench", 60)
                 live = store.transcript(tip)
                 record = store.commit_compaction(
-                    lease, watermark=live[-2].seq, compacted=[Message("user", "summary")], mode="rotate")
+                    lease, watermark=live[-2].seq, compacted=[Message("user", "summary")], mode="rotate"
+                )
                 tip = record.child_session_id
                 written += 1
         store.retract(tip)
-        total = sum(len(store.transcript(s.id)) + len(store.archive(s.id)) for s in store.sessions()
-                    if s.id != "bystander")
+        total = sum(
+            len(store.transcript(s.id)) + len(store.archive(s.id)) for s in store.sessions() if s.id != "bystander"
+        )
         assert total >= messages, total
         return total
     finally:
@@ -127,14 +132,19 @@ def main() -> None:
         for n in range(args.rounds):
             r = one_round(tmp, n, args.messages, args.rotations)
             results.append(r)
-            print(f"round {n}: erased {r['erased']} messages in {r['delete_ms']:.0f} ms; "
-                  f"the other writer was blocked at most {r['writer_blocked_ms']:.0f} ms "
-                  f"(its usual commit gap {r['writer_usual_ms']:.2f} ms)", flush=True)
-    print(f"median over {args.rounds} rounds: delete_session of a {args.messages}-message lineage "
-          f"took {statistics.median(r['delete_ms'] for r in results):.0f} ms; a concurrent writer on "
-          f"another connection was blocked at most "
-          f"{statistics.median(r['writer_blocked_ms'] for r in results):.0f} ms "
-          f"(worst round {max(r['writer_blocked_ms'] for r in results):.0f} ms)")
+            print(
+                f"round {n}: erased {r['erased']} messages in {r['delete_ms']:.0f} ms; "
+                f"the other writer was blocked at most {r['writer_blocked_ms']:.0f} ms "
+                f"(its usual commit gap {r['writer_usual_ms']:.2f} ms)",
+                flush=True,
+            )
+    print(
+        f"median over {args.rounds} rounds: delete_session of a {args.messages}-message lineage "
+        f"took {statistics.median(r['delete_ms'] for r in results):.0f} ms; a concurrent writer on "
+        f"another connection was blocked at most "
+        f"{statistics.median(r['writer_blocked_ms'] for r in results):.0f} ms "
+        f"(worst round {max(r['writer_blocked_ms'] for r in results):.0f} ms)"
+    )
 
 
 if __name__ == "__main__":

@@ -26,13 +26,26 @@ from persistence._rows import message_params
 from protocol._checks import check_json_value, encode_json_bounded
 
 ITEMS: dict[str, dict[str, Any]] = {
-    "function_call": {"type": "function_call", "call_id": "call_abc123", "name": "get_weather",
-                      "arguments": '{"city": "Paris", "unit": "c"}', "id": "fc_1", "status": "completed"},
-    "function_call_output": {"type": "function_call_output", "call_id": "call_abc123",
-                             "output": '{"temp": 21, "sky": "clear"}'},
-    "assistant message": {"type": "message", "role": "assistant", "id": "msg_1", "status": "completed",
-                          "content": [{"type": "output_text", "text": "It is 21C and clear in Paris. " * 4,
-                                       "annotations": []}]},
+    "function_call": {
+        "type": "function_call",
+        "call_id": "call_abc123",
+        "name": "get_weather",
+        "arguments": '{"city": "Paris", "unit": "c"}',
+        "id": "fc_1",
+        "status": "completed",
+    },
+    "function_call_output": {
+        "type": "function_call_output",
+        "call_id": "call_abc123",
+        "output": '{"temp": 21, "sky": "clear"}',
+    },
+    "assistant message": {
+        "type": "message",
+        "role": "assistant",
+        "id": "msg_1",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "It is 21C and clear in Paris. " * 4, "annotations": []}],
+    },
     "reasoning": {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Look it up."}]},
     "plain user text": {"role": "user", "content": "What is the weather in Paris today? " * 3},
 }

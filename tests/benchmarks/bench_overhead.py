@@ -69,7 +69,9 @@ def per_call(calls: int, rounds: int, directory: str) -> None:
         with SessionRegistry(null, policy=CompactionPolicy(max_resident=8)) as registry:
             handle = registry.session("s")
             modes: dict[str, Callable[[Message], object]] = {
-                "store.append": functools.partial(null.append, "s"), "handle.append": handle.append}
+                "store.append": functools.partial(null.append, "s"),
+                "handle.append": handle.append,
+            }
             timings: dict[str, list[float]] = {mode: [] for mode in modes}
             for call in modes.values():  # warm-up, not recorded
                 _per_call_us(call, messages, calls // 10)
@@ -81,11 +83,14 @@ def per_call(calls: int, rounds: int, directory: str) -> None:
         store.close()
     print(f"1. per call, one thread, null store ({calls:,} calls a round, {rounds} alternating rounds)")
     for mode, values in timings.items():
-        print(f"  {mode:<14} median {statistics.median(values):5.2f} us "
-              f"(rounds: {', '.join(f'{v:.2f}' for v in values)})")
+        print(
+            f"  {mode:<14} median {statistics.median(values):5.2f} us (rounds: {', '.join(f'{v:.2f}' for v in values)})"
+        )
     extra = [h - s for h, s in zip(timings["handle.append"], timings["store.append"])]
-    print(f"  handle.append - store.append: median {statistics.median(extra):+.2f} us "
-          f"(rounds: {', '.join(f'{v:+.2f}' for v in extra)})")
+    print(
+        f"  handle.append - store.append: median {statistics.median(extra):+.2f} us "
+        f"(rounds: {', '.join(f'{v:+.2f}' for v in extra)})"
+    )
 
 
 def _per_call_us(call: Callable[[Message], object], messages: Sequence[Message], calls: int) -> float:
@@ -129,18 +134,21 @@ def sensitivity(seconds: float, rounds: int, directory: str) -> None:
             acked, elapsed, cpu = _threaded_run(directory, mode, seconds, f"r{number}", per_us)
             rates[mode].append(acked / elapsed)
             cpus[mode].append(cpu / acked * 1e6)
-    print(f"2. durable appends/s, {SESSIONS} threads x one session each, extra pure Python per "
-          f"append after it ({seconds:g} s a run, {rounds} rotating rounds)")
+    print(
+        f"2. durable appends/s, {SESSIONS} threads x one session each, extra pure Python per "
+        f"append after it ({seconds:g} s a run, {rounds} rotating rounds)"
+    )
     base = rates[modes[0]]
     for mode in modes:
         rate = statistics.median(rates[mode])
         ratio = [r / b for r, b in zip(rates[mode], base)]
-        print(f"  {mode:<14} {rate:7,.0f}/s  cpu {statistics.median(cpus[mode]):4.0f} us/append  "
-              f"{statistics.median(ratio):.2f} of +0 (rounds: {', '.join(f'{r:.2f}' for r in ratio)})")
+        print(
+            f"  {mode:<14} {rate:7,.0f}/s  cpu {statistics.median(cpus[mode]):4.0f} us/append  "
+            f"{statistics.median(ratio):.2f} of +0 (rounds: {', '.join(f'{r:.2f}' for r in ratio)})"
+        )
 
 
-def _threaded_run(directory: str, mode: str, seconds: float, tag: str,
-                  per_us: float) -> tuple[int, float, float]:
+def _threaded_run(directory: str, mode: str, seconds: float, tag: str, per_us: float) -> tuple[int, float, float]:
     path = os.path.join(directory, f"{tag}-{mode.replace(' ', '').replace('+', 'p')}.db")
     ids = [f"{tag}-{k}" for k in range(SESSIONS)]
     store = open_store(path)
@@ -156,6 +164,7 @@ def _threaded_run(directory: str, mode: str, seconds: float, tag: str,
             def append(message: Message) -> None:
                 store.append(sid, message)
                 _burn(turns)
+
             return append
 
         return time_boxed([appender(sid) for sid in ids], seconds)

@@ -82,8 +82,11 @@ def naive_clients(url: str, ids: list[str]) -> tuple[list[Callable[[Message], ob
         def append(message: Message) -> None:
             seq[0] += 1
             p = message_params(message, None)
-            conn.execute(NAIVE_INSERT, (sid, seq[0], p["role"], p["content"], p["name"],
-                                        p["tool_call_id"], p["tool_calls"], p["meta"]))
+            conn.execute(
+                NAIVE_INSERT,
+                (sid, seq[0], p["role"], p["content"], p["name"], p["tool_call_id"], p["tool_calls"], p["meta"]),
+            )
+
         return append
 
     def close() -> None:
@@ -126,8 +129,10 @@ def bench_throughput(url: str, seconds: float, rounds: int) -> None:
         for mode in MODES:  # warm-up, not recorded
             run_mode(url, store, mode, "warm", min(seconds, 0.5))
         runs: dict[str, list[Run]] = {mode: [] for mode in MODES}
-        print(f"durable appends/s, {SESSIONS} client threads x {SESSIONS} sessions, "
-              f"{seconds:g} s per run, {rounds} rounds, order rotating:")
+        print(
+            f"durable appends/s, {SESSIONS} client threads x {SESSIONS} sessions, "
+            f"{seconds:g} s per run, {rounds} rounds, order rotating:"
+        )
         for number in range(rounds):
             shift = number % len(MODES)
             for mode in MODES[shift:] + MODES[:shift]:
@@ -143,8 +148,10 @@ def bench_throughput(url: str, seconds: float, rounds: int) -> None:
         print(f"  median {mode:<14} {rate[mode]:7,.0f}/s  cpu {cpu:4.0f} us/append  {per_txn:5.1f} appends/txn")
     for mode in ("registry", "store"):
         per_round = [a.rate / b.rate for a, b in zip(runs[mode], runs["naive psycopg"])]
-        print(f"  {mode} / naive psycopg: {rate[mode] / rate['naive psycopg']:.2f}x "
-              f"(per round: {', '.join(f'{r:.2f}' for r in per_round)})")
+        print(
+            f"  {mode} / naive psycopg: {rate[mode] / rate['naive psycopg']:.2f}x "
+            f"(per round: {', '.join(f'{r:.2f}' for r in per_round)})"
+        )
     print(f"  registry / store: {rate['registry'] / rate['store']:.2f}")
 
 
@@ -166,9 +173,12 @@ def commit_latencies(store: PostgresStore, commits: int) -> list[float]:
             lease = store.acquire_lease("compact-me", "bench", 30)
             snapshot = store.transcript("compact-me")
             started = time.perf_counter()
-            store.commit_compaction(lease, watermark=snapshot[-1].seq,
-                                    compacted=[Message("user", f"[CONTEXT COMPACTION] {n}")],
-                                    mode="in_place")
+            store.commit_compaction(
+                lease,
+                watermark=snapshot[-1].seq,
+                compacted=[Message("user", f"[CONTEXT COMPACTION] {n}")],
+                mode="in_place",
+            )
             out.append(time.perf_counter() - started)
             store.release_lease(lease)
             store.append("compact-me", [Message("user", f"r{n}-{i}") for i in range(50)])
@@ -189,8 +199,10 @@ def main() -> None:
         if args.commits:
             with PostgresStore(url) as store:
                 lat = commit_latencies(store, args.commits)
-            print(f"{len(lat)} in-place commits with a live writer: median "
-                  f"{statistics.median(lat) * 1000:.1f} ms, max {max(lat) * 1000:.1f} ms")
+            print(
+                f"{len(lat)} in-place commits with a live writer: median "
+                f"{statistics.median(lat) * 1000:.1f} ms, max {max(lat) * 1000:.1f} ms"
+            )
 
 
 if __name__ == "__main__":

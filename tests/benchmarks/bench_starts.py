@@ -64,12 +64,15 @@ class StartRun:
 
     def line(self) -> str:
         bound = "" if self.max_resident is None else f" (max_resident {self.max_resident})"
-        return (f"{self.mode:<20} {self.starts:>7} starts in {self.seconds:6.2f}s = {self.rate:7,.0f}/s"
-                f"  peak threads +{self.peak_threads}{bound}")
+        return (
+            f"{self.mode:<20} {self.starts:>7} starts in {self.seconds:6.2f}s = {self.rate:7,.0f}/s"
+            f"  peak threads +{self.peak_threads}{bound}"
+        )
 
 
-def run_callers(ids: list[str], callers: int, start: Callable[[str], object],
-                per_thread: Callable[[], object] | None = None) -> tuple[float, int]:
+def run_callers(
+    ids: list[str], callers: int, start: Callable[[str], object], per_thread: Callable[[], object] | None = None
+) -> tuple[float, int]:
     """Callers take ids from one shared iterator; (wall s, peak extra threads)."""
     source = iter(ids)
     take = threading.Lock()
@@ -116,6 +119,7 @@ def registry_run(url: str, ids: list[str], callers: int, max_resident: int, mode
     store = open_store(url)
     try:
         with SessionRegistry(store, policy=CompactionPolicy(max_resident=max_resident)) as registry:
+
             def start(sid: str) -> None:
                 registry.session(sid, source="bench").append("user", "hello")
 
@@ -131,6 +135,7 @@ def store_run(path: str, ids: list[str], callers: int) -> StartRun:
     store = open_store(path)
     hello = Message("user", "hello")
     try:
+
         def start(sid: str) -> None:
             if store.get_session(sid) is None:
                 store.create_session(sid, source="bench")
@@ -176,22 +181,28 @@ def main() -> None:
     parser.add_argument("--callers", type=int, default=CALLERS)
     parser.add_argument("--max-resident", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--only-registry", action="store_true",
-                        help="registry sqlite only (skip PostgreSQL, the SDK and the bare store)")
+    parser.add_argument(
+        "--only-registry",
+        action="store_true",
+        help="registry sqlite only (skip PostgreSQL, the SDK and the bare store)",
+    )
     args = parser.parse_args()
-    modes = ["registry sqlite"] if args.only_registry else ["registry sqlite", "registry postgres",
-                                                              "sdk SQLiteSession", "store sqlite"]
+    modes = (
+        ["registry sqlite"]
+        if args.only_registry
+        else ["registry sqlite", "registry postgres", "sdk SQLiteSession", "store sqlite"]
+    )
     runs: dict[str, list[StartRun]] = {m: [] for m in modes}
     counter = itertools.count()
-    print(f"{args.sessions:,} new sessions, {args.callers} callers, one append each; "
-          f"{args.rounds} rounds, order rotating")
+    print(
+        f"{args.sessions:,} new sessions, {args.callers} callers, one append each; {args.rounds} rounds, order rotating"
+    )
     with tempfile.TemporaryDirectory(prefix="bench-starts-") as tmp:
         for number in range(args.rounds):
-            for mode in modes[number % len(modes):] + modes[:number % len(modes)]:
+            for mode in modes[number % len(modes) :] + modes[: number % len(modes)]:
                 ids = [f"start-{next(counter)}-{i}" for i in range(args.sessions)]
                 if mode == "registry sqlite":
-                    run = registry_run(str(Path(tmp) / f"r{number}.db"), ids, args.callers,
-                                       args.max_resident, mode)
+                    run = registry_run(str(Path(tmp) / f"r{number}.db"), ids, args.callers, args.max_resident, mode)
                 elif mode == "registry postgres":
                     with isolated_postgres_url() as url:
                         run = registry_run(url, ids, args.callers, args.max_resident, mode)
@@ -203,8 +214,9 @@ def main() -> None:
                 print(f"  round {number + 1}: {run.line()}")
     rate = {m: statistics.median(r.rate for r in rs) for m, rs in runs.items()}
     for mode in modes:
-        print(f"  median {mode:<20} {rate[mode]:7,.0f} starts/s  peak threads "
-              f"+{max(r.peak_threads for r in runs[mode])}")
+        print(
+            f"  median {mode:<20} {rate[mode]:7,.0f} starts/s  peak threads +{max(r.peak_threads for r in runs[mode])}"
+        )
     if "sdk SQLiteSession" in rate:
         for mode in ("registry sqlite", "registry postgres"):
             print(f"  {mode} / sdk SQLiteSession: {rate[mode] / rate['sdk SQLiteSession']:.2f}x")

@@ -46,8 +46,7 @@ def _measure(variant: str, rounds: int, appends: int) -> None:
             store.create_session("b")
             message = Message("user", "x" * 200)
             bare = type(store).append.__wrapped__
-            modes = {"bare": lambda: bare(store, "b", message),
-                     "hooked": lambda: store.append("b", message)}
+            modes = {"bare": lambda: bare(store, "b", message), "hooked": lambda: store.append("b", message)}
             times: dict[str, list[float]] = {name: [] for name in modes}
             for _ in range(rounds):
                 for name, call in modes.items():  # alternating: noise hits both alike
@@ -63,9 +62,12 @@ def _measure(variant: str, rounds: int, appends: int) -> None:
             telemetry.appended(1, 0.0)
         hook_ns = (time.perf_counter() - started) / calls * 1e9
     bare_us, hooked_us = statistics.median(times["bare"]), statistics.median(times["hooked"])
-    print(f"{variant:<7} enabled={telemetry.enabled()!s:<5} append bare {bare_us:6.1f} us, "
-          f"hooked {hooked_us:6.1f} us, ratio {hooked_us / bare_us:5.3f}; "
-          f"hook call alone {hook_ns:5.0f} ns", flush=True)
+    print(
+        f"{variant:<7} enabled={telemetry.enabled()!s:<5} append bare {bare_us:6.1f} us, "
+        f"hooked {hooked_us:6.1f} us, ratio {hooked_us / bare_us:5.3f}; "
+        f"hook call alone {hook_ns:5.0f} ns",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -79,9 +81,21 @@ def main() -> None:
         return
     root = str(Path(__file__).resolve().parents[2])
     for variant in VARIANTS:
-        subprocess.run([sys.executable, __file__, "--variant", variant, "--rounds", str(args.rounds),
-                        "--appends", str(args.appends)], check=True, cwd=root,
-                       env={**os.environ, "PYTHONPATH": root})
+        subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--variant",
+                variant,
+                "--rounds",
+                str(args.rounds),
+                "--appends",
+                str(args.appends),
+            ],
+            check=True,
+            cwd=root,
+            env={**os.environ, "PYTHONPATH": root},
+        )
 
 
 if __name__ == "__main__":

@@ -28,14 +28,15 @@ from persistence import open_store
 from protocol import Message
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
-TURN = [Message("user", "what is the weather in Lisbon?"),
-        Message("assistant", None, tool_calls=[CALL]),
-        Message("tool", "12 C", tool_call_id="c1"),
-        Message("assistant", "12 C and sunny")]
+TURN = [
+    Message("user", "what is the weather in Lisbon?"),
+    Message("assistant", None, tool_calls=[CALL]),
+    Message("tool", "12 C", tool_call_id="c1"),
+    Message("assistant", "12 C and sunny"),
+]
 
 
-def run(registry: SessionRegistry, session_id: str, turns: int, *, in_turn: bool,
-        review: bool) -> float:
+def run(registry: SessionRegistry, session_id: str, turns: int, *, in_turn: bool, review: bool) -> float:
     """Median microseconds per user turn."""
     handle = registry.session(session_id)
     stop = threading.Event()
@@ -68,11 +69,17 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
-    modes = {"bare": dict(in_turn=False, review=False), "turn": dict(in_turn=True, review=False),
-             "turn+review": dict(in_turn=True, review=True)}
+    modes = {
+        "bare": dict(in_turn=False, review=False),
+        "turn": dict(in_turn=True, review=False),
+        "turn+review": dict(in_turn=True, review=True),
+    }
     figures: dict[str, list[float]] = {mode: [] for mode in modes}
-    with tempfile.TemporaryDirectory() as tmp, open_store(os.path.join(tmp, "bench.db")) as store, \
-            SessionRegistry(store) as registry:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        open_store(os.path.join(tmp, "bench.db")) as store,
+        SessionRegistry(store) as registry,
+    ):
         order = list(modes)
         for round_ in range(args.rounds + 1):  # round 0 warms up, unrecorded
             for mode in order:
@@ -83,8 +90,10 @@ def main() -> None:
     bare = statistics.median(figures["bare"])
     for mode, values in figures.items():
         median = statistics.median(values)
-        print(f"{mode:<12} median {median:8.0f} us per 4-append user turn "
-              f"({median / bare:4.2f}x bare; rounds {min(values):.0f}-{max(values):.0f})")
+        print(
+            f"{mode:<12} median {median:8.0f} us per 4-append user turn "
+            f"({median / bare:4.2f}x bare; rounds {min(values):.0f}-{max(values):.0f})"
+        )
 
 
 if __name__ == "__main__":

@@ -14,8 +14,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.timeout(60)
 def test_the_list_names_importable_benchmarks():
-    listed = subprocess.run([sys.executable, "-m", "tests.benchmarks", "--list"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=50, check=True).stdout.split("\n")
+    listed = subprocess.run(
+        [sys.executable, "-m", "tests.benchmarks", "--list"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=50,
+        check=True,
+    ).stdout.split("\n")
     names = [line.split()[0] for line in listed if line.strip()]
     from tests.benchmarks.__main__ import BENCHMARKS
 
@@ -26,6 +32,7 @@ def test_the_list_names_importable_benchmarks():
 
 @pytest.mark.timeout(60)
 def test_an_unknown_name_is_a_usage_error():
-    result = subprocess.run([sys.executable, "-m", "tests.benchmarks", "nope"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=50)
+    result = subprocess.run(
+        [sys.executable, "-m", "tests.benchmarks", "nope"], cwd=ROOT, capture_output=True, text=True, timeout=50
+    )
     assert result.returncode == 2 and "unknown benchmark" in result.stderr

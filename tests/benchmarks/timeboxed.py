@@ -60,8 +60,10 @@ class Run:
         return self.appends / max(1, self.transactions)
 
     def line(self) -> str:
-        return (f"{self.mode:<20} {self.appends:>6} appends in {self.seconds:5.2f}s = "
-                f"{self.rate:7,.0f}/s  cpu {self.cpu_us:5.0f} us/append  {self.per_txn:5.1f} appends/txn")
+        return (
+            f"{self.mode:<20} {self.appends:>6} appends in {self.seconds:5.2f}s = "
+            f"{self.rate:7,.0f}/s  cpu {self.cpu_us:5.0f} us/append  {self.per_txn:5.1f} appends/txn"
+        )
 
 
 def client_messages(k: int) -> list[Message]:
@@ -104,8 +106,15 @@ def time_boxed(appenders: list[Callable[[Message], object]], seconds: float) -> 
     return sum(counts), elapsed, cpu
 
 
-def rotating_rounds(modes: Sequence[str], run_mode: Callable[[str, str, float, str], Run], *, rounds: int,
-                    seconds: float, directory: str | None, sessions: int) -> dict[str, list[Run]]:
+def rotating_rounds(
+    modes: Sequence[str],
+    run_mode: Callable[[str, str, float, str], Run],
+    *,
+    rounds: int,
+    seconds: float,
+    directory: str | None,
+    sessions: int,
+) -> dict[str, list[Run]]:
     """Run every mode once unrecorded (a warm-up), then ``rounds`` rounds that rotate
     which mode goes first (and run backwards every other round: what a mode leaves
     behind, a WAL to write back or threads winding down, must not always fall on
@@ -116,8 +125,10 @@ def rotating_rounds(modes: Sequence[str], run_mode: Callable[[str, str, float, s
     with tempfile.TemporaryDirectory(dir=directory, prefix="bench-") as scratch:
         for mode in modes:
             run_mode(scratch, mode, min(seconds, 0.3), "warm")
-        print(f"durable appends/s, {sessions} sessions x one caller, {seconds:g} s per run, "
-              f"{rounds} rounds, order rotating; load average {load_average()} at the start")
+        print(
+            f"durable appends/s, {sessions} sessions x one caller, {seconds:g} s per run, "
+            f"{rounds} rounds, order rotating; load average {load_average()} at the start"
+        )
         for number in range(rounds):
             shift = number % len(modes)
             order = [*modes[shift:], *modes[:shift]]
@@ -126,8 +137,10 @@ def rotating_rounds(modes: Sequence[str], run_mode: Callable[[str, str, float, s
             for mode in order:
                 run = run_mode(scratch, mode, seconds, f"r{number}")
                 runs[mode].append(run)
-                print(f"  round {number + 1}: {run.mode:<{width}} {run.appends:>6} appends in "
-                      f"{run.seconds:5.2f}s = {run.rate:7,.0f}/s  cpu {run.cpu_us:4.0f} us/append")
+                print(
+                    f"  round {number + 1}: {run.mode:<{width}} {run.appends:>6} appends in "
+                    f"{run.seconds:5.2f}s = {run.rate:7,.0f}/s  cpu {run.cpu_us:4.0f} us/append"
+                )
     print(f"  load average {load_average()} at the end (other work on this machine shares its cores)")
     return runs
 
@@ -146,18 +159,22 @@ def printed_medians(runs: dict[str, list[Run]]) -> dict[str, float]:
     width = max(len(mode) for mode in runs)
     rate = {mode: statistics.median(r.rate for r in rs) for mode, rs in runs.items()}
     for mode, rs in runs.items():
-        print(f"  median {mode:<{width}} {rate[mode]:7,.0f}/s  cpu "
-              f"{statistics.median(r.cpu_us for r in rs):4.0f} us/append")
+        print(
+            f"  median {mode:<{width}} {rate[mode]:7,.0f}/s  cpu "
+            f"{statistics.median(r.cpu_us for r in rs):4.0f} us/append"
+        )
     return rate
 
 
-def measured_rounds(doc: str, modes: Sequence[str], run_mode: Callable[[str, str, float, str], Run], *,
-                    rounds: int, sessions: int) -> tuple[dict[str, list[Run]], dict[str, float]]:
+def measured_rounds(
+    doc: str, modes: Sequence[str], run_mode: Callable[[str, str, float, str], Run], *, rounds: int, sessions: int
+) -> tuple[dict[str, list[Run]], dict[str, float]]:
     """A rotating-rounds benchmark's main part: its options (``doc``'s first line as the
     description), the rounds, the medians printed; returns the runs and the median rates."""
     args = round_arguments(doc.splitlines()[0], rounds)
-    runs = rotating_rounds(modes, run_mode, rounds=args.rounds, seconds=args.seconds, directory=args.dir,
-                           sessions=sessions)
+    runs = rotating_rounds(
+        modes, run_mode, rounds=args.rounds, seconds=args.seconds, directory=args.dir, sessions=sessions
+    )
     return runs, printed_medians(runs)
 
 
@@ -170,8 +187,10 @@ def printed_ratios(runs: dict[str, list[Run]], rate: dict[str, float], compared:
     """Print each ``(mode, base)`` pair's ratio of medians, its per-round ratios and their median."""
     for mode, base in compared:
         per_round = paired_ratios(runs, mode, base)
-        print(f"  {mode} / {base}: {rate[mode] / rate[base]:.2f} (per round: "
-              f"{', '.join(f'{r:.2f}' for r in per_round)}; their median {statistics.median(per_round):.2f})")
+        print(
+            f"  {mode} / {base}: {rate[mode] / rate[base]:.2f} (per round: "
+            f"{', '.join(f'{r:.2f}' for r in per_round)}; their median {statistics.median(per_round):.2f})"
+        )
 
 
 def load_average() -> str:

@@ -21,8 +21,19 @@ from actors.cli import main
 from persistence import open_store
 from protocol import Message
 
-COMMANDS = ("sessions", "show", "lineage", "locks", "fsck", "migrate", "compact", "export", "delete",
-            "prune", "simulate")
+COMMANDS = (
+    "sessions",
+    "show",
+    "lineage",
+    "locks",
+    "fsck",
+    "migrate",
+    "compact",
+    "export",
+    "delete",
+    "prune",
+    "simulate",
+)
 
 
 @dataclass(frozen=True)
@@ -49,11 +60,21 @@ def build_lineage_db(url: str) -> dict[str, str]:
     store = open_store(url)
     try:
         store.create_session("chat:root", source="discord")
-        store.append("chat:root", [Message("system", "be brief"), Message("user", "hello"),
-                                   Message("assistant", "hi"), Message("user", "[tag] brackets")])
+        store.append(
+            "chat:root",
+            [
+                Message("system", "be brief"),
+                Message("user", "hello"),
+                Message("assistant", "hi"),
+                Message("user", "[tag] brackets"),
+            ],
+        )
         lease = store.acquire_lease("chat:root", "cli-test", 60)
         record = store.commit_compaction(
-            lease, watermark=3, mode="rotate", compressor="test",
+            lease,
+            watermark=3,
+            mode="rotate",
+            compressor="test",
             compacted=[Message("system", "be brief"), Message("user", "summary of hello")],
         )
         store.release_lease(lease)
@@ -62,13 +83,11 @@ def build_lineage_db(url: str) -> dict[str, str]:
         store.create_session("chat:inplace", source="web")
         store.append("chat:inplace", [Message("user", f"m{i}") for i in range(4)])
         lease = store.acquire_lease("chat:inplace", "cli-test", 60)
-        store.commit_compaction(lease, watermark=4, mode="in_place",
-                                compacted=[Message("user", "short")])
+        store.commit_compaction(lease, watermark=4, mode="in_place", compacted=[Message("user", "short")])
         store.release_lease(lease)
 
         store.create_session("chat:idle")
-        return {"root": "chat:root", "child": record.child_session_id,
-                "inplace": "chat:inplace", "idle": "chat:idle"}
+        return {"root": "chat:root", "child": record.child_session_id, "inplace": "chat:inplace", "idle": "chat:idle"}
     finally:
         store.close()
 
@@ -106,8 +125,15 @@ def cli_argv(*argv: str) -> list[str]:
 
 def run_piped(*argv: str, timeout: float = 60, **env: str | None) -> Run:
     """Run the CLI with stdout and stderr piped (as in a script or CI)."""
-    proc = subprocess.run(cli_argv(*argv), env=cli_env(**env), capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        cli_argv(*argv),
+        env=cli_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+    )
     return Run(proc.returncode, proc.stdout, proc.stderr)
 
 
@@ -116,8 +142,15 @@ def run_on_terminal(*argv: str, columns: int = 100, timeout: float = 60, **env: 
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
     try:
-        proc = subprocess.Popen(cli_argv(*argv), env=cli_env(**env), stdin=subprocess.DEVNULL,
-                                stdout=slave, stderr=slave, cwd=REPO, close_fds=True)
+        proc = subprocess.Popen(
+            cli_argv(*argv),
+            env=cli_env(**env),
+            stdin=subprocess.DEVNULL,
+            stdout=slave,
+            stderr=slave,
+            cwd=REPO,
+            close_fds=True,
+        )
     finally:
         os.close(slave)
     chunks = []

@@ -84,8 +84,9 @@ def test_compact_table_output(capsys, db: str) -> None:
 
 
 def test_compact_with_the_llm_compressor(capsys, db: str, llm_server: FakeLLM) -> None:
-    code, outcome = compact(capsys, db, "--compressor", "llm",
-                            "--llm-base-url", llm_server.base_url, "--llm-model", "tiny")
+    code, outcome = compact(
+        capsys, db, "--compressor", "llm", "--llm-base-url", llm_server.base_url, "--llm-model", "tiny"
+    )
     assert code == 0 and outcome["status"] == "compacted"
     assert outcome["record"]["compressor"] == "llm:tiny"
     assert llm_server.requests and llm_server.requests[0]["model"] == "tiny"
@@ -100,8 +101,9 @@ def test_compact_with_the_llm_compressor(capsys, db: str, llm_server: FakeLLM) -
 def test_llm_failure_is_a_failed_outcome_exit_0(capsys, db: str, llm_server: FakeLLM) -> None:
     # Exit 1 is only for fsck/simulate finding damage: a failed outcome is a result.
     llm_server.behaviour = "error"
-    code, outcome = compact(capsys, db, "--compressor", "llm",
-                            "--llm-base-url", llm_server.base_url, "--llm-model", "tiny")
+    code, outcome = compact(
+        capsys, db, "--compressor", "llm", "--llm-base-url", llm_server.base_url, "--llm-model", "tiny"
+    )
     assert code == 0 and outcome["status"] == "failed"
     assert outcome["error"]
     store = open_store(db)
@@ -111,8 +113,20 @@ def test_llm_failure_is_a_failed_outcome_exit_0(capsys, db: str, llm_server: Fak
     finally:
         store.close()
     # the table output says so too, with the same exit status (the cooldown is forced past)
-    result = run_cli(capsys, "compact", SESSION, "--db", db, "--force", "--compressor", "llm",
-                     "--llm-base-url", llm_server.base_url, "--llm-model", "tiny")
+    result = run_cli(
+        capsys,
+        "compact",
+        SESSION,
+        "--db",
+        db,
+        "--force",
+        "--compressor",
+        "llm",
+        "--llm-base-url",
+        llm_server.base_url,
+        "--llm-model",
+        "tiny",
+    )
     assert result.code == 0 and result.out.startswith("failed") and "error:" in result.out
 
 

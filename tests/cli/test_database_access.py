@@ -17,8 +17,7 @@ from tests.persistence.contract.db import plant_schema
 
 pytestmark = pytest.mark.timeout(90)
 
-READ_ONLY_COMMANDS = (["sessions"], ["show", "chat:root", "--archive"], ["lineage", "chat:root"],
-                      ["locks"], ["fsck"])
+READ_ONLY_COMMANDS = (["sessions"], ["show", "chat:root", "--archive"], ["lineage", "chat:root"], ["locks"], ["fsck"])
 #: Far below the stores' default patience (30 s SQLite, 10 s PostgreSQL): a command
 #: that queued for the write lock would take that long, then fail.
 QUICK_S = 5.0
@@ -40,8 +39,9 @@ def foreign_write_lock(backend: str, url: str) -> Iterator[None]:
     import psycopg
 
     with psycopg.connect(url) as conn:  # not autocommit: the locks last until rollback
-        conn.execute("LOCK TABLE sessions, messages, leases, cooldowns, compactions, schema_version "
-                     "IN EXCLUSIVE MODE")  # only plain reads may proceed
+        conn.execute(
+            "LOCK TABLE sessions, messages, leases, cooldowns, compactions, schema_version IN EXCLUSIVE MODE"
+        )  # only plain reads may proceed
         conn.execute("UPDATE sessions SET source = 'uncommitted' WHERE id = 'chat:idle'")
         try:
             yield
@@ -49,8 +49,7 @@ def foreign_write_lock(backend: str, url: str) -> Iterator[None]:
             conn.rollback()
 
 
-def test_read_only_commands_work_while_another_connection_holds_the_write_lock(
-        capsys, store_url, backend) -> None:
+def test_read_only_commands_work_while_another_connection_holds_the_write_lock(capsys, store_url, backend) -> None:
     build_lineage_db(store_url)
     with foreign_write_lock(backend, store_url):
         for argv in READ_ONLY_COMMANDS:

@@ -27,8 +27,19 @@ def assert_one_line_error(result, *needles: str) -> None:
         assert needle in lines[0]
 
 
-@pytest.mark.parametrize("argv", [["sessions"], ["show", "x"], ["lineage", "x"], ["locks"], ["locks", "--reap"], ["migrate"],
-                                  ["fsck"], ["compact", "x"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["sessions"],
+        ["show", "x"],
+        ["lineage", "x"],
+        ["locks"],
+        ["locks", "--reap"],
+        ["migrate"],
+        ["fsck"],
+        ["compact", "x"],
+    ],
+)
 def test_missing_database_is_exit_2_and_not_created(capsys, tmp_path, argv) -> None:
     missing = tmp_path / "nope.db"
     result = run_cli(capsys, "--db", str(missing), *argv)
@@ -114,7 +125,7 @@ def test_every_option_of_every_command_has_a_help_text(capsys, command) -> None:
     lines = run_cli(capsys, command, "--help").out.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("options:"))
     bare = []
-    for i, line in enumerate(lines[start + 1:], start + 1):
+    for i, line in enumerate(lines[start + 1 :], start + 1):
         if not line.startswith("  -"):
             continue
         words = line.strip().split("  ")  # argparse puts two spaces before the help text

@@ -77,8 +77,7 @@ def end_with_a_late_row(path: str, reason: str, *, continuation: str | None = No
             store.create_session(continuation, parent_session_id="s")
     finally:
         store.close()
-    sql(path, "UPDATE messages SET created_at = ? WHERE session_id = 's' AND seq = 2",
-        ended.ended_at + 30)
+    sql(path, "UPDATE messages SET created_at = ? WHERE session_id = 's' AND seq = 2", ended.ended_at + 30)
 
 
 def test_write_after_end_is_an_orphan_write(capsys, sqlite_path: str) -> None:
@@ -89,9 +88,7 @@ def test_write_after_end_is_an_orphan_write(capsys, sqlite_path: str) -> None:
     assert "after the session ended" in doc["problems"][0]["detail"]
 
 
-def test_live_rows_left_before_a_compression_end_are_a_warning_not_a_problem(
-    capsys, store_url: str
-) -> None:
+def test_live_rows_left_before_a_compression_end_are_a_warning_not_a_problem(capsys, store_url: str) -> None:
     # Reachable through the public API: append, end for compression, continue.
     store = open_store(store_url)
     try:
@@ -128,8 +125,7 @@ def test_rows_a_compaction_archived_are_not_orphan_writes(capsys, sqlite_path: s
     ids = build_lineage_db(sqlite_path)
     # A compaction commit archives the parent's rows as it ends it; on PostgreSQL such a
     # row's created_at can land a hair after ended_at. Archived rows never count.
-    sql(sqlite_path, "UPDATE messages SET created_at = created_at + 3600 WHERE session_id = ?",
-        ids["root"])
+    sql(sqlite_path, "UPDATE messages SET created_at = created_at + 3600 WHERE session_id = ?", ids["root"])
     code, doc = fsck(capsys, sqlite_path)
     assert code == 0, doc["problems"]
     assert doc["problems"] == [] and doc["warnings"] == []

@@ -34,10 +34,22 @@ def test_no_command_prints_a_password_from_the_url(capsys, pg_url):
     url = f"{pg_url}&password={SECRET}"
     build_lineage_db(url)
     runs = [
-        run_cli(capsys, "--db", url, "simulate", "--sessions", "2", "--turns", "3", "--threads", "2",
-                "--seed", "1"),
-        run_cli(capsys, "--db", url, "simulate", "--sessions", "2", "--turns", "3", "--threads", "2",
-                "--seed", "1", "--json"),
+        run_cli(capsys, "--db", url, "simulate", "--sessions", "2", "--turns", "3", "--threads", "2", "--seed", "1"),
+        run_cli(
+            capsys,
+            "--db",
+            url,
+            "simulate",
+            "--sessions",
+            "2",
+            "--turns",
+            "3",
+            "--threads",
+            "2",
+            "--seed",
+            "1",
+            "--json",
+        ),
         run_cli(capsys, "--db", url, "sessions", "--limit", "1"),  # prints the next page's command
         run_cli(capsys, "--db", url, "sessions", "--limit", "1", "--json"),
         run_cli(capsys, "--db", url + "&sslmode=bogus", "sessions"),  # an error naming the server

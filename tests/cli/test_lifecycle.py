@@ -68,13 +68,16 @@ def test_export_archive_and_lineage_tag_every_row(db):
         store.close()
     archive = _lines(run_piped("--db", url, "export", ids["child"], "--archive").out)
     assert [(r["session_id"], r["seq"], r["state"]) for r in archive] == [
-        (m.session_id, m.seq, m.state) for m in tip_rows]
+        (m.session_id, m.seq, m.state) for m in tip_rows
+    ]
     assert "retracted" in {r["state"] for r in archive}
     assert [{k: v for k, v in r.items() if k not in ("session_id", "seq", "state")} for r in archive] == [
-        m.to_dict() for m in tip_rows]
+        m.to_dict() for m in tip_rows
+    ]
     lineage = _lines(run_piped("--db", url, "export", ids["child"], "--lineage").out)
     assert [(r["session_id"], r["seq"]) for r in lineage] == [
-        (m.session_id, m.seq) for m in root_rows + tip_rows]  # oldest session first, seq order
+        (m.session_id, m.seq) for m in root_rows + tip_rows
+    ]  # oldest session first, seq order
 
 
 def test_export_of_an_unknown_id_is_a_usage_error(db):
@@ -102,8 +105,11 @@ def test_delete_yes_erases_the_lineage_only(db):
         store.close()
     result = run_piped("--db", url, "delete", ids["root"], "--yes", "--json")
     assert result.code == 0, result.err
-    assert json.loads(result.out) == {"deleted": ids["root"], "sessions": [ids["root"], ids["child"]],
-                                      "messages": count}
+    assert json.loads(result.out) == {
+        "deleted": ids["root"],
+        "sessions": [ids["root"], ids["child"]],
+        "messages": count,
+    }
     listed = json.loads(run_piped("--db", url, "sessions", "--json").out)
     assert {s["id"] for s in listed["sessions"]} == {ids["inplace"], ids["idle"]}
     _assert_usage_error(run_piped("--db", url, "delete", ids["root"], "--yes"), ids["root"])
@@ -117,8 +123,11 @@ def test_prune_keeps_recent_archives_and_prunes_old_ones(db, backend):
     recent = run_piped("--db", url, "prune", "--older-than", "30d", "--json")
     assert recent.code == 0, recent.err
     assert json.loads(recent.out)["pruned"] == 0
-    execute(backend, url, f"UPDATE messages SET archived_at = archived_at - {31 * 86400} "
-                          f"WHERE session_id = '{ids['inplace']}'")
+    execute(
+        backend,
+        url,
+        f"UPDATE messages SET archived_at = archived_at - {31 * 86400} WHERE session_id = '{ids['inplace']}'",
+    )
     old = run_piped("--db", url, "prune", "--older-than", "30d")
     assert old.code == 0 and "pruned 4 archived message(s)" in old.out, old
     scoped = run_piped("--db", url, "prune", "--older-than", "0", "--session", ids["child"], "--json")
@@ -140,8 +149,10 @@ def test_prune_rejects_a_bad_duration_and_writes_nothing(db, backend, duration):
     assert snapshot(backend, url) == before
 
 
-@pytest.mark.parametrize("duration, seconds", [("90m", 5400), ("12h", 43200), ("30d", 2592000),
-                                               ("45s", 45), ("2w", 1209600), ("0", 0), ("1.5h", 5400)])
+@pytest.mark.parametrize(
+    "duration, seconds",
+    [("90m", 5400), ("12h", 43200), ("30d", 2592000), ("45s", 45), ("2w", 1209600), ("0", 0), ("1.5h", 5400)],
+)
 def test_prune_duration_units(db, duration, seconds):
     url, _ = db
     result = run_piped("--db", url, "prune", "--older-than", duration, "--json")
@@ -163,7 +174,8 @@ def test_sessions_source_and_metadata_filters(db):
     assert _ids(run_piped("--db", url, "sessions", "--meta", "n=42", "--json")) == [ids["root"]]
     assert _ids(run_piped("--db", url, "sessions", "--meta", 'n="42"', "--json")) == [ids["inplace"]]
     assert _ids(run_piped("--db", url, "sessions", "--meta", "user=u2", "--meta", 'n="42"', "--json")) == [
-        ids["inplace"]]
+        ids["inplace"]
+    ]
     assert _ids(run_piped("--db", url, "sessions", "--meta", "user=nobody", "--json")) == []
     _assert_usage_error(run_piped("--db", url, "sessions", "--meta", "novalue"), "KEY=VALUE")
 

@@ -98,19 +98,24 @@ def test_csv_ndjson_json_carry_the_same_rows(db) -> None:
 
 def test_json_is_exactly_one_document_and_conflicts_are_usage_errors(db) -> None:
     url, ids = db
-    for argv in (["show", ids["child"], "--archive"], ["lineage", ids["root"]], ["locks"],
-                 ["fsck"], ["sessions", "--limit", "1"]):
+    for argv in (
+        ["show", ids["child"], "--archive"],
+        ["lineage", ids["root"]],
+        ["locks"],
+        ["fsck"],
+        ["sessions", "--limit", "1"],
+    ):
         result = run_piped("--db", url, "--json", *argv)
         assert result.code == 0, (argv, result.err)
         json.loads(result.out)  # one document, nothing before or after it
-        assert json.loads(run_piped("--db", url, "--format", "json", *argv).out) == json.loads(result.out) \
-            or argv[0] in ("locks", "fsck")  # these carry the store's clock
+        assert json.loads(run_piped("--db", url, "--format", "json", *argv).out) == json.loads(result.out) or argv[
+            0
+        ] in ("locks", "fsck")  # these carry the store's clock
     clash = run_piped("--db", url, "sessions", "--json", "--format", "csv")
     assert clash.code == 2 and clash.out == "" and len(clash.err.splitlines()) == 1
 
 
-@pytest.mark.parametrize("command", [["show", "chat:root", "--archive"], ["lineage", "chat:root"],
-                                     ["locks"], ["fsck"]])
+@pytest.mark.parametrize("command", [["show", "chat:root", "--archive"], ["lineage", "chat:root"], ["locks"], ["fsck"]])
 @pytest.mark.parametrize("fmt", ["csv", "ndjson"])
 def test_every_data_command_speaks_csv_and_ndjson(db, command, fmt) -> None:
     url, _ = db
@@ -162,8 +167,12 @@ def rotate(url: str, session_id: str, times: int) -> str:
         for n in range(times):
             store.append(session_id, [Message("user", f"q{n}"), Message("assistant", f"a{n}")])
             lease = store.acquire_lease(session_id, "test", 60)
-            record = store.commit_compaction(lease, watermark=store.transcript(session_id)[-1].seq,
-                                             mode="rotate", compacted=[Message("user", "summary")])
+            record = store.commit_compaction(
+                lease,
+                watermark=store.transcript(session_id)[-1].seq,
+                mode="rotate",
+                compacted=[Message("user", "summary")],
+            )
             session_id = record.child_session_id
         return session_id
     finally:

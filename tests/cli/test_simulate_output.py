@@ -35,9 +35,15 @@ def test_header_with_the_seed_reaches_a_pipe_before_the_run_starts(sqlite_path: 
     open_store(sqlite_path).close()  # an existing database the run must wait for
     with closing(sqlite3.connect(sqlite_path, isolation_level=None)) as blocker:
         blocker.execute("BEGIN IMMEDIATE")  # the run cannot write until this ends
-        proc = subprocess.Popen(cli_argv("--db", sqlite_path, "simulate", "--seed", "4242", *SMALL),
-                                env=cli_env(), cwd=REPO, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+        proc = subprocess.Popen(
+            cli_argv("--db", sqlite_path, "simulate", "--seed", "4242", *SMALL),
+            env=cli_env(),
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
         try:
             header = read_line(proc, timeout=60)
             still_running = proc.poll() is None

@@ -34,5 +34,6 @@ def pytest_terminal_summary(terminalreporter) -> None:
         return
     terminalreporter.section("fault trials")
     for kind, t in sorted(_TALLIES.items()):
-        terminalreporter.write_line(f"{kind}: {t.trials} trials, {t.faults} faults injected, "
-                                    f"{len(t.failures)} failures")
+        terminalreporter.write_line(
+            f"{kind}: {t.trials} trials, {t.faults} faults injected, {len(t.failures)} failures"
+        )

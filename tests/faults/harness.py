@@ -39,16 +39,31 @@ def trials(default: int = 1) -> int:
     return max(default, int(os.environ.get("SESSION_ACTORS_FAULT_TRIALS", default)))
 
 
-def spawn_worker(db: str, session: str, ledger: Path, *, kill_at: str | None = None,
-                 args: Iterable[str] = ()) -> subprocess.Popen:
+def spawn_worker(
+    db: str, session: str, ledger: Path, *, kill_at: str | None = None, args: Iterable[str] = ()
+) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != ENV_KILL_AT}
     if kill_at:
         env[ENV_KILL_AT] = kill_at
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.faults.worker", db, session, str(ledger),
-         "--holder", WORKER_HOLDER, "--ttl", str(TTL_S), *args],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "tests.faults.worker",
+            db,
+            session,
+            str(ledger),
+            "--holder",
+            WORKER_HOLDER,
+            "--ttl",
+            str(TTL_S),
+            *args,
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
 
 
@@ -98,14 +113,13 @@ def recover(store: Store, root: str, acks: list[Ack]) -> list[str]:
     problems = []
     if not wait_until(lambda: not live_leases(store, root), TTL_S + 10):
         problems.append("the dead worker's lease never expired")
-    policy = CompactionPolicy(lease_ttl_s=TTL_S * 5, keep_last=2, target_tokens=50, cooldown_s=0,
-                              ask_timeout_s=30.0)
-    with SessionRegistry(store, compressor=HeadTailCompressor(keep_last=2), policy=policy,
-                         holder="fault-recovery") as registry:
+    policy = CompactionPolicy(lease_ttl_s=TTL_S * 5, keep_last=2, target_tokens=50, cooldown_s=0, ask_timeout_s=30.0)
+    with SessionRegistry(
+        store, compressor=HeadTailCompressor(keep_last=2), policy=policy, holder="fault-recovery"
+    ) as registry:
         handle = registry.session(root, source="faults")
         for n in range(3):  # enough to compact even when the worker wrote nothing
-            for m in handle.append([Message("user", f"after the fault {n}"),
-                                    Message("assistant", f"recovered {n}")]):
+            for m in handle.append([Message("user", f"after the fault {n}"), Message("assistant", f"recovered {n}")]):
                 acks.append(Ack(root, m.id, m.text))
         outcome = handle.compress(force=True, mode="in_place")
         if outcome.status not in (CompressionStatus.COMPACTED, CompressionStatus.ROTATED):

@@ -55,8 +55,9 @@ def _one_trial(db: str, workdir, trial: int) -> tuple[list[str], int, int]:
     root = f"bs-{uuid.uuid4().hex[:8]}"
     ledger = workdir / "ledger"
     rng = random.Random(trial)
-    proc = spawn_worker(db, root, ledger, args=["--rounds", "60", "--patience", "0.2",
-                                                "--mode", rng.choice(("in_place", "rotate"))])
+    proc = spawn_worker(
+        db, root, ledger, args=["--rounds", "60", "--patience", "0.2", "--mode", rng.choice(("in_place", "rotate"))]
+    )
     holds, pause = 0, threading.Event()
     with closing(sqlite3.connect(db, isolation_level=None, timeout=30)) as foreign:
         while proc.poll() is None:

@@ -61,16 +61,24 @@ def test_kill_at_commit_point_of_a_submitted_append(store_url: str, tmp_path, po
     assert tally.failures[failures_before:] == []
 
 
-def _one_trial(db: str, workdir, operation: str, point: str, rng: random.Random,
-               worker_args: Sequence[str] = ()) -> list[str]:
+def _one_trial(
+    db: str, workdir, operation: str, point: str, rng: random.Random, worker_args: Sequence[str] = ()
+) -> list[str]:
     workdir.mkdir()
     root = f"kp-{uuid.uuid4().hex[:8]}"
     ledger = workdir / "ledger"
     # appends: kill at a random one of the first rounds; a lease or a commit: the first or second
     nth = rng.randint(1, 6) if operation == "append" else rng.randint(1, 2)
     mode = rng.choice(("in_place", "rotate"))
-    code, err = finish(spawn_worker(db, root, ledger, kill_at=f"{operation}:{point}:{nth}",
-                                    args=["--mode", mode, "--rounds", "12", *worker_args]))
+    code, err = finish(
+        spawn_worker(
+            db,
+            root,
+            ledger,
+            kill_at=f"{operation}:{point}:{nth}",
+            args=["--mode", mode, "--rounds", "12", *worker_args],
+        )
+    )
     if code != -9:
         return [f"worker was not killed at {operation}:{point}:{nth} (exit {code}): {err}"]
     acks = ledger_acks([ledger])
@@ -94,6 +102,9 @@ def _atomic(store, root: str, operation: str, point: str, nth: int) -> list[str]
     if operation == "commit_compaction":  # the worker's nth commit was the one killed
         mine = [r for r in lineage_compactions(store, root) if r.holder == WORKER_HOLDER]
         expected = nth if committed else nth - 1
-        return [] if len(mine) == expected else [
-            f"commit killed at {point}: {len(mine)} compactions by the worker, expected {expected}"]
+        return (
+            []
+            if len(mine) == expected
+            else [f"commit killed at {point}: {len(mine)} compactions by the worker, expected {expected}"]
+        )
     return []

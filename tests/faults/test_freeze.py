@@ -49,8 +49,9 @@ def _one_trial(db: str, workdir, mode: str) -> list[str]:
     workdir.mkdir()
     root = f"fz-{uuid.uuid4().hex[:8]}"
     ledger, marker = workdir / "ledger", workdir / "holding"
-    proc = spawn_worker(db, root, ledger, args=["--mode", mode, "--rounds", "6",
-                                                "--lease-file", str(marker), "--compress-delay", "3"])
+    proc = spawn_worker(
+        db, root, ledger, args=["--mode", mode, "--rounds", "6", "--lease-file", str(marker), "--compress-delay", "3"]
+    )
     store = open_store(db)
     problems: list[str] = []
     try:

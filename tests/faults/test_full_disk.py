@@ -43,8 +43,12 @@ ROOM_BYTES = 200_000
 def tmpfs(tmp_path) -> Iterator[Path]:
     mountpoint = tmp_path / "tmpfs"
     mountpoint.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE}", "tmpfs", str(mountpoint)],
-                             capture_output=True, text=True, timeout=30)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE}", "tmpfs", str(mountpoint)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
     try:
@@ -71,8 +75,7 @@ def _one_trial(directory: Path, ledger: Path) -> list[str]:
     filler.write_bytes(b"\0" * max(0, free - ROOM_BYTES))
     root = f"fd-{uuid.uuid4().hex[:8]}"
     resume = ledger.with_suffix(".resume")
-    proc = spawn_worker(db, root, ledger, args=["--rounds", "120", "--mode", "in_place",
-                                                "--resume-file", str(resume)])
+    proc = spawn_worker(db, root, ledger, args=["--rounds", "120", "--mode", "in_place", "--resume-file", str(resume)])
     failed_once = lambda: any(line[0] == "failed" for line in read_ledgers([ledger]))  # noqa: E731
     wait_until(lambda: proc.poll() is not None or failed_once(), 60)
     filler.unlink()  # space freed: the worker's own store must pick up again

@@ -59,8 +59,12 @@ def _one_trial(admin, pg_url: str, workdir, trial: int) -> tuple[list[str], int]
     name = f"fault-{root}"
     ledger = workdir / "ledger"
     rng = random.Random(trial)
-    proc = spawn_worker(with_application_name(pg_url, name), root, ledger,
-                        args=["--mode", rng.choice(("in_place", "rotate")), "--rounds", "30"])
+    proc = spawn_worker(
+        with_application_name(pg_url, name),
+        root,
+        ledger,
+        args=["--mode", rng.choice(("in_place", "rotate")), "--rounds", "30"],
+    )
     killed, pause = 0, threading.Event()
     while proc.poll() is None:
         rows = admin.execute(_IN_TRANSACTION, (name,)).fetchall()

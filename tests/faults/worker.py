@@ -32,8 +32,9 @@ class _SignallingCompressor:
         self.delay_s = delay_s
         self.inner = HeadTailCompressor(keep_last=2)
 
-    def compress(self, messages: Sequence[StoredMessage], *, target_tokens: int,
-                 cancel: threading.Event) -> Sequence[Message]:
+    def compress(
+        self, messages: Sequence[StoredMessage], *, target_tokens: int, cancel: threading.Event
+    ) -> Sequence[Message]:
         if self.marker:
             Path(self.marker).write_text("holding", encoding="utf-8")
         if self.delay_s and cancel.wait(self.delay_s):
@@ -72,19 +73,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lease-file", default=None)
     parser.add_argument("--compress-delay", type=float, default=0.0)
     parser.add_argument("--patience", type=float, default=None, help="the store's patience_s")
-    parser.add_argument("--resume-file", default=None,
-                        help="after a failed append, wait until this file exists before going on")
-    parser.add_argument("--async", dest="use_async", action="store_true",
-                        help="append and compress from an event loop (append_async: the submitted path)")
+    parser.add_argument(
+        "--resume-file", default=None, help="after a failed append, wait until this file exists before going on"
+    )
+    parser.add_argument(
+        "--async",
+        dest="use_async",
+        action="store_true",
+        help="append and compress from an event loop (append_async: the submitted path)",
+    )
     args = parser.parse_args(argv)
-    policy = CompactionPolicy(lease_ttl_s=args.ttl, keep_last=2, target_tokens=50, cooldown_s=0,
-                              ask_timeout_s=30.0, max_compaction_s=60.0)
+    policy = CompactionPolicy(
+        lease_ttl_s=args.ttl, keep_last=2, target_tokens=50, cooldown_s=0, ask_timeout_s=30.0, max_compaction_s=60.0
+    )
     compressor = _SignallingCompressor(args.lease_file, args.compress_delay)
     store = open_store(args.db, **({} if args.patience is None else {"patience_s": args.patience}))
     try:
-        with Ledger(args.ledger) as ledger, SessionRegistry(
-            store, compressor=compressor, policy=policy, holder=args.holder,
-        ) as registry:
+        with (
+            Ledger(args.ledger) as ledger,
+            SessionRegistry(
+                store,
+                compressor=compressor,
+                policy=policy,
+                holder=args.holder,
+            ) as registry,
+        ):
             handle = _open_session(registry, args.session)
             if args.use_async:
                 asyncio.run(_rounds_async(handle, ledger, args))

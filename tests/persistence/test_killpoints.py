@@ -36,9 +36,7 @@ def test_armed_process_dies_at_the_named_point_only(tmp_path) -> None:
         "killpoints.reached('after_commit', ['renew_lease', 'append'])\n"
         "print('survived', flush=True)\n"
     )
-    env = {**os.environ, killpoints.ENV_KILL_AT: "append:after_commit",
-           "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=60)
+    env = {**os.environ, killpoints.ENV_KILL_AT: "append:after_commit", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == -9
     assert proc.stdout.split() == ["alive"]

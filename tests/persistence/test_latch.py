@@ -26,10 +26,12 @@ def kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Ite
     yield request.param
 
 
-def waited_in_thread(target: Latch, was_set: list[bool], set_called: list[bool],
-                     ready: threading.Event) -> threading.Thread:
+def waited_in_thread(
+    target: Latch, was_set: list[bool], set_called: list[bool], ready: threading.Event
+) -> threading.Thread:
     """A thread that waits on ``target``, then records whether its setter had been
     called by then (``set_called``, flipped by the test right before ``set``)."""
+
     def wait() -> None:
         ready.set()
         target.wait()

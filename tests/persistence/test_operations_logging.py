@@ -34,8 +34,7 @@ def test_pool_warnings_go_to_our_logger_not_stderr(pg_url, caplog, capfd):
     store = open_store(with_application_name(pg_url, app), min_size=1, max_size=1)
     try:
         store.create_session("s")
-        pg_rows(pg_url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
-                (app,))
+        pg_rows(pg_url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", (app,))
         with caplog.at_level(logging.WARNING, logger="session_actors"):
             assert store.transcript("s") == []  # the pool's connection was dead: retried
     finally:

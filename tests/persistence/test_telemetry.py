@@ -25,8 +25,7 @@ BUSY = "session_actors.store.busy_retries"
 
 def test_appends_are_counted_in_messages_and_timed_per_call(otel: Otel, store) -> None:
     store.create_session("m")
-    messages, calls = otel.counter("session_actors.appends"), otel.histogram_count(
-        "session_actors.append.duration")
+    messages, calls = otel.counter("session_actors.appends"), otel.histogram_count("session_actors.append.duration")
     store.append("m", [Message("user", "a"), Message("assistant", "b"), Message("user", "c")])
     store.append("m", Message("assistant", "d"))
     assert otel.counter("session_actors.appends") == messages + 4
@@ -51,7 +50,8 @@ def test_sqlite_busy_retries_are_counted(otel: Otel, sqlite_path: str) -> None:
         with closing(sqlite3.connect(sqlite_path, isolation_level=None)) as blocker:
             blocker.execute("BEGIN IMMEDIATE")  # another process holding the write lock
             writer = threading.Thread(
-                target=lambda: result.setdefault("stored", store.append("s", Message("user", "x"))))
+                target=lambda: result.setdefault("stored", store.append("s", Message("user", "x")))
+            )
             writer.start()
             wait_until(lambda: otel.counter(BUSY) > retries, what="a busy retry")
             blocker.execute("ROLLBACK")
@@ -62,8 +62,7 @@ def test_sqlite_busy_retries_are_counted(otel: Otel, sqlite_path: str) -> None:
 
 
 KILL = "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s"
-WAITING = ("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
-           " AND wait_event_type = 'Lock'")
+WAITING = "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND wait_event_type = 'Lock'"
 
 
 @pytest.mark.postgres
@@ -82,8 +81,7 @@ def test_postgres_read_retried_after_a_lost_connection_is_counted(otel: Otel, pg
 
 
 @pytest.mark.postgres
-def test_postgres_append_retried_after_its_backend_was_terminated_is_counted(
-        otel: Otel, pg_url: str) -> None:
+def test_postgres_append_retried_after_its_backend_was_terminated_is_counted(otel: Otel, pg_url: str) -> None:
     import psycopg
 
     app = f"otel-{uuid.uuid4().hex[:8]}"
@@ -96,7 +94,8 @@ def test_postgres_append_retried_after_its_backend_was_terminated_is_counted(
         with psycopg.connect(with_application_name(pg_url, f"blocker-{app}")) as blocker:
             blocker.execute("SELECT 1 FROM sessions WHERE id = 's' FOR UPDATE")  # holds the row
             writer = threading.Thread(
-                target=lambda: result.setdefault("stored", store.append("s", Message("user", "x"))))
+                target=lambda: result.setdefault("stored", store.append("s", Message("user", "x")))
+            )
             writer.start()
             wait_until(lambda: pg_rows(pg_url, WAITING, (app,))[0][0] == 1, what="the blocked append")
             assert pg_rows(pg_url, KILL, (app,))[0][0] >= 1  # killed mid-statement: rolled back
@@ -130,8 +129,7 @@ print(telemetry.enabled(), outcome.status.value in ("compacted", "unchanged"), s
 
 def test_without_the_extra_nothing_is_imported_and_everything_works(tmp_path) -> None:
     db = str(tmp_path / "state.db")
-    result = subprocess.run([sys.executable, "-c", NO_EXTRA, db], capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run([sys.executable, "-c", NO_EXTRA, db], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["False", "True", "1", "[]"]
 
@@ -151,7 +149,6 @@ print(telemetry.enabled(), type(trace.get_tracer_provider()).__name__)
 
 def test_with_the_api_but_no_sdk_it_is_a_silent_no_op(tmp_path) -> None:
     db = str(tmp_path / "state.db")
-    result = subprocess.run([sys.executable, "-c", API_ONLY, db], capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run([sys.executable, "-c", API_ONLY, db], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["True", "ProxyTracerProvider"] and result.stderr == ""

@@ -8,14 +8,17 @@ from persistence._urls import display_url, parse_store_url
 from protocol import ConfigurationError
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("state.db", ("sqlite", "state.db")),
-    ("/var/lib/x/state.db", ("sqlite", "/var/lib/x/state.db")),
-    ("sqlite:///rel.db", ("sqlite", "rel.db")),
-    ("sqlite:////abs/state.db", ("sqlite", "/abs/state.db")),
-    ("postgresql://u@h/db", ("postgresql", "postgresql://u@h/db")),
-    ("postgres://u@h/db", ("postgresql", "postgres://u@h/db")),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("state.db", ("sqlite", "state.db")),
+        ("/var/lib/x/state.db", ("sqlite", "/var/lib/x/state.db")),
+        ("sqlite:///rel.db", ("sqlite", "rel.db")),
+        ("sqlite:////abs/state.db", ("sqlite", "/abs/state.db")),
+        ("postgresql://u@h/db", ("postgresql", "postgresql://u@h/db")),
+        ("postgres://u@h/db", ("postgresql", "postgres://u@h/db")),
+    ],
+)
 def test_urls_pick_the_backend(text, expected):
     assert parse_store_url(text) == expected
 
@@ -32,16 +35,24 @@ def test_display_url_masks_only_the_password():
     assert display_url("state.db") == "state.db"
 
 
-@pytest.mark.parametrize("url, shown", [
-    ("postgresql://u:s3cret@h/db?sslmode=require&password=s3cret&options=-c%20x",
-     "postgresql://u:***@h/db?sslmode=require&password=***&options=-c%20x"),
-    ("postgresql://u@h1:5432,h2:5433/db?sslpassword=s3cret#f", "postgresql://u@h1:5432,h2:5433/db?sslpassword=***#f"),
-    ("postgres://:s3cret@/db?host=/run/pg", "postgres://:***@/db?host=/run/pg"),
-    ("postgresql://u:p@ss:s3cret@h/db", "postgresql://u:***@h/db"),  # an unencoded @ in the password
-    ("postgresql://h/db?PassWord=s3cret&Api_Key=s3cret&x=1", "postgresql://h/db?PassWord=***&Api_Key=***&x=1"),
-    ("postgresql://h/db?pass%77ord=s3cret", "postgresql://h/db?pass%77ord=***"),  # an encoded key
-    ("sqlite:///x.db?token=s3cret", "sqlite:///x.db?token=***"),
-])
+@pytest.mark.parametrize(
+    "url, shown",
+    [
+        (
+            "postgresql://u:s3cret@h/db?sslmode=require&password=s3cret&options=-c%20x",
+            "postgresql://u:***@h/db?sslmode=require&password=***&options=-c%20x",
+        ),
+        (
+            "postgresql://u@h1:5432,h2:5433/db?sslpassword=s3cret#f",
+            "postgresql://u@h1:5432,h2:5433/db?sslpassword=***#f",
+        ),
+        ("postgres://:s3cret@/db?host=/run/pg", "postgres://:***@/db?host=/run/pg"),
+        ("postgresql://u:p@ss:s3cret@h/db", "postgresql://u:***@h/db"),  # an unencoded @ in the password
+        ("postgresql://h/db?PassWord=s3cret&Api_Key=s3cret&x=1", "postgresql://h/db?PassWord=***&Api_Key=***&x=1"),
+        ("postgresql://h/db?pass%77ord=s3cret", "postgresql://h/db?pass%77ord=***"),  # an encoded key
+        ("sqlite:///x.db?token=s3cret", "sqlite:///x.db?token=***"),
+    ],
+)
 def test_display_url_masks_every_password(url, shown):
     assert display_url(url) == shown
     assert "s3cret" not in display_url(url)

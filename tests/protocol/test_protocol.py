@@ -31,9 +31,7 @@ def test_wrong_role_is_rejected(role):
         Message(role, "x")
 
 
-@pytest.mark.parametrize(
-    "content", [object(), 3, {"a": 1}, [1, 2], [{"x": math.nan}], [{"x": object()}]]
-)
+@pytest.mark.parametrize("content", [object(), 3, {"a": 1}, [1, 2], [{"x": math.nan}], [{"x": object()}]])
 def test_non_json_content_is_rejected(content):
     with pytest.raises(InvalidMessageError) as info:
         Message("user", content)
@@ -86,8 +84,9 @@ def test_openai_shape_round_trips():
     messages = [
         Message("system", "be brief"),
         Message("user", [{"type": "text", "text": "hi"}], name="ann", meta={"k": [1, 2]}),
-        Message("assistant", "", tool_calls=[{"id": "c1", "type": "function",
-                                              "function": {"name": "f", "arguments": "{}"}}]),
+        Message(
+            "assistant", "", tool_calls=[{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+        ),
         Message("tool", "42", tool_call_id="c1"),
     ]
     for message in messages:
@@ -104,8 +103,7 @@ def test_transcript_equality_ignores_store_fields():
     plain = [Message("user", "a"), Message("assistant", "b", meta={"x": 1})]
     stored = [
         StoredMessage("user", "a", session_id="s", seq=7, id=70, created_at=1.0),
-        StoredMessage("assistant", "b", meta={"x": 1}, session_id="t", seq=9, id=3,
-                      created_at=2.0, state="compacted"),
+        StoredMessage("assistant", "b", meta={"x": 1}, session_id="t", seq=9, id=3, created_at=2.0, state="compacted"),
     ]
     assert transcripts_equal(plain, stored)
     assert not transcripts_equal(plain, stored[:1])
@@ -113,9 +111,7 @@ def test_transcript_equality_ignores_store_fields():
     assert stored[0].as_message() == plain[0]
 
 
-@pytest.mark.parametrize(
-    "bad", ["", "x" * 129, " lead", "trail ", "a\nb", "nul\x00", "tab\tid", 5, None]
-)
+@pytest.mark.parametrize("bad", ["", "x" * 129, " lead", "trail ", "a\nb", "nul\x00", "tab\tid", 5, None])
 def test_invalid_session_ids(bad):
     with pytest.raises(InvalidSessionIdError):
         validate_session_id(bad)
@@ -141,12 +137,15 @@ def test_outcome_status_committed_flag():
     assert outcome.reason == "cooldown" and outcome.record is None
 
 
-@pytest.mark.parametrize("fields", [
-    {"content": "lone \ud800 surrogate"},
-    {"content": [{"type": "text", "text": "\udfff"}]},
-    {"content": "ok", "name": "\ud800"},
-    {"content": "ok", "meta": {"k": "\ud800"}},
-])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"content": "lone \ud800 surrogate"},
+        {"content": [{"type": "text", "text": "\udfff"}]},
+        {"content": "ok", "name": "\ud800"},
+        {"content": "ok", "meta": {"k": "\ud800"}},
+    ],
+)
 def test_text_that_cannot_be_stored_as_utf8_is_rejected_at_construction(fields):
     with pytest.raises(InvalidMessageError):
         Message("user", **fields)
@@ -172,9 +171,16 @@ def test_tool_call_message_content_none_round_trips_as_null():
     assert Message.from_dict({"role": "assistant", "content": None, "tool_calls": CALLS}).content is None
 
 
-@pytest.mark.parametrize("role, tool_calls", [
-    ("user", None), ("assistant", None), ("assistant", []), ("tool", CALLS), ("system", CALLS),
-])
+@pytest.mark.parametrize(
+    "role, tool_calls",
+    [
+        ("user", None),
+        ("assistant", None),
+        ("assistant", []),
+        ("tool", CALLS),
+        ("system", CALLS),
+    ],
+)
 def test_content_none_is_only_for_an_assistant_message_with_tool_calls(role, tool_calls):
     with pytest.raises(InvalidMessageError, match="None only"):
         Message(role, None, tool_calls=tool_calls)

@@ -47,12 +47,15 @@ def test_valid_transcripts_pass():
     assert invalid_tool_pairing([U, call("a"), call("b"), result("a"), result("b")], []) is None
 
 
-@pytest.mark.parametrize("published, why", [
-    ([U, result("a"), A], "answers no call"),                      # orphaned result
-    ([U, call("a"), A, result("a")], "lost its result"),           # result outside its run
-    ([U, result("a"), call("a")], "answers no call"),              # result before its call
-    ([U, call("a", "b"), result("b"), A], "lost its result"),     # a result was dropped
-])
+@pytest.mark.parametrize(
+    "published, why",
+    [
+        ([U, result("a"), A], "answers no call"),  # orphaned result
+        ([U, call("a"), A, result("a")], "lost its result"),  # result outside its run
+        ([U, result("a"), call("a")], "answers no call"),  # result before its call
+        ([U, call("a", "b"), result("b"), A], "lost its result"),  # a result was dropped
+    ],
+)
 def test_broken_pairs_are_named(published, why):
     snapshot = [U, call("a", "b"), result("a"), result("b"), A]
     assert why in invalid_tool_pairing(published, snapshot)

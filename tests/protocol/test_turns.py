@@ -32,8 +32,10 @@ def test_an_open_turn_stays_out_by_count_and_by_first_seq():
 
 
 def test_an_unanswered_trailing_tool_run_stays_out():
-    messages = chat(3) + [stored("assistant", "", seq=4, tool_calls=[call(1), call(2)]),
-                          stored("tool", "r1", seq=5, tool_call_id="c1")]
+    messages = chat(3) + [
+        stored("assistant", "", seq=4, tool_calls=[call(1), call(2)]),
+        stored("tool", "r1", seq=5, tool_call_id="c1"),
+    ]
     assert trailing_open_run_start(messages) == 3
     assert compactable_end(messages) == 3
     answered = messages + [stored("tool", "r2", seq=6, tool_call_id="c2")]
@@ -41,9 +43,11 @@ def test_an_unanswered_trailing_tool_run_stays_out():
 
 
 def test_parallel_calls_stored_as_consecutive_assistant_messages_form_one_run():
-    messages = chat(2) + [stored("assistant", "", seq=3, tool_calls=[call(1)]),
-                          stored("assistant", "", seq=4, tool_calls=[call(2)]),
-                          stored("tool", "r2", seq=5, tool_call_id="c2")]
+    messages = chat(2) + [
+        stored("assistant", "", seq=3, tool_calls=[call(1)]),
+        stored("assistant", "", seq=4, tool_calls=[call(2)]),
+        stored("tool", "r2", seq=5, tool_call_id="c2"),
+    ]
     assert compactable_end(messages) == 2
     # an unanswered run before the open turn is trailing once the turn is cut off
     assert compactable_end(messages + chat(2, start=6), turn_messages=2) == 2

@@ -22,12 +22,15 @@ from .test_simulate import assert_clean, report_of
 SMALL = ["--sessions", "4", "--turns", "6", "--threads", "3", "--seed", "11"]
 
 
-@pytest.mark.parametrize("argv", [
-    ["--chaos"],  # one process: nothing to kill and restart
-    ["--chaos", "--processes", "2", "--naive"],
-    ["--processes", "2", "--faults", "3"],  # --faults without --chaos
-    ["--chaos", "--processes", "2", "--faults", "1"],  # not one of each kind
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--chaos"],  # one process: nothing to kill and restart
+        ["--chaos", "--processes", "2", "--naive"],
+        ["--processes", "2", "--faults", "3"],  # --faults without --chaos
+        ["--chaos", "--processes", "2", "--faults", "1"],  # not one of each kind
+    ],
+)
 def test_bad_chaos_options_exit_2_with_one_line(capsys, tmp_path, argv) -> None:
     result = run_cli(capsys, "simulate", "--db", str(tmp_path / "x.db"), *argv)
     assert result.code == 2
@@ -37,8 +40,9 @@ def test_bad_chaos_options_exit_2_with_one_line(capsys, tmp_path, argv) -> None:
 
 @pytest.mark.timeout(180)
 def test_chaos_run_kills_and_freezes_and_loses_nothing(capsys, store_url: str) -> None:
-    result = run_cli(capsys, "--db", store_url, "simulate", "--processes", "2", "--chaos",
-                     "--faults", "4", "--json", *SMALL)
+    result = run_cli(
+        capsys, "--db", store_url, "simulate", "--processes", "2", "--chaos", "--faults", "4", "--json", *SMALL
+    )
     doc = report_of(result)
     assert result.code == 0, doc["examples"]
     assert_clean(doc)
@@ -58,9 +62,24 @@ def test_chaos_run_kills_and_freezes_and_loses_nothing(capsys, store_url: str) -
 
 @pytest.mark.timeout(180)
 def test_a_tiny_workload_keeps_going_until_every_fault_happened(capsys, tmp_path) -> None:
-    result = run_cli(capsys, "--db", str(tmp_path / "tiny.db"), "simulate", "--processes", "2",
-                     "--chaos", "--faults", "3", "--json", "--sessions", "1", "--turns", "1",
-                     "--threads", "1")
+    result = run_cli(
+        capsys,
+        "--db",
+        str(tmp_path / "tiny.db"),
+        "simulate",
+        "--processes",
+        "2",
+        "--chaos",
+        "--faults",
+        "3",
+        "--json",
+        "--sessions",
+        "1",
+        "--turns",
+        "1",
+        "--threads",
+        "1",
+    )
     doc = report_of(result)
     assert result.code == 0, doc["examples"]
     assert_clean(doc)
@@ -71,8 +90,23 @@ def test_a_tiny_workload_keeps_going_until_every_fault_happened(capsys, tmp_path
 
 
 def test_text_report_says_how_many_kills_and_freezes(capsys, tmp_path) -> None:
-    result = run_cli(capsys, "--db", str(tmp_path / "t.db"), "simulate", "--processes", "2",
-                     "--chaos", "--faults", "2", "--sessions", "2", "--turns", "2", "--threads", "2")
+    result = run_cli(
+        capsys,
+        "--db",
+        str(tmp_path / "t.db"),
+        "simulate",
+        "--processes",
+        "2",
+        "--chaos",
+        "--faults",
+        "2",
+        "--sessions",
+        "2",
+        "--turns",
+        "2",
+        "--threads",
+        "2",
+    )
     assert result.code == 0, result.out
     line = next(line for line in result.out.splitlines() if line.startswith("chaos:"))
     assert " kill" in line and " past the lease TTL" in line and "restart" in line
@@ -83,8 +117,17 @@ def test_the_check_holds_the_store_to_every_ledgered_ack(tmp_path) -> None:
     """The acks a chaos run reports come from the workers' ledgers, and the check uses
     them: erase one acknowledged row behind the store's back and it is counted lost."""
     db = str(tmp_path / "sim.db")
-    base = WorkerConfig(db=db, prefix=f"sim-{secrets.token_hex(3)}-", sessions=2, turns=3,
-                        threads=2, seed=5, workers=2, max_tokens=300, target_tokens=100)
+    base = WorkerConfig(
+        db=db,
+        prefix=f"sim-{secrets.token_hex(3)}-",
+        sessions=2,
+        turns=3,
+        threads=2,
+        seed=5,
+        workers=2,
+        max_tokens=300,
+        target_tokens=100,
+    )
     roots = session_ids(base.prefix, base.sessions)
     store = open_store(db)
     for root in roots:

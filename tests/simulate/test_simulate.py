@@ -20,9 +20,17 @@ def report_of(result) -> dict:
 def assert_clean(doc: dict) -> None:
     assert doc["ok"] is True, doc["examples"]
     assert all(count == 0 for count in doc["violations"].values()), doc["violations"]
-    assert set(doc["violations"]) >= {"forks", "lost_messages", "leaked_leases", "seq_gaps",
-                                      "orphan_writes", "duplicated_copies", "errors", "turns_split",
-                                      "tool_results_separated"}
+    assert set(doc["violations"]) >= {
+        "forks",
+        "lost_messages",
+        "leaked_leases",
+        "seq_gaps",
+        "orphan_writes",
+        "duplicated_copies",
+        "errors",
+        "turns_split",
+        "tool_results_separated",
+    }
 
 
 @pytest.mark.timeout(60)
@@ -80,8 +88,7 @@ def test_simulate_naive_forks_and_exits_1(capsys, tmp_path) -> None:
 @pytest.mark.timeout(60)
 def test_simulate_table_output_and_bad_sizes(capsys, tmp_path) -> None:
     db = str(tmp_path / "sim.db")
-    result = run_cli(capsys, "simulate", "--db", db, "--sessions", "2", "--turns", "3",
-                     "--threads", "2", "--seed", "1")
+    result = run_cli(capsys, "simulate", "--db", db, "--sessions", "2", "--turns", "3", "--threads", "2", "--seed", "1")
     assert result.code == 0
     assert "forks" in result.out and "lost messages" in result.out and "msg/s" in result.out
     bad = run_cli(capsys, "simulate", "--db", db, "--threads", "0")
@@ -98,10 +105,29 @@ def test_simulate_with_the_llm_compressor(capsys, tmp_path) -> None:
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
     try:
-        result = run_cli(capsys, "simulate", "--db", str(tmp_path / "llm.db"), "--json",
-                         "--sessions", "2", "--turns", "6", "--threads", "2", "--seed", "3",
-                         "--max-tokens", "200", "--compressor", "llm",
-                         "--llm-base-url", server.base_url, "--llm-model", "tiny")
+        result = run_cli(
+            capsys,
+            "simulate",
+            "--db",
+            str(tmp_path / "llm.db"),
+            "--json",
+            "--sessions",
+            "2",
+            "--turns",
+            "6",
+            "--threads",
+            "2",
+            "--seed",
+            "3",
+            "--max-tokens",
+            "200",
+            "--compressor",
+            "llm",
+            "--llm-base-url",
+            server.base_url,
+            "--llm-model",
+            "tiny",
+        )
     finally:
         server.release.set()
         server.shutdown()

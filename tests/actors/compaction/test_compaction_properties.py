@@ -85,7 +85,8 @@ def shipped(name: str, keep_last: int, base_url: str):
 def test_every_keep_last_gives_a_valid_result_ending_where_it_ended(name, llm_base_url, before, merge):
     for keep_last in range(len(before) + 2):
         compressed = shipped(name, keep_last, llm_base_url).compress(
-            before, target_tokens=200, cancel=threading.Event())
+            before, target_tokens=200, cancel=threading.Event()
+        )
         if transcripts_equal(compressed, before):
             continue
         check_published(before, restore_real_user_ask(before, compressed, merge=merge))
@@ -113,8 +114,9 @@ def test_through_a_registry_with_a_tail(name, llm_base_url, store_url, before, t
     compressor = AppendsATail(shipped(name, keep_last, llm_base_url), tail)
     store = open_store(store_url)
     try:
-        with SessionRegistry(store, compressor=compressor,
-                             policy=CompactionPolicy(merge_user_messages=merge)) as registry:
+        with SessionRegistry(
+            store, compressor=compressor, policy=CompactionPolicy(merge_user_messages=merge)
+        ) as registry:
             s = compressor.handle = registry.session(f"prop-{len(store.sessions())}")
             s.append(before)
             outcome = s.compress()
@@ -123,6 +125,6 @@ def test_through_a_registry_with_a_tail(name, llm_base_url, store_url, before, t
         store.close()
     assert outcome.status in (CompressionStatus.COMPACTED, CompressionStatus.UNCHANGED), outcome
     assert invalid_tool_pairing(live, [*before, *tail]) is None
-    assert transcripts_equal(live[-len(tail):], tail)  # the tail, verbatim and last
+    assert transcripts_equal(live[-len(tail) :], tail)  # the tail, verbatim and last
     if outcome.status is CompressionStatus.COMPACTED:
-        check_published(before, live[:-len(tail)])
+        check_published(before, live[: -len(tail)])

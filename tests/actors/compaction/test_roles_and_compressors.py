@@ -59,8 +59,12 @@ def test_dropped_ask_is_appended_after_an_assistant_message():
 
 
 def test_an_ask_inside_an_older_longer_ask_is_not_taken_as_kept():
-    snapshot = [Message("user", "please fix the login bug"), Message("assistant", "which one?"),
-                Message("user", "login bug"), Message("assistant", "fixed")]
+    snapshot = [
+        Message("user", "please fix the login bug"),
+        Message("assistant", "which one?"),
+        Message("user", "login bug"),
+        Message("assistant", "fixed"),
+    ]
     compacted = [Message("user", "please fix the login bug"), Message("assistant", f"{SUMMARY_PREFIX} s")]
     result = restore_real_user_ask(snapshot, compacted, merge=False)
     # answered: it goes back right before the summary that holds its answer
@@ -96,7 +100,9 @@ def test_multipart_contents_merge_as_parts():
 roles = st.sampled_from(["system", "user", "assistant", "tool"])
 message_st = st.builds(
     lambda role, text, synthetic: Message(role, text, meta={"synthetic": True} if synthetic else {}),
-    roles, st.text(max_size=8), st.booleans(),
+    roles,
+    st.text(max_size=8),
+    st.booleans(),
 )
 
 
@@ -108,9 +114,16 @@ def test_restored_sets_never_pair_users_and_keep_the_ask(snapshot, compacted):
     ask = latest_real_ask(snapshot)
     if ask is not None:
         sep = "\n\n"
-        assert any(m.role == "user" and (
-            m.text == ask.text or m.text.startswith(ask.text + sep) or m.text.endswith(sep + ask.text)
-            or f"{sep}{ask.text}{sep}" in m.text) for m in result)
+        assert any(
+            m.role == "user"
+            and (
+                m.text == ask.text
+                or m.text.startswith(ask.text + sep)
+                or m.text.endswith(sep + ask.text)
+                or f"{sep}{ask.text}{sep}" in m.text
+            )
+            for m in result
+        )
 
 
 def conversation(n: int) -> list[Message]:
@@ -145,8 +158,9 @@ def test_head_tail_returns_short_transcripts_unchanged():
 
 def test_head_tail_never_orphans_a_tool_result():
     messages = conversation(10) + [
-        Message("assistant", "", tool_calls=[{"id": "c", "type": "function",
-                                              "function": {"name": "f", "arguments": "{}"}}]),
+        Message(
+            "assistant", "", tool_calls=[{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+        ),
         Message("tool", "result", tool_call_id="c"),
     ]
     result = HeadTailCompressor(keep_last=1).compress(messages, target_tokens=100, cancel=threading.Event())
@@ -154,9 +168,7 @@ def test_head_tail_never_orphans_a_tool_result():
 
 
 def test_head_tail_summary_fits_the_target():
-    messages = [Message("system", "s"), Message("user", "ask")] + [
-        Message("assistant", "x" * 400) for _ in range(200)
-    ]
+    messages = [Message("system", "s"), Message("user", "ask")] + [Message("assistant", "x" * 400) for _ in range(200)]
     result = HeadTailCompressor(2).compress(messages, target_tokens=200, cancel=threading.Event())
     assert estimate_tokens(result[2:3]) <= 400
 
@@ -170,12 +182,23 @@ def test_head_tail_takes_keep_last_from_the_policy():
     assert bind_compressor(None, CompactionPolicy()) is None
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"max_tokens": 0}, {"keep_last": -1}, {"mode": "sideways"}, {"lease_ttl_s": 0},
-    {"lease_ttl_s": float("inf")}, {"ask_timeout_s": -1}, {"cooldown_s": float("nan")},
-    {"max_resident": 0}, {"token_counter": 5}, {"max_turn_s": 0}, {"max_turn_s": True},
-    {"max_turn_s": float("inf")},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"max_tokens": 0},
+        {"keep_last": -1},
+        {"mode": "sideways"},
+        {"lease_ttl_s": 0},
+        {"lease_ttl_s": float("inf")},
+        {"ask_timeout_s": -1},
+        {"cooldown_s": float("nan")},
+        {"max_resident": 0},
+        {"token_counter": 5},
+        {"max_turn_s": 0},
+        {"max_turn_s": True},
+        {"max_turn_s": float("inf")},
+    ],
+)
 def test_policy_rejects_out_of_range_values(kwargs):
     with pytest.raises(InvalidArgumentError):
         CompactionPolicy(**kwargs)
@@ -197,8 +220,9 @@ def test_gated_compressor_blocks_until_released_and_honours_cancel():
     gated = GatedCompressor()
     cancel = threading.Event()
     results = []
-    worker = threading.Thread(target=lambda: results.append(
-        gated.compress([Message("user", "x")], target_tokens=10, cancel=cancel)))
+    worker = threading.Thread(
+        target=lambda: results.append(gated.compress([Message("user", "x")], target_tokens=10, cancel=cancel))
+    )
     worker.start()
     assert gated.wait_started(5)
     assert worker.is_alive() and not results

@@ -64,8 +64,7 @@ def test_configuration_from_environment(llm_server: FakeLLM, monkeypatch) -> Non
 def test_keep_last_comes_from_the_policy_when_not_given(llm_server: FakeLLM) -> None:
     from actors.compaction._policy import CompactionPolicy, bind_compressor
 
-    comp = bind_compressor(LLMCompressor(base_url=llm_server.base_url, model="m"),
-                           CompactionPolicy(keep_last=3))
+    comp = bind_compressor(LLMCompressor(base_url=llm_server.base_url, model="m"), CompactionPolicy(keep_last=3))
     msgs = transcript()
     out = comp.compress(msgs, target_tokens=500, cancel=threading.Event())
     assert list(out[-3:]) == msgs[-3:] and len(out) == 2 + 1 + 3
@@ -154,7 +153,6 @@ def test_unreachable_endpoint_raises() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    comp = LLMCompressor(base_url=f"http://127.0.0.1:{port}/v1", model="m", timeout_s=5,
-                         max_retries=0)
+    comp = LLMCompressor(base_url=f"http://127.0.0.1:{port}/v1", model="m", timeout_s=5, max_retries=0)
     with pytest.raises(LLMCompressorError, match="failed"):
         comp.compress(transcript(), target_tokens=100, cancel=threading.Event())

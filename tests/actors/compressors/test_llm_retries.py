@@ -39,8 +39,7 @@ def transcript() -> list[Message]:
 
 
 def compressor(server: FakeLLM, **kwargs) -> LLMCompressor:
-    return LLMCompressor(base_url=server.base_url, model="m", api_key=KEY, keep_last=2,
-                         environ={}, **kwargs)
+    return LLMCompressor(base_url=server.base_url, model="m", api_key=KEY, keep_last=2, environ={}, **kwargs)
 
 
 def run(comp: LLMCompressor, cancel: threading.Event | None = None):
@@ -112,7 +111,7 @@ def test_backoff_delays() -> None:
     assert 9 <= backoff_delay(0, formatdate(now + 10, usegmt=True), now=now) <= 10
     for attempt in range(4):  # jittered exponential: within [base/2, base] * 2**attempt
         delays = {backoff_delay(attempt, None) for _ in range(20)}
-        assert all(0.25 * 2 ** attempt <= d <= 0.5 * 2 ** attempt for d in delays)
+        assert all(0.25 * 2**attempt <= d <= 0.5 * 2**attempt for d in delays)
         assert len(delays) > 1  # jittered
     assert backoff_delay(30, "not a date") == MAX_BACKOFF_S
     with pytest.raises(InvalidArgumentError):
@@ -129,9 +128,13 @@ def authorization(server: FakeLLM) -> str | None:
 
 
 def test_our_variables_configure_everything(llm_server: FakeLLM) -> None:
-    env = {**OURS, "SESSION_ACTORS_LLM_BASE_URL": llm_server.base_url,
-           "SESSION_ACTORS_LLM_API_KEY": "ours", "OPENAI_BASE_URL": "http://127.0.0.1:1/v1",
-           "OPENAI_API_KEY": "theirs"}
+    env = {
+        **OURS,
+        "SESSION_ACTORS_LLM_BASE_URL": llm_server.base_url,
+        "SESSION_ACTORS_LLM_API_KEY": "ours",
+        "OPENAI_BASE_URL": "http://127.0.0.1:1/v1",
+        "OPENAI_API_KEY": "theirs",
+    }
     run(LLMCompressor(environ=env))
     assert authorization(llm_server) == "Bearer ours"
     assert llm_server.requests[-1]["model"] == "env-model"
@@ -163,6 +166,7 @@ def test_environ_replaces_os_environ(llm_server: FakeLLM, monkeypatch) -> None:
 
 # -- proxies ---------------------------------------------------------------------------------
 
+
 def test_http_proxy_from_the_environment_is_used(llm_server: FakeLLM) -> None:
     with running_proxy() as proxy:
         proxied = proxy.url.replace("http://", "http://user:p%40ss@")
@@ -180,8 +184,11 @@ def test_http_proxy_from_the_environment_is_used(llm_server: FakeLLM) -> None:
 
 def test_https_goes_through_a_connect_tunnel_and_errors_hold_no_credentials() -> None:
     with running_proxy() as proxy:
-        env = {**OURS, "SESSION_ACTORS_LLM_BASE_URL": "https://llm.example.test:8443/v1",
-               "https_proxy": proxy.url.replace("http://", "http://user:hunter2@")}
+        env = {
+            **OURS,
+            "SESSION_ACTORS_LLM_BASE_URL": "https://llm.example.test:8443/v1",
+            "https_proxy": proxy.url.replace("http://", "http://user:hunter2@"),
+        }
         with pytest.raises(LLMCompressorError) as info:
             run(LLMCompressor(api_key=KEY, max_retries=0, environ=env))
         assert proxy.seen[0][:2] == ("CONNECT", "llm.example.test:8443")
@@ -190,13 +197,13 @@ def test_https_goes_through_a_connect_tunnel_and_errors_hold_no_credentials() ->
 
 
 def test_unsupported_proxy_schemes_are_configuration_errors() -> None:
-    env = {**OURS, "SESSION_ACTORS_LLM_BASE_URL": "http://127.0.0.1:1/v1",
-           "ALL_PROXY": "socks5://127.0.0.1:1080"}
+    env = {**OURS, "SESSION_ACTORS_LLM_BASE_URL": "http://127.0.0.1:1/v1", "ALL_PROXY": "socks5://127.0.0.1:1080"}
     with pytest.raises(ConfigurationError, match="socks5"):
         LLMCompressor(environ=env)
 
 
 # -- secrets ---------------------------------------------------------------------------------
+
 
 def compact_once(store_url: str, comp):
     """One compaction of a fresh session: its outcome and the cooldown it left."""
@@ -210,8 +217,7 @@ def compact_once(store_url: str, comp):
         store.close()
 
 
-def test_an_echoed_key_never_reaches_the_outcome_or_the_cooldown(llm_server: FakeLLM,
-                                                                 store_url: str) -> None:
+def test_an_echoed_key_never_reaches_the_outcome_or_the_cooldown(llm_server: FakeLLM, store_url: str) -> None:
     llm_server.behaviour = "echo"  # 401 with every request header in the body
     outcome, cooldown = compact_once(store_url, compressor(llm_server))
     assert outcome.status is CompressionStatus.FAILED and "401" in outcome.error
@@ -224,8 +230,9 @@ def test_an_echoed_key_never_reaches_the_outcome_or_the_cooldown(llm_server: Fak
 def test_credentials_in_any_compressor_error_are_masked(store_url: str) -> None:
     from actors.testing import ScriptedCompressor
 
-    echo = RuntimeError('401 from proxy: {"Authorization": "Bearer sk-live-123"}, api_key=sk-x '
-                        "Proxy-Authorization: Basic dXNlcjpwYXNz")
+    echo = RuntimeError(
+        '401 from proxy: {"Authorization": "Bearer sk-live-123"}, api_key=sk-x Proxy-Authorization: Basic dXNlcjpwYXNz'
+    )
     outcome, cooldown = compact_once(store_url, ScriptedCompressor(echo))
     assert outcome.status is CompressionStatus.FAILED and outcome.error.startswith("RuntimeError: 401")
     for text in (outcome.error, cooldown.error):
@@ -238,8 +245,9 @@ def test_credentials_under_prefixed_names_are_masked(store_url: str) -> None:
     repr, ``OPENAI_API_KEY=`` from an environment dump, ``x-goog-api-key:``)."""
     from actors.testing import ScriptedCompressor
 
-    echo = RuntimeError("client settings openai_api_key=sk-live-123 OPENAI_API_KEY=sk-env-456 "
-                        "headers {'x-goog-api-key': 'AIza-789'}")
+    echo = RuntimeError(
+        "client settings openai_api_key=sk-live-123 OPENAI_API_KEY=sk-env-456 headers {'x-goog-api-key': 'AIza-789'}"
+    )
     outcome, cooldown = compact_once(store_url, ScriptedCompressor(echo))
     assert outcome.status is CompressionStatus.FAILED and "client settings" in outcome.error
     for text in (outcome.error, cooldown.error):
@@ -247,10 +255,18 @@ def test_credentials_under_prefixed_names_are_masked(store_url: str) -> None:
             assert leaked not in text, (leaked, text)
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"base_url": 8080}, {"model": ["m"]}, {"api_key": b"k"}, {"environ": [("A", "b")]},
-    {"max_retries": True}, {"max_retries": 21}, {"timeout_s": float("inf")},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"base_url": 8080},
+        {"model": ["m"]},
+        {"api_key": b"k"},
+        {"environ": [("A", "b")]},
+        {"max_retries": True},
+        {"max_retries": 21},
+        {"timeout_s": float("inf")},
+    ],
+)
 def test_bad_arguments_are_typed_errors(kwargs) -> None:
     base = {"base_url": "http://127.0.0.1:1/v1", "model": "m", "environ": {}}
     with pytest.raises(InvalidArgumentError):

@@ -18,10 +18,18 @@ def tool_heavy() -> list[Message]:
     """Turns of user, parallel calls (one message and two messages), results, reasoning, answer."""
     out = [Message("system", "be useful")]
     for t in range(4):
-        out += [Message("user", f"ask {t}"), call(f"a{t}", f"b{t}"), result(f"b{t}"), result(f"a{t}"),
-                Message("assistant", f"thinking {t}", meta={"keep_with_next": True}),
-                call(f"c{t}"), call(f"d{t}"), result(f"c{t}"), result(f"d{t}"),
-                Message("assistant", f"answer {t}")]
+        out += [
+            Message("user", f"ask {t}"),
+            call(f"a{t}", f"b{t}"),
+            result(f"b{t}"),
+            result(f"a{t}"),
+            Message("assistant", f"thinking {t}", meta={"keep_with_next": True}),
+            call(f"c{t}"),
+            call(f"d{t}"),
+            result(f"c{t}"),
+            result(f"d{t}"),
+            Message("assistant", f"answer {t}"),
+        ]
     return out
 
 
@@ -37,8 +45,7 @@ def kept_tail_start(before: list[Message], after: list[Message]) -> int:
 def make(request, llm_server):
     if request.param == "head-tail":
         return lambda keep_last: HeadTailCompressor(keep_last=keep_last)
-    return lambda keep_last: LLMCompressor(base_url=llm_server.base_url, model="m",
-                                           keep_last=keep_last, environ={})
+    return lambda keep_last: LLMCompressor(base_url=llm_server.base_url, model="m", keep_last=keep_last, environ={})
 
 
 def test_kept_tail_starts_on_a_boundary_at_every_keep_last(make):

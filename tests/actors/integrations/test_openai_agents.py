@@ -55,11 +55,11 @@ def sqlite_session(tmp_path):
 
 
 def messages(n: int, *, start: int = 0) -> list[dict[str, Any]]:
-    return [{"role": "user" if i % 2 == 0 else "assistant", "content": f"Message {i}"}
-            for i in range(start, start + n)]
+    return [{"role": "user" if i % 2 == 0 else "assistant", "content": f"Message {i}"} for i in range(start, start + n)]
 
 
 # -- the protocol and exact round-trips --------------------------------------------------------
+
 
 def test_is_a_session_of_the_sdk(registry):
     session = AgentsSession(registry, "discord:1")
@@ -90,6 +90,7 @@ def test_a_bad_item_writes_nothing(registry):
 
 
 # -- limits and ordering, as SQLiteSession does them -------------------------------------------
+
 
 @pytest.mark.parametrize("limit", [None, 1, 2, 4, 6, 10, 0])
 def test_get_items_returns_the_latest_limit_in_order(registry, sqlite_session, limit):
@@ -134,6 +135,7 @@ def test_session_settings_dict_is_coerced_and_checked_as_the_sdk_does(registry, 
 
 # -- writers: tasks, threads, sessions, databases -----------------------------------------------
 
+
 def test_concurrent_adds_from_several_tasks_keep_every_batch_whole(registry):
     sessions = [AgentsSession(registry, "busy") for _ in range(2)]
     batches = [[{"role": "user", "content": f"task {t} item {i}"} for i in range(5)] for t in range(8)]
@@ -146,7 +148,7 @@ def test_concurrent_adds_from_several_tasks_keep_every_batch_whole(registry):
     assert sorted(i["content"] for i in items) == sorted(i["content"] for b in batches for i in b)
     for batch in batches:  # each add_items is one contiguous append, in order
         start = items.index(batch[0])
-        assert items[start:start + len(batch)] == batch
+        assert items[start : start + len(batch)] == batch
 
 
 def test_concurrent_adds_from_threads_with_their_own_loops(registry):
@@ -182,13 +184,20 @@ def test_two_sessions_on_one_database_stay_apart(make_registry, registry):
 
 # -- close -------------------------------------------------------------------------------------
 
+
 def test_every_call_after_close_raises_runtime_error(registry):
     session = AgentsSession(registry, "closing")
     run(session.add_items(messages(2)))
     session.close()
     session.close()  # idempotent
-    for call in (session.get_items(), session.get_items(1), session.add_items(messages(1)),
-                 session.add_items([]), session.pop_item(), session.clear_session()):
+    for call in (
+        session.get_items(),
+        session.get_items(1),
+        session.add_items(messages(1)),
+        session.add_items([]),
+        session.pop_item(),
+        session.clear_session(),
+    ):
         with pytest.raises(RuntimeError, match="closed"):
             run(call)
     # the data and the registry stay
@@ -196,6 +205,7 @@ def test_every_call_after_close_raises_runtime_error(registry):
 
 
 # -- compaction is the registry's ----------------------------------------------------------------
+
 
 def test_after_compaction_get_items_returns_the_compacted_transcript(make_registry):
     registry = make_registry(HeadTailCompressor(keep_last=4))
@@ -220,9 +230,15 @@ def test_an_ask_merged_by_compaction_is_rendered_from_the_merged_message(make_re
     summary = Message("user", f"{SUMMARY_PREFIX} the user asked twice", meta={"synthetic": True})
     registry = make_registry(ScriptedCompressor([summary]))  # drops the latest ask
     session = AgentsSession(registry, "merged")
-    run(session.add_items([{"role": "user", "content": "first ask"},
-                           {"role": "assistant", "content": "first answer"},
-                           {"type": "message", "role": "user", "content": "latest ask"}]))
+    run(
+        session.add_items(
+            [
+                {"role": "user", "content": "first ask"},
+                {"role": "assistant", "content": "first answer"},
+                {"type": "message", "role": "user", "content": "latest ask"},
+            ]
+        )
+    )
     outcome = registry.session("merged").compress()
     assert outcome.status is CompressionStatus.COMPACTED
     (live,) = registry.session("merged").transcript()
@@ -233,6 +249,7 @@ def test_an_ask_merged_by_compaction_is_rendered_from_the_merged_message(make_re
 
 
 # -- pop_item and clear_session ----------------------------------------------------------------
+
 
 def test_pop_item_behaves_like_sqlite_session(registry, sqlite_session):
     items = ITEMS[5:11]  # a reasoning item, two calls, their outputs, an answer
@@ -309,6 +326,7 @@ def test_clear_session_during_a_compaction_leaves_nothing_behind(make_registry, 
     assert run(session.get_items()) == []
     assert store.compactions("racing") == []
 
+
 def test_a_lineage_erased_by_another_process_starts_afresh(make_registry):
     first = AgentsSession(make_registry(), "elsewhere")
     run(first.add_items(messages(2)))
@@ -319,6 +337,7 @@ def test_a_lineage_erased_by_another_process_starts_afresh(make_registry):
 
 # -- Runner.run end to end --------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("keep_last", [2, 3])
 def test_runner_run_with_tools_a_review_path_and_auto_compaction(make_registry, store, keep_last):
     from agents import Agent, RunConfig, Runner, function_tool
@@ -328,8 +347,7 @@ def test_runner_run_with_tools_a_review_path_and_auto_compaction(make_registry, 
     # a kept tail of 2 or 3 messages would start at a function output or right after a
     # reasoning item if the compressors did not see the SDK's calls as a tool run
     head_tail = HeadTailCompressor(keep_last=keep_last)
-    gated = GatedCompressor(lambda messages: head_tail.compress(
-        messages, target_tokens=100, cancel=threading.Event()))
+    gated = GatedCompressor(lambda messages: head_tail.compress(messages, target_tokens=100, cancel=threading.Event()))
     registry = make_registry(gated, max_tokens=300, target_tokens=100, keep_last=keep_last)
     session = AgentsSession(registry, "discord:42")
     review = registry.review("discord:42")
@@ -348,13 +366,16 @@ def test_runner_run_with_tools_a_review_path_and_auto_compaction(make_registry, 
     agent = Agent(name="assistant", model=model, tools=[lookup])
 
     async def turn(n: int) -> None:
-        model.extend([
-            [ResponseReasoningItem(id=f"rs_{n}", type="reasoning", summary=[]),
-             function_call("lookup", {"n": n}, call_id=f"call_{n}")],
-            [assistant_message(f"answer {n}", item_id=f"msg_{n}")],
-        ])
-        result = await Runner.run(agent, f"question {n}", session=session,
-                                  run_config=RunConfig(tracing_disabled=True))
+        model.extend(
+            [
+                [
+                    ResponseReasoningItem(id=f"rs_{n}", type="reasoning", summary=[]),
+                    function_call("lookup", {"n": n}, call_id=f"call_{n}"),
+                ],
+                [assistant_message(f"answer {n}", item_id=f"msg_{n}")],
+            ]
+        )
+        result = await Runner.run(agent, f"question {n}", session=session, run_config=RunConfig(tracing_disabled=True))
         assert result.final_output == f"answer {n}"
 
     async def scenario() -> None:
@@ -381,8 +402,9 @@ def test_runner_run_with_tools_a_review_path_and_auto_compaction(make_registry, 
                 assert model_input[i + 1].get("call_id") == item["id"].replace("rs_", "call_")
             if item.get("type") == "function_call":
                 assert model_input[i - 1].get("id") == item["call_id"].replace("call_", "rs_")
-    assert any(str(item.get("content", "")).startswith("[CONTEXT COMPACTION]")
-               for item in inputs[-1]), "the last run did not see the compacted transcript"
+    assert any(str(item.get("content", "")).startswith("[CONTEXT COMPACTION]") for item in inputs[-1]), (
+        "the last run did not see the compacted transcript"
+    )
 
     items = run(session.get_items())
     assert orphan_outputs(items) == []
@@ -406,11 +428,14 @@ def test_runner_remembers_across_runs_streamed_too_and_honours_run_config_limits
     async def scenario() -> None:
         for n in range(3):
             model.enqueue([assistant_message(f"Reply {n}", item_id=f"msg_{n}")])
-            await Runner.run(agent, f"Message {n}", session=session,
-                             run_config=RunConfig(tracing_disabled=True))
+            await Runner.run(agent, f"Message {n}", session=session, run_config=RunConfig(tracing_disabled=True))
         model.enqueue([assistant_message("Reply 3", item_id="msg_3")])
-        streamed = Runner.run_streamed(agent, "Message 3", session=session, run_config=RunConfig(
-            tracing_disabled=True, session_settings=SessionSettings(limit=2)))
+        streamed = Runner.run_streamed(
+            agent,
+            "Message 3",
+            session=session,
+            run_config=RunConfig(tracing_disabled=True, session_settings=SessionSettings(limit=2)),
+        )
         async for _event in streamed.stream_events():
             pass
 
@@ -437,8 +462,9 @@ def test_the_readme_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, Any] = {}
     exec(compile(example, "README.md", "exec"), namespace)
-    model = ScriptedModel([[assistant_message("hi there", item_id="m1")],
-                           [assistant_message("you said hello", item_id="m2")]])
+    model = ScriptedModel(
+        [[assistant_message("hi there", item_id="m1")], [assistant_message("you said hello", item_id="m2")]]
+    )
     # the example's agent would call OpenAI: the same agent on a scripted model
     namespace["agent"] = namespace["agent"].clone(model=model)
     set_tracing_disabled(True)  # no trace export thread (the example runs without RunConfig)

@@ -35,11 +35,13 @@ def test_message_items_keep_their_role_developer_included():
 
 
 def test_calls_become_tool_calls_and_outputs_tool_messages():
-    call = item_to_message({"type": "function_call", "call_id": "c1", "name": "weather",
-                            "arguments": "{\"city\":\"Oslo\"}"})
+    call = item_to_message(
+        {"type": "function_call", "call_id": "c1", "name": "weather", "arguments": '{"city":"Oslo"}'}
+    )
     assert call.role == "assistant"
-    assert call.tool_calls == [{"id": "c1", "type": "function",
-                                "function": {"name": "weather", "arguments": "{\"city\":\"Oslo\"}"}}]
+    assert call.tool_calls == [
+        {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": '{"city":"Oslo"}'}}
+    ]
     output = item_to_message({"type": "function_call_output", "call_id": "c1", "output": "12 C"})
     assert (output.role, output.tool_call_id, output.content) == ("tool", "c1", "12 C")
     # every client-executed call type pairs the same way
@@ -49,8 +51,13 @@ def test_calls_become_tool_calls_and_outputs_tool_messages():
 
 
 def test_reasoning_is_kept_with_the_next_item_and_text_is_its_summary():
-    message = item_to_message({"type": "reasoning", "id": "rs", "summary": [
-        {"type": "summary_text", "text": "step one"}, {"type": "summary_text", "text": "step two"}]})
+    message = item_to_message(
+        {
+            "type": "reasoning",
+            "id": "rs",
+            "summary": [{"type": "summary_text", "text": "step one"}, {"type": "summary_text", "text": "step two"}],
+        }
+    )
     assert message.meta["keep_with_next"] is True
     assert (message.role, message.content) == ("assistant", "step one\nstep two")
 
@@ -67,8 +74,7 @@ def test_a_merged_message_renders_from_itself_not_from_its_stale_item():
     ask = item_to_message({"role": "user", "content": "first"})
     later = item_to_message({"role": "user", "content": "second"})
     # what rule 9 writes: the later message's meta plus merged_from, content joined
-    merged = Message("user", "first\n\nsecond",
-                     meta={**later.meta, "merged_from": [dict(ask.meta), dict(later.meta)]})
+    merged = Message("user", "first\n\nsecond", meta={**later.meta, "merged_from": [dict(ask.meta), dict(later.meta)]})
     assert message_to_items(merged) == [{"role": "user", "content": "first\n\nsecond"}]
 
 
@@ -80,21 +86,27 @@ def test_a_message_whose_content_was_rewritten_renders_from_itself():
 
 def test_messages_written_without_the_sdk_render_as_items():
     summary = Message("assistant", "[CONTEXT COMPACTION] 4 earlier messages", meta={"synthetic": True})
-    assert message_to_items(summary) == [{"role": "assistant",
-                                          "content": "[CONTEXT COMPACTION] 4 earlier messages"}]
-    calls = Message("assistant", "checking", tool_calls=[
-        {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
-        {"id": "b", "type": "function", "function": {"name": "g", "arguments": "{\"x\":1}"}}])
+    assert message_to_items(summary) == [{"role": "assistant", "content": "[CONTEXT COMPACTION] 4 earlier messages"}]
+    calls = Message(
+        "assistant",
+        "checking",
+        tool_calls=[
+            {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+            {"id": "b", "type": "function", "function": {"name": "g", "arguments": '{"x":1}'}},
+        ],
+    )
     assert message_to_items(calls) == [
         {"role": "assistant", "content": "checking"},
         {"type": "function_call", "call_id": "a", "name": "f", "arguments": "{}"},
-        {"type": "function_call", "call_id": "b", "name": "g", "arguments": "{\"x\":1}"}]
+        {"type": "function_call", "call_id": "b", "name": "g", "arguments": '{"x":1}'},
+    ]
     result = Message("tool", "42", tool_call_id="a")
     assert message_to_items(result) == [{"type": "function_call_output", "call_id": "a", "output": "42"}]
     # chat-shape text parts (a merge of part lists) become Responses input parts
     parts = Message("user", [{"type": "text", "text": "a"}, {"type": "input_image", "image_url": "u"}])
-    assert message_to_items(parts) == [{"role": "user", "content": [
-        {"type": "input_text", "text": "a"}, {"type": "input_image", "image_url": "u"}]}]
+    assert message_to_items(parts) == [
+        {"role": "user", "content": [{"type": "input_text", "text": "a"}, {"type": "input_image", "image_url": "u"}]}
+    ]
 
 
 def test_the_stored_item_is_a_detached_copy():
@@ -115,15 +127,17 @@ def _deep(levels: int) -> dict:
     return item
 
 
-@pytest.mark.parametrize("bad", [
-    "not a dict",
-    _deep(5000),  # past Python's recursion limit: still a typed error
-
-    {"role": "user", "content": float("nan")},
-    {"role": "user", "content": object()},
-    {"role": "critic", "content": "unknown role"},
-    {"role": ["user"], "content": "an unhashable role"},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "not a dict",
+        _deep(5000),  # past Python's recursion limit: still a typed error
+        {"role": "user", "content": float("nan")},
+        {"role": "user", "content": object()},
+        {"role": "critic", "content": "unknown role"},
+        {"role": ["user"], "content": "an unhashable role"},
+    ],
+)
 def test_bad_items_raise_invalid_message_error(bad):
     with pytest.raises(InvalidMessageError):
         item_to_message(bad)
@@ -140,9 +154,11 @@ def test_a_plain_text_item_is_stored_once_as_its_message():
         reread = Message.from_dict(json.loads(json.dumps(message.to_dict())))
         assert message_to_items(reread) == [item]
     # anything more than that keeps its exact copy
-    for item in ({"role": "user", "content": "hi", "type": "message"},
-                 {"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
-                 {"role": "tool", "content": "not a message role of the Responses API"}):
+    for item in (
+        {"role": "user", "content": "hi", "type": "message"},
+        {"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+        {"role": "tool", "content": "not a message role of the Responses API"},
+    ):
         message = item_to_message(item)
         assert message.meta[ITEM_KEY] == item
         assert message_to_items(message) == [item]

@@ -46,7 +46,8 @@ WRITES = {
     "release_lease": lambda s, f: s.release_lease(f["lease"]),
     "reap_leases": lambda s, f: s.reap_leases(),
     "commit_compaction": lambda s, f: s.commit_compaction(
-        f["lease"], watermark=1, compacted=[Message("user", "sum")], mode="in_place"),
+        f["lease"], watermark=1, compacted=[Message("user", "sum")], mode="in_place"
+    ),
     "arm_cooldown": lambda s, f: s.arm_cooldown("s", 10, "x"),
     "clear_cooldown": lambda s, f: s.clear_cooldown("s"),
     "restore_cooldown": lambda s, f: s.restore_cooldown("s", Cooldown("s", 1.0, None)),
@@ -126,5 +127,10 @@ def schema_objects(backend: str, url: str) -> dict | None:
     """The tables that exist and their definitions (an older schema lacks some)."""
     if backend == "sqlite":
         return {"tables": execute(backend, url, "SELECT name, sql FROM sqlite_master ORDER BY name")}
-    return {"tables": execute(backend, url, "SELECT table_name FROM information_schema.tables "
-                                            "WHERE table_schema = current_schema() ORDER BY 1")}
+    return {
+        "tables": execute(
+            backend,
+            url,
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY 1",
+        )
+    }

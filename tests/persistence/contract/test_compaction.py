@@ -29,7 +29,9 @@ def test_in_place_keeps_tail_after_compacted_set(store):
     watermark = original[-1].seq
     # the tail: appended while the summary was being written
     tail = store.append("s", [Message("user", "late question"), Message("assistant", "late answer")])
-    record = store.commit_compaction(lease, watermark=watermark, compacted=[SUMMARY], mode="in_place", compressor="test")
+    record = store.commit_compaction(
+        lease, watermark=watermark, compacted=[SUMMARY], mode="in_place", compressor="test"
+    )
     live = store.transcript("s")
     assert transcripts_equal(live, [SUMMARY, *tail])
     assert [m.seq for m in live] == [9, 10, 11]  # continue from max(seq) + 1
@@ -53,7 +55,9 @@ def test_every_acknowledged_append_is_accounted_for(store):
         lease = store.acquire_lease("s", "A", 30)
         watermark = store.transcript("s")[-1].seq
         acked += store.append("s", Message("user", f"tail {round_no}"))
-        store.commit_compaction(lease, watermark=watermark, compacted=[SUMMARY, Message("assistant", "ok")], mode="in_place")
+        store.commit_compaction(
+            lease, watermark=watermark, compacted=[SUMMARY, Message("assistant", "ok")], mode="in_place"
+        )
         store.release_lease(lease)
         acked += store.append("s", Message("assistant", f"after {round_no}"))
     rows = {m.id: m for m in store.transcript("s") + store.archive("s")}

@@ -24,13 +24,27 @@ from protocol._checks import MAX_DURATION_S, MAX_JSON_DEPTH
 from tests.persistence.contract.db import snapshot
 
 SPOOFING = {
-    "NUL": "a\x00b", "escape": "a\x1b[2Jb", "DEL": "a\x7fb", "C1 control": "a\x85b",
-    "line separator": "a\u2028b", "paragraph separator": "a\u2029b",
-    "arabic letter mark": "a\u061cb", "LRM": "a\u200eb", "RLM": "a\u200fb",
-    "LRE": "a\u202ab", "RLO": "a\u202eb", "LRI": "a\u2066b", "PDI": "a\u2069b",
-    "zero-width space": "a\u200bb", "BOM": "\ufeffab", "lone surrogate": "a\ud800b",
-    "leading space": " ab", "trailing newline": "ab\n", "trailing ideographic space": "ab\u3000",
-    "empty": "", "129 characters": "x" * 129,
+    "NUL": "a\x00b",
+    "escape": "a\x1b[2Jb",
+    "DEL": "a\x7fb",
+    "C1 control": "a\x85b",
+    "line separator": "a\u2028b",
+    "paragraph separator": "a\u2029b",
+    "arabic letter mark": "a\u061cb",
+    "LRM": "a\u200eb",
+    "RLM": "a\u200fb",
+    "LRE": "a\u202ab",
+    "RLO": "a\u202eb",
+    "LRI": "a\u2066b",
+    "PDI": "a\u2069b",
+    "zero-width space": "a\u200bb",
+    "BOM": "\ufeffab",
+    "lone surrogate": "a\ud800b",
+    "leading space": " ab",
+    "trailing newline": "ab\n",
+    "trailing ideographic space": "ab\u3000",
+    "empty": "",
+    "129 characters": "x" * 129,
 }
 
 
@@ -62,19 +76,23 @@ def test_spoofing_session_ids_are_refused_everywhere(store, store_url, backend, 
 
 
 def test_zero_width_joiner_ids_are_allowed(store):
-    family = "chat:\U0001F468\u200d\U0001F469\u200d\U0001F467"
+    family = "chat:\U0001f468\u200d\U0001f469\u200d\U0001f467"
     store.create_session(family)
     store.append(family, Message("user", "hi"))
     assert [s.id for s in store.sessions()] == [family]
     assert store.transcript(family)[0].session_id == family
 
 
-@pytest.mark.parametrize("parent", [
-    "p" * 128,
-    "a" * 111 + " " + "b" * 16,  # the cut for the suffix lands right after a space
-    "x" * 100 + "~g7-0123456789ab" + "y" * 12,  # looks like a derived id, but is not one
-    "\U0001F468\u200d\U0001F469" * 42 + "zz",
-], ids=["128 chars", "space at the cut", "suffix-like", "emoji"])
+@pytest.mark.parametrize(
+    "parent",
+    [
+        "p" * 128,
+        "a" * 111 + " " + "b" * 16,  # the cut for the suffix lands right after a space
+        "x" * 100 + "~g7-0123456789ab" + "y" * 12,  # looks like a derived id, but is not one
+        "\U0001f468\u200d\U0001f469" * 42 + "zz",
+    ],
+    ids=["128 chars", "space at the cut", "suffix-like", "emoji"],
+)
 def test_rotation_children_of_any_valid_parent_are_valid(store, parent):
     validate_session_id(parent)
     store.create_session(parent)
@@ -82,8 +100,9 @@ def test_rotation_children_of_any_valid_parent_are_valid(store, parent):
     current = parent
     for _ in range(3):  # a lineage: each child is itself rotated
         lease = store.acquire_lease(current, "h", 30)
-        record = store.commit_compaction(lease, watermark=store.transcript(current)[-1].seq,
-                                         compacted=[Message("user", "sum")], mode="rotate")
+        record = store.commit_compaction(
+            lease, watermark=store.transcript(current)[-1].seq, compacted=[Message("user", "sum")], mode="rotate"
+        )
         child = record.child_session_id
         assert validate_session_id(child) == child and len(child) <= 128
         store.append(child, Message("assistant", "after"))
@@ -100,8 +119,12 @@ NUL_ARGUMENTS = {
     "cooldown error": lambda s: s.arm_cooldown("s", 10, "boom\x00"),
     "snapshot error": lambda s: s.restore_cooldown("s", Cooldown("s", 1.0, "x\x00")),
     "compressor": lambda s: s.commit_compaction(
-        s.acquire_lease("s", "h", 30), watermark=1, compacted=[Message("user", "x")],
-        mode="in_place", compressor="llm\x00"),
+        s.acquire_lease("s", "h", 30),
+        watermark=1,
+        compacted=[Message("user", "x")],
+        mode="in_place",
+        compressor="llm\x00",
+    ),
 }
 
 
@@ -201,8 +224,7 @@ def test_counts_out_of_range_are_invalid_arguments(store, store_url, backend):
     before = snapshot(backend, store_url)
     for watermark in (2**63, 2**70, -1, True):
         with pytest.raises(InvalidArgumentError):
-            store.commit_compaction(lease, watermark=watermark, compacted=[Message("user", "x")],
-                                    mode="in_place")
+            store.commit_compaction(lease, watermark=watermark, compacted=[Message("user", "x")], mode="in_place")
     forged = dataclasses.replace(lease, token=2**70)
     for call in (lambda: store.renew_lease(forged, 30), lambda: store.release_lease(forged)):
         with pytest.raises(InvalidArgumentError):

@@ -28,8 +28,7 @@ def _conversation(store, sid: str, n: int) -> None:
 def _rotate(store, sid: str, summary: str = "summary") -> str:
     lease = store.acquire_lease(sid, "h", 30)
     last = store.transcript(sid)[-1].seq
-    record = store.commit_compaction(lease, watermark=last, compacted=[Message("user", summary)],
-                                     mode="rotate")
+    record = store.commit_compaction(lease, watermark=last, compacted=[Message("user", summary)], mode="rotate")
     store.release_lease(lease)
     return record.child_session_id
 
@@ -43,7 +42,7 @@ def _rows_of(backend, url, ids) -> dict[str, int]:
         "leases": f"SELECT count(*) FROM leases WHERE session_id IN ({listed})",
         "cooldowns": f"SELECT count(*) FROM cooldowns WHERE session_id IN ({listed})",
         "compactions": f"SELECT count(*) FROM compactions WHERE session_id IN ({listed})"
-                       f" OR child_session_id IN ({listed})",
+        f" OR child_session_id IN ({listed})",
     }
     return {table: execute(backend, url, sql)[0][0] for table, sql in queries.items()}
 
@@ -65,7 +64,8 @@ def test_delete_erases_the_whole_lineage_and_nothing_else(store, store_url, back
     total = sum(len(store.transcript(s)) + len(store.archive(s)) for s in lineage)
     assert store.delete_session(child) == total  # any member names the lineage
     assert _rows_of(backend, store_url, lineage) == dict.fromkeys(
-        ("sessions", "messages", "leases", "cooldowns", "compactions"), 0)
+        ("sessions", "messages", "leases", "cooldowns", "compactions"), 0
+    )
     for sid in lineage:
         assert store.get_session(sid) is None
         with pytest.raises(SessionNotFoundError):
@@ -96,8 +96,7 @@ def test_delete_then_same_id_starts_a_new_conversation_and_ids_are_not_reused(st
     assert store.archive("s") == [] and store.compactions("s") == []
 
 
-def test_attempt_in_flight_elsewhere_commits_nothing_and_its_cleanup_recreates_nothing(
-        store, store_url, backend):
+def test_attempt_in_flight_elsewhere_commits_nothing_and_its_cleanup_recreates_nothing(store, store_url, backend):
     _conversation(store, "s", 4)
     lease = store.acquire_lease("s", "elsewhere", 30)
     snapshot_cooldown = Cooldown("s", store.now() + 100, "old")
@@ -114,7 +113,8 @@ def test_attempt_in_flight_elsewhere_commits_nothing_and_its_cleanup_recreates_n
     assert store.renew_lease(lease, 30) is None
     assert snapshot(backend, store_url) == before
     assert _rows_of(backend, store_url, ["s"]) == dict.fromkeys(
-        ("sessions", "messages", "leases", "cooldowns", "compactions"), 0)
+        ("sessions", "messages", "leases", "cooldowns", "compactions"), 0
+    )
 
 
 # -- retract -----------------------------------------------------------------------
@@ -181,8 +181,7 @@ def test_a_retracted_tail_message_is_not_carried(store):
     watermark = store.transcript("s")[-1].seq
     store.append("s", [Message("user", "tail-1"), Message("assistant", "tail-2")])
     store.retract("s")  # tail-2 leaves; the snapshot's last message is still live
-    record = store.commit_compaction(lease, watermark=watermark, compacted=[Message("user", "sum")],
-                                     mode="in_place")
+    record = store.commit_compaction(lease, watermark=watermark, compacted=[Message("user", "sum")], mode="in_place")
     assert record.tail_count == 1
     assert [m.content for m in store.transcript("s")] == ["sum", "tail-1"]
     assert {m.content: m.state for m in store.archive("s")}["tail-2"] == "retracted"
@@ -209,9 +208,11 @@ def test_prune_all_blanks_archived_rows_and_keeps_their_place(store, store_url, 
     assert store.prune_archive(older_than_s=0) == len(archive_before)
     pruned = store.archive("s")
     assert [(m.id, m.seq, m.role, m.created_at) for m in pruned] == [
-        (m.id, m.seq, m.role, m.created_at) for m in archive_before]
-    assert all((m.state, m.content, m.name, m.tool_calls, dict(m.meta)) == ("pruned", "", None, None, {})
-               for m in pruned)
+        (m.id, m.seq, m.role, m.created_at) for m in archive_before
+    ]
+    assert all(
+        (m.state, m.content, m.name, m.tool_calls, dict(m.meta)) == ("pruned", "", None, None, {}) for m in pruned
+    )
     assert store.transcript("s") == live_before and store.compactions("s") == records
     seqs = sorted(m.seq for m in store.transcript("s") + pruned)
     assert seqs == list(range(1, len(seqs) + 1))
@@ -227,8 +228,7 @@ def test_prune_counts_from_when_a_row_was_archived_not_created(store, store_url,
     assert store.prune_archive(older_than_s=30 * DAY) == 0
     assert store.prune_archive(older_than_s=3600) == 0
     # 31 days later (the archive's clock moved back instead of waiting)
-    execute(backend, store_url,
-            f"UPDATE messages SET archived_at = archived_at - {31 * DAY} WHERE state <> 'live'")
+    execute(backend, store_url, f"UPDATE messages SET archived_at = archived_at - {31 * DAY} WHERE state <> 'live'")
     assert store.prune_archive(older_than_s=30 * DAY) == 3
     assert {m.state for m in store.archive("s")} == {"pruned"}
 

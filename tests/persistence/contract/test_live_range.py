@@ -28,9 +28,13 @@ def _live_from(backend: str, url: str, sid: str) -> int:
 
 def _live_below(backend: str, url: str, sid: str) -> int:
     """Live rows of ``sid`` below its live_from: always none."""
-    [(count,)] = execute(backend, url, f"""
+    [(count,)] = execute(
+        backend,
+        url,
+        f"""
         SELECT count(*) FROM messages AS m JOIN sessions AS s ON s.id = m.session_id
-        WHERE s.id = '{sid}' AND m.state = 'live' AND m.seq < s.live_from""")
+        WHERE s.id = '{sid}' AND m.state = 'live' AND m.seq < s.live_from""",
+    )
     return int(count)
 
 
@@ -56,7 +60,11 @@ def test_an_in_place_compaction_moves_live_from_to_its_first_new_row(store, stor
     assert _live_from(backend, store_url, "s") == 5
     store.append("s", Message("user", "u5"))
     assert [(m.seq, m.content) for m in store.transcript("s")] == [
-        (5, SUMMARY.content), (6, "u3"), (7, "u4"), (8, "u5")]
+        (5, SUMMARY.content),
+        (6, "u3"),
+        (7, "u4"),
+        (8, "u5"),
+    ]
     assert [m.seq for m in store.archive("s")] == [1, 2, 3, 4]
     _compact(store, "s", watermark=8)  # again: everything before 9 leaves
     assert _live_from(backend, store_url, "s") == 9
@@ -96,24 +104,37 @@ def test_an_append_writes_one_per_session_index(store, store_url, backend):
     B-tree insert and a dirty page of its own (what this schema version removed)."""
     store.create_session("s")
     if backend == "sqlite":
-        leading = execute(backend, store_url, """
+        leading = execute(
+            backend,
+            store_url,
+            """
             SELECT l.name, l.partial FROM pragma_index_list('messages') AS l
-            JOIN pragma_index_info(l.name) AS i ON i.seqno = 0 WHERE i.name = 'session_id'""")
+            JOIN pragma_index_info(l.name) AS i ON i.seqno = 0 WHERE i.name = 'session_id'""",
+        )
         assert [(name, partial) for name, partial in leading] == [("sqlite_autoindex_messages_1", 0)]
         # every other index skips a freshly appended row (no origin, not archived): partial
-        others = execute(backend, store_url, """
+        others = execute(
+            backend,
+            store_url,
+            """
             SELECT name, partial FROM pragma_index_list('messages')
-            WHERE name <> 'sqlite_autoindex_messages_1'""")
+            WHERE name <> 'sqlite_autoindex_messages_1'""",
+        )
         assert others and all(partial == 1 for _, partial in others), others
         return
-    rows = execute(backend, store_url, """
+    rows = execute(
+        backend,
+        store_url,
+        """
         SELECT indexname, indexdef FROM pg_indexes
-        WHERE tablename = 'messages' AND schemaname = current_schema()""")
+        WHERE tablename = 'messages' AND schemaname = current_schema()""",
+    )
     per_session = [name for name, definition in rows if "(session_id" in definition]
     assert per_session == ["messages_session_seq_unique"]
     # every other index skips a freshly appended row (live, no origin)
-    others = {name: definition for name, definition in rows
-              if name not in ("messages_pkey", "messages_session_seq_unique")}
+    others = {
+        name: definition for name, definition in rows if name not in ("messages_pkey", "messages_session_seq_unique")
+    }
     assert others and all(" WHERE " in definition for definition in others.values()), others
 
 
@@ -129,8 +150,7 @@ def test_the_sqlite_transcript_read_is_a_range_of_the_unique_index(sqlite_path):
         plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + query, {"session_id": "s"})]
     finally:
         conn.close()
-    assert any("USING INDEX sqlite_autoindex_messages_1 (session_id=? AND seq>?)" in step
-               for step in plan), plan
+    assert any("USING INDEX sqlite_autoindex_messages_1 (session_id=? AND seq>?)" in step for step in plan), plan
 
 
 def test_the_sqlite_readers_of_the_partial_indexes_still_use_them(sqlite_path):
@@ -145,8 +165,7 @@ def test_the_sqlite_readers_of_the_partial_indexes_still_use_them(sqlite_path):
         conn.execute("PRAGMA foreign_keys = ON")
         plans = {
             "prune": [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + prune, {"cutoff": 0, "ids": None})],
-            "erase": [row[3] for row in conn.execute(
-                "EXPLAIN QUERY PLAN DELETE FROM messages WHERE session_id = 's'")],
+            "erase": [row[3] for row in conn.execute("EXPLAIN QUERY PLAN DELETE FROM messages WHERE session_id = 's'")],
         }
     finally:
         conn.close()

@@ -44,7 +44,10 @@ def test_append_is_durable_when_it_returns(store, store_url):
 def test_stored_fields_round_trip(store):
     store.create_session("s1")
     message = Message(
-        "assistant", "calling", name="bot", tool_calls=[{"id": "c1", "type": "function"}],
+        "assistant",
+        "calling",
+        name="bot",
+        tool_calls=[{"id": "c1", "type": "function"}],
         meta={"synthetic": True, "n": 3},
     )
     tool = Message("tool", "result", tool_call_id="c1")
@@ -63,13 +66,13 @@ def test_tool_call_content_none_round_trips_as_null(store, store_url, backend):
     returned = store.append("s1", Message("assistant", None, tool_calls=calls))
     assert returned[0].content is None
     assert store.transcript("s1")[0].content is None
-    assert store.transcript("s1")[0].to_dict() == {"role": "assistant", "content": None,
-                                                  "tool_calls": calls}
+    assert store.transcript("s1")[0].to_dict() == {"role": "assistant", "content": None, "tool_calls": calls}
     rows = execute(backend, store_url, "SELECT content FROM messages WHERE session_id = 's1'")
     assert rows == [("null",)]  # JSON null, not an empty string
     lease = store.acquire_lease("s1", "A", 30)
-    store.commit_compaction(lease, watermark=returned[0].seq, mode="in_place",
-                            compacted=[Message("assistant", None, tool_calls=calls)])
+    store.commit_compaction(
+        lease, watermark=returned[0].seq, mode="in_place", compacted=[Message("assistant", None, tool_calls=calls)]
+    )
     assert store.transcript("s1")[0].content is None
 
 
@@ -111,9 +114,20 @@ def test_seqs_gapless_and_ids_increasing_under_threads(store):
 #: Text contents the store encodes by its fast path (plain ASCII) and by the encoder
 #: (anything to escape, or not ASCII).
 TRICKY_TEXTS = [
-    "", "plain ascii text", 'a "quoted" word', "back\\slash", "tab\there", "new\nline", "nul\x00byte",
-    "del\x7fchar", "\x1f unit separator", "café", "emoji 👩‍💻 with a joiner", "line\u2028separator",
-    "x" * 5000, *(f"ascii {code} [{chr(code)}]" for code in range(128)),
+    "",
+    "plain ascii text",
+    'a "quoted" word',
+    "back\\slash",
+    "tab\there",
+    "new\nline",
+    "nul\x00byte",
+    "del\x7fchar",
+    "\x1f unit separator",
+    "café",
+    "emoji 👩‍💻 with a joiner",
+    "line\u2028separator",
+    "x" * 5000,
+    *(f"ascii {code} [{chr(code)}]" for code in range(128)),
 ]
 
 
@@ -130,15 +144,37 @@ def test_appended_values_are_the_rows_the_database_holds(store, store_url, backe
         *(Message("user", text) for text in TRICKY_TEXTS),
     ]
     returned = store.append("s1", sent[:3]) + store.append("s1", sent[3:])
-    columns = ("session_id", "seq", "id", "created_at", "state", "origin_id", "role", "name", "tool_call_id",
-               "content", "tool_calls", "meta")
-    rows = execute(backend, store_url,
-                   f"SELECT {', '.join(columns)} FROM messages WHERE session_id = 's1' ORDER BY seq")
+    columns = (
+        "session_id",
+        "seq",
+        "id",
+        "created_at",
+        "state",
+        "origin_id",
+        "role",
+        "name",
+        "tool_call_id",
+        "content",
+        "tool_calls",
+        "meta",
+    )
+    rows = execute(
+        backend, store_url, f"SELECT {', '.join(columns)} FROM messages WHERE session_id = 's1' ORDER BY seq"
+    )
     assert len(rows) == len(sent) == len(returned)
     for message, stored, row in zip(sent, returned, rows):
         in_db = dict(zip(columns, row))
-        assert (stored.session_id, stored.seq, stored.id, stored.created_at, stored.state, stored.origin_id,
-                stored.role, stored.name, stored.tool_call_id) == tuple(in_db[c] for c in columns[:9])
+        assert (
+            stored.session_id,
+            stored.seq,
+            stored.id,
+            stored.created_at,
+            stored.state,
+            stored.origin_id,
+            stored.role,
+            stored.name,
+            stored.tool_call_id,
+        ) == tuple(in_db[c] for c in columns[:9])
         assert json.loads(in_db["content"]) == stored.content == message.content
         assert (None if in_db["tool_calls"] is None else json.loads(in_db["tool_calls"])) == stored.tool_calls
         assert json.loads(in_db["meta"]) == dict(stored.meta) == dict(message.meta)

@@ -44,19 +44,22 @@ def test_a_rotation_child_inherits_metadata(store):
     assert store.get_session("s").metadata == {"user": "u1"}  # a copy, not a link
 
 
-@pytest.mark.parametrize("bad", [
-    ["not", "a", "mapping"],
-    "text",
-    {1: "non-str key"},
-    {"k": object()},
-    {"k": float("nan")},
-    {"k": {"deep": float("inf")}},
-    {"nul\x00key": 1},
-    {"k": "nul\x00value"},
-    {"k": [{"nested\x00": 1}]},
-    {"k": "\ud800"},
-    _nested(65),
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["not", "a", "mapping"],
+        "text",
+        {1: "non-str key"},
+        {"k": object()},
+        {"k": float("nan")},
+        {"k": {"deep": float("inf")}},
+        {"nul\x00key": 1},
+        {"k": "nul\x00value"},
+        {"k": [{"nested\x00": 1}]},
+        {"k": "\ud800"},
+        _nested(65),
+    ],
+)
 def test_bad_metadata_is_a_typed_error_and_writes_nothing(store, store_url, backend, bad):
     store.create_session("s", metadata={"keep": True})
     before = snapshot(backend, store_url)
@@ -105,17 +108,20 @@ def test_sessions_filter_by_source_and_metadata_as_json(store):
     assert _ids(store.sessions(live=True, metadata={"n": 1})) == ["float"]
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"metadata": {"k": [1]}},
-    {"metadata": {"k": {"a": 1}}},
-    {"metadata": ["k"]},
-    {"metadata": {"k": "nul\x00"}},
-    {"source": ""},
-    {"source": 3},
-    {"live": 1},
-    {"after": 3},
-    {"limit": 0},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"metadata": {"k": [1]}},
+        {"metadata": {"k": {"a": 1}}},
+        {"metadata": ["k"]},
+        {"metadata": {"k": "nul\x00"}},
+        {"source": ""},
+        {"source": 3},
+        {"live": 1},
+        {"after": 3},
+        {"limit": 0},
+    ],
+)
 def test_sessions_rejects_bad_filters(store, kwargs):
     store.create_session("s")
     with pytest.raises(InvalidArgumentError):

@@ -56,7 +56,8 @@ def _build_wave1(backend: str, url: str) -> None:
             conn.executescript(initial.sql)
             conn.executescript(
                 "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL);"
-                "INSERT INTO schema_version VALUES (1, 5);")
+                "INSERT INTO schema_version VALUES (1, 5);"
+            )
             for sql in rows:
                 conn.execute(sql)
             conn.execute("UPDATE sqlite_sequence SET seq = 20 WHERE name = 'messages'")  # ids 9..20 were used
@@ -66,8 +67,7 @@ def _build_wave1(backend: str, url: str) -> None:
         return
     with pg_connect(url) as conn:
         conn.execute(initial.sql)
-        conn.execute("CREATE TABLE schema_version (version integer PRIMARY KEY,"
-                     " applied_at double precision NOT NULL)")
+        conn.execute("CREATE TABLE schema_version (version integer PRIMARY KEY, applied_at double precision NOT NULL)")
         conn.execute("INSERT INTO schema_version VALUES (1, 5)")
         for sql in rows:
             conn.execute(sql)
@@ -83,14 +83,15 @@ def test_wave1_database_is_migrated_and_keeps_everything(wave1_url, backend):
     dialect = "sqlite" if backend == "sqlite" else "postgres"
     store = open_store(wave1_url)
     try:
-        assert execute(backend, wave1_url, "SELECT max(version) FROM schema_version") == [
-            (latest_version(dialect),)]
+        assert execute(backend, wave1_url, "SELECT max(version) FROM schema_version") == [(latest_version(dialect),)]
         assert [m.content for m in store.transcript("w")] == ["[CONTEXT COMPACTION] sum", "u2"]
         assert store.transcript("w")[1].origin_id == 3
         archived = store.archive("w")
         assert [(m.seq, m.state, m.content, m.name, dict(m.meta)) for m in archived] == [
-            (1, "compacted", "u1", None, {}), (2, "compacted", "a1", "bot", {"k": 1}),
-            (3, "superseded", "u2", None, {})]
+            (1, "compacted", "u1", None, {}),
+            (2, "compacted", "a1", "bot", {"k": 1}),
+            (3, "superseded", "u2", None, {}),
+        ]
         assert store.resolve("r") == "r~1"
         assert [s.metadata for s in store.sessions()] == [{}, {}, {}]
         assert [s.incarnation for s in store.sessions()] == ["", "", ""]  # one shared, as before
@@ -100,7 +101,10 @@ def test_wave1_database_is_migrated_and_keeps_everything(wave1_url, backend):
         assert when == [(1, 30), (2, 30), (3, 30), (4, None), (5, None), (6, 50), (7, 50), (8, None)]
         # where each session's live rows start: its lowest live seq, else next_seq
         assert execute(backend, wave1_url, "SELECT id, live_from FROM sessions ORDER BY id") == [
-            ("r", 3), ("r~1", 1), ("w", 4)]
+            ("r", 3),
+            ("r~1", 1),
+            ("w", 4),
+        ]
     finally:
         store.close()
 

@@ -31,9 +31,7 @@ def test_reopen_keeps_data_and_version(store, store_url, backend):
         assert [m.content for m in again.transcript("s")] == ["kept"]
     finally:
         again.close()
-    assert execute(backend, store_url, "SELECT count(*) FROM schema_version") == [
-        (latest_version(_dialect(backend)),)
-    ]
+    assert execute(backend, store_url, "SELECT count(*) FROM schema_version") == [(latest_version(_dialect(backend)),)]
 
 
 def test_newer_schema_is_refused(store, store_url, backend):

@@ -78,12 +78,15 @@ class Calls:
 
 def test_a_failing_request_fails_alone_and_its_batch_commits(pg_url: str):
     PostgresStore(pg_url).close()  # the schema
-    pg_rows(pg_url, """
+    pg_rows(
+        pg_url,
+        """
         CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
             IF NEW.content LIKE '%%poison%%' THEN RAISE EXCEPTION 'poisoned row'; END IF;
             RETURN NEW;
-        END $$""")
+        END $$""",
+    )
     pg_rows(pg_url, "CREATE TRIGGER poison BEFORE INSERT ON messages FOR EACH ROW EXECUTE FUNCTION poison()")
     with PostgresStore(pg_url) as store:
         for sid in ("gate", "ok-1", "ok-2", "ok-3", "bad", "ended", "taken"):
@@ -117,8 +120,13 @@ def test_a_failing_request_fails_alone_and_its_batch_commits(pg_url: str):
         assert isinstance(out["unknown"], SessionNotFoundError)
         assert isinstance(out["taken"], SessionExistsError)
         rows = pg_rows(pg_url, "SELECT session_id, seq, content FROM messages ORDER BY session_id, seq")
-        assert rows == [("gate", 1, '"held"'), ("ok-1", 1, '"a"'), ("ok-1", 2, '"b"'),
-                        ("ok-2", 1, '"c"'), ("ok-3", 1, '"d"')]
+        assert rows == [
+            ("gate", 1, '"held"'),
+            ("ok-1", 1, '"a"'),
+            ("ok-1", 2, '"b"'),
+            ("ok-2", 1, '"c"'),
+            ("ok-3", 1, '"d"'),
+        ]
         assert store.get_session("new") is not None
 
 
@@ -139,16 +147,20 @@ def test_two_writers_locking_opposite_orders_never_deadlock(pg_url: str, caplog)
                 wait_queued(two, 0)
                 for store, order, tag in ((one, ids, "one"), (two, ids[::-1], "two")):
                     for n, sid in enumerate(order):
-                        calls.start(f"{tag}-{sid}", lambda s=store, sid=sid: s.append(
-                            sid, Message("user", f"{round_} {sid}")))
+                        calls.start(
+                            f"{tag}-{sid}", lambda s=store, sid=sid: s.append(sid, Message("user", f"{round_} {sid}"))
+                        )
                         wait_queued(store, n + 1)
             out = calls.join()
             failed = {k: v for k, v in out.items() if isinstance(v, BaseException)}
             assert not failed
         deadlocks = [r for r in caplog.records if "Deadlock" in r.getMessage()]
         assert not deadlocks
-        seqs = pg_rows(pg_url, "SELECT session_id, array_agg(seq ORDER BY seq) FROM messages "
-                               "WHERE session_id LIKE 'shared-%%' GROUP BY session_id")
+        seqs = pg_rows(
+            pg_url,
+            "SELECT session_id, array_agg(seq ORDER BY seq) FROM messages "
+            "WHERE session_id LIKE 'shared-%%' GROUP BY session_id",
+        )
         assert sorted(seqs) == [(sid, list(range(1, 7))) for sid in ids]
 
 
@@ -172,8 +184,9 @@ def test_appends_of_many_sessions_share_one_transaction(pg_url: str):
             seqs = sorted(out[f"a-{k}"][0].seq for k in (n, n + 20))
             assert seqs == [1, 2]
         rows = pg_rows(pg_url, "SELECT session_id, seq, content FROM messages WHERE session_id <> 'gate'")
-        assert sorted(rows) == sorted((m.session_id, m.seq, f'"{m.content}"')
-                                      for o in out.values() for m in o if m.session_id != "gate")
+        assert sorted(rows) == sorted(
+            (m.session_id, m.seq, f'"{m.content}"') for o in out.values() for m in o if m.session_id != "gate"
+        )
 
 
 def test_concurrent_creates_share_transactions_and_one_id_is_created_once(pg_url: str):
@@ -201,9 +214,17 @@ def test_concurrent_creates_share_transactions_and_one_id_is_created_once(pg_url
 #: Text that JSON must escape, or that reaches the server as escapes (the batch is
 #: one ASCII JSON document): quotes, backslashes, an escape written out as text,
 #: controls, line separators, astral characters (a surrogate pair in JSON), CJK.
-TRICKY = ['say "hi" \\ and \\\\', "literal \\u0000 and \\ud800 as text", "tab\tnew\nline\r",
-          "\u2028\u2029", "emoji \U0001F468\u200d\U0001F469 and \U0001F600", "\u4e2d\u6587 \u00e9",
-          "{\"json\": [1, 2]} as text", "", " "]
+TRICKY = [
+    'say "hi" \\ and \\\\',
+    "literal \\u0000 and \\ud800 as text",
+    "tab\tnew\nline\r",
+    "\u2028\u2029",
+    "emoji \U0001f468\u200d\U0001f469 and \U0001f600",
+    "\u4e2d\u6587 \u00e9",
+    '{"json": [1, 2]} as text',
+    "",
+    " ",
+]
 
 
 def test_tricky_text_in_one_batch_is_stored_exactly_as_sent(pg_url: str):
@@ -216,9 +237,14 @@ def test_tricky_text_in_one_batch_is_stored_exactly_as_sent(pg_url: str):
             store.create_session(sid)
         messages = {
             "tricky-a": [Message("user", text, name=text or None, meta={"k": text}) for text in TRICKY],
-            "tricky-b": [Message("assistant", [{"type": "text", "text": t} for t in TRICKY],
-                                 tool_calls=[{"id": t, "type": "function"} for t in TRICKY],
-                                 tool_call_id=TRICKY[4])],
+            "tricky-b": [
+                Message(
+                    "assistant",
+                    [{"type": "text", "text": t} for t in TRICKY],
+                    tool_calls=[{"id": t, "type": "function"} for t in TRICKY],
+                    tool_call_id=TRICKY[4],
+                )
+            ],
         }
         calls = Calls()
         with gate(pg_url, "gate"):
@@ -233,10 +259,14 @@ def test_tricky_text_in_one_batch_is_stored_exactly_as_sent(pg_url: str):
         for sid, sent in messages.items():
             read = store.transcript(sid)
             assert [(m.role, m.content, m.name, m.tool_call_id, m.tool_calls, m.meta) for m in read] == [
-                (m.role, m.content, m.name, m.tool_call_id, m.tool_calls, m.meta) for m in sent]
+                (m.role, m.content, m.name, m.tool_call_id, m.tool_calls, m.meta) for m in sent
+            ]
             assert [(m.seq, m.id) for m in read] == [(m.seq, m.id) for m in out[sid]]
-            stored = pg_rows(pg_url, "SELECT content, name, tool_calls, meta FROM messages "
-                                     "WHERE session_id = %s ORDER BY seq", (sid,))
+            stored = pg_rows(
+                pg_url,
+                "SELECT content, name, tool_calls, meta FROM messages WHERE session_id = %s ORDER BY seq",
+                (sid,),
+            )
             expected = [message_params(m, None) for m in sent]
             assert stored == [(p["content"], p["name"], p["tool_calls"], p["meta"]) for p in expected]
 

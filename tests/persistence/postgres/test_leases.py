@@ -136,9 +136,7 @@ def test_fencing_is_checked_inside_the_write(pg_url: str, mode):
         outcome: dict[str, BaseException | object] = {}
 
         with psycopg.connect(pg_url) as thief:  # a transaction open until we commit it
-            thief.execute(
-                "UPDATE leases SET holder = 'thief', token = token + 1 WHERE session_id = 's'"
-            )
+            thief.execute("UPDATE leases SET holder = 'thief', token = token + 1 WHERE session_id = 's'")
 
             def commit() -> None:
                 try:
@@ -178,9 +176,7 @@ def test_takeover_waits_for_a_commit_in_flight_and_gets_the_next_token(pg_url: s
         with psycopg.connect(pg_url) as holder_txn:
             # Stand-in for the fenced UPDATE at the start of a commit: lock the row
             # while it is still ours, then let it expire before committing.
-            holder_txn.execute(
-                "UPDATE leases SET expires_at = 0 WHERE session_id = 's' AND token = %s", (lease.token,)
-            )
+            holder_txn.execute("UPDATE leases SET expires_at = 0 WHERE session_id = 's' AND token = %s", (lease.token,))
             got: dict[str, object] = {}
             worker = threading.Thread(target=lambda: got.update(l=store.acquire_lease("s", "beta", 30)))
             worker.start()

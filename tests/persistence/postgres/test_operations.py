@@ -43,8 +43,7 @@ def test_patience_bounds_every_call_behind_a_foreign_row_lock(pg_url):
                     error = exc
                 outcomes.append((kind, time.monotonic() - began, error))
 
-            threads = [threading.Thread(target=call, args=(kind, sid))
-                       for sid in ids for kind in ("append", "end")]
+            threads = [threading.Thread(target=call, args=(kind, sid)) for sid in ids for kind in ("append", "end")]
             for t in threads:
                 t.start()
             for t in threads:
@@ -93,8 +92,9 @@ def test_patience_bounds_every_read_behind_a_foreign_table_lock(store_and_direct
     try:
         store.create_session("s0")
         with psycopg.connect(direct) as foreign:  # a transaction, open until rollback
-            foreign.execute("LOCK TABLE sessions, messages, leases, cooldowns, compactions "
-                            "IN ACCESS EXCLUSIVE MODE")  # not even plain reads may proceed
+            foreign.execute(
+                "LOCK TABLE sessions, messages, leases, cooldowns, compactions IN ACCESS EXCLUSIVE MODE"
+            )  # not even plain reads may proceed
             start = threading.Barrier(len(READS))
             outcomes: dict[str, tuple[float, BaseException | None]] = {}
 

@@ -24,22 +24,31 @@ def bouncer_url(pgbouncer_db: str) -> str:
     return pgbouncer_store_url(pgbouncer_db)
 
 
-@pytest.mark.parametrize("url, driver_url, options", [
-    ("postgresql://h/db?pgbouncer=true", "postgresql://h/db", {"pgbouncer": True}),
-    ("postgresql://h/db?sslmode=require&pgbouncer=0&x=1", "postgresql://h/db?sslmode=require&x=1",
-     {"pgbouncer": False}),
-    ("postgresql://h/db?application_name=a", "postgresql://h/db?application_name=a", {}),
-    ("state.db", "state.db", {}),
-])
+@pytest.mark.parametrize(
+    "url, driver_url, options",
+    [
+        ("postgresql://h/db?pgbouncer=true", "postgresql://h/db", {"pgbouncer": True}),
+        (
+            "postgresql://h/db?sslmode=require&pgbouncer=0&x=1",
+            "postgresql://h/db?sslmode=require&x=1",
+            {"pgbouncer": False},
+        ),
+        ("postgresql://h/db?application_name=a", "postgresql://h/db?application_name=a", {}),
+        ("state.db", "state.db", {}),
+    ],
+)
 def test_store_options_leave_the_url(url, driver_url, options):
     assert split_store_options(url) == (driver_url, options)
 
 
-@pytest.mark.parametrize("url, named", [
-    ("postgresql://postgres@127.0.0.1:5432/test?pgbouncr=true", "pgbouncr"),  # a typo is named
-    ("postgresql://postgres@127.0.0.1:5432/test?pgbouncer=maybe", "pgbouncer"),
-    ("sqlite:///state.db?journal=wal", "journal"),  # SQLite URLs take only the store's options
-])
+@pytest.mark.parametrize(
+    "url, named",
+    [
+        ("postgresql://postgres@127.0.0.1:5432/test?pgbouncr=true", "pgbouncr"),  # a typo is named
+        ("postgresql://postgres@127.0.0.1:5432/test?pgbouncer=maybe", "pgbouncer"),
+        ("sqlite:///state.db?journal=wal", "journal"),  # SQLite URLs take only the store's options
+    ],
+)
 def test_unknown_url_options_are_configuration_errors_naming_them(url, named, tmp_path):
     with pytest.raises(ConfigurationError, match=named):
         open_store(url.replace("state.db", str(tmp_path / "state.db")))
@@ -74,8 +83,23 @@ def test_the_store_works_behind_pgbouncer_without_prepared_statements_or_session
 
 
 def test_simulate_with_two_processes_through_pgbouncer(capsys, bouncer_url):
-    result = run_cli(capsys, "simulate", "--db", bouncer_url, "--processes", "2", "--sessions", "6",
-                     "--turns", "12", "--threads", "3", "--seed", "5", "--json")
+    result = run_cli(
+        capsys,
+        "simulate",
+        "--db",
+        bouncer_url,
+        "--processes",
+        "2",
+        "--sessions",
+        "6",
+        "--turns",
+        "12",
+        "--threads",
+        "3",
+        "--seed",
+        "5",
+        "--json",
+    )
     assert result.code == 0, result.err
     report = json.loads(result.out)
     assert report["ok"] is True and report["messages_acknowledged"] > 0

@@ -38,15 +38,21 @@ def install_hold(url: str) -> None:
     """A deferred trigger: the commit of a row whose content says "hold" waits for the
     advisory lock `held_commits` holds, then fails if the content says "poison"."""
     PostgresStore(url).close()  # the schema
-    pg_rows(url, f"""
+    pg_rows(
+        url,
+        f"""
         CREATE FUNCTION hold() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
             IF NEW.content LIKE '%%hold%%' THEN PERFORM pg_advisory_xact_lock_shared({_HOLD_KEY}); END IF;
             IF NEW.content LIKE '%%poison%%' THEN RAISE EXCEPTION 'poisoned at commit'; END IF;
             RETURN NULL;
-        END $$""")
-    pg_rows(url, "CREATE CONSTRAINT TRIGGER hold AFTER INSERT ON messages DEFERRABLE INITIALLY DEFERRED "
-                 "FOR EACH ROW EXECUTE FUNCTION hold()")
+        END $$""",
+    )
+    pg_rows(
+        url,
+        "CREATE CONSTRAINT TRIGGER hold AFTER INSERT ON messages DEFERRABLE INITIALLY DEFERRED "
+        "FOR EACH ROW EXECUTE FUNCTION hold()",
+    )
 
 
 @contextmanager
@@ -76,8 +82,12 @@ def in_flight_and_queued(store: PostgresStore) -> tuple[int, int]:
 
 def committing(url: str, app: str) -> list[int]:
     """The store's backends waiting for the hold in their commit."""
-    return [pid for (pid,) in pg_rows(
-        url, "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND wait_event = 'advisory'", (app,))]
+    return [
+        pid
+        for (pid,) in pg_rows(
+            url, "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND wait_event = 'advisory'", (app,)
+        )
+    ]
 
 
 @contextmanager
@@ -92,8 +102,9 @@ def held_store(pg_url: str, *sessions: str) -> Iterator[tuple[PostgresStore, str
         yield store, app
 
 
-def first_batch_committing(pg_url: str, store: PostgresStore, app: str, calls: Calls,
-                           *more: tuple[str, str, Message | list[Message]]) -> None:
+def first_batch_committing(
+    pg_url: str, store: PostgresStore, app: str, calls: Calls, *more: tuple[str, str, Message | list[Message]]
+) -> None:
     """Under a gate on session "g": "held" appends to it (its batch stops at the gate),
     then each ``(name, session, messages)`` is queued, in this order. Returns once the
     gate opened and the first batch ran its statement and waits in its commit."""
@@ -132,14 +143,20 @@ def test_terminated_while_committing_with_the_next_batch_in_flight_both_run_once
     with held_store(pg_url, "g", "b", "c") as (store, app):
         calls = Calls()
         with held_commits(pg_url):
-            first_batch_committing(pg_url, store, app, calls,
-                                   ("b", "b", [Message("user", "b1"), Message("user", "b2")]),
-                                   ("c", "c", Message("user", "c1")))
+            first_batch_committing(
+                pg_url,
+                store,
+                app,
+                calls,
+                ("b", "b", [Message("user", "b1"), Message("user", "b2")]),
+                ("c", "c", Message("user", "c1")),
+            )
             wait_for(lambda: store.write_stats().in_flight == 3, "the second batch in flight")
             (pid,) = committing(pg_url, app)
             assert pg_rows(pg_url, "SELECT pg_terminate_backend(%s)", (pid,)) == [(True,)]
-            wait_for(lambda: not pg_rows(pg_url, "SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)),
-                     "the backend gone")
+            wait_for(
+                lambda: not pg_rows(pg_url, "SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)), "the backend gone"
+            )
         out = calls.join()
     assert not [o for o in out.values() if isinstance(o, BaseException)], out
     assert [m.seq for m in out["b"]] == [1, 2] and [m.seq for m in out["held"]] == [1]
@@ -192,7 +209,8 @@ def test_appends_queued_without_waiting_commit_in_queue_order_across_pipelined_b
         assert store.write_stats().transactions < len(sessions) * per_session / 4  # they were batched
         for sid in sessions:
             assert [(m.seq, m.content) for m in store.transcript(sid)] == [
-                (i + 1, f"{sid}-{i}") for i in range(per_session)]
+                (i + 1, f"{sid}-{i}") for i in range(per_session)
+            ]
 
 
 def test_terminations_under_load_lose_nothing_acknowledged_and_report_the_unknown(pg_url: str):
@@ -239,9 +257,15 @@ def test_terminations_under_load_lose_nothing_acknowledged_and_report_the_unknow
             while killed < 25:
                 target = store.write_stats().transactions + rng.randint(1, 20)
                 wait_for(lambda: store.write_stats().transactions >= target, "commits")
-                killed += sum(ok for (ok,) in pg_rows(
-                    pg_url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                            "WHERE application_name = %s AND state = 'active'", (app,)))
+                killed += sum(
+                    ok
+                    for (ok,) in pg_rows(
+                        pg_url,
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE application_name = %s AND state = 'active'",
+                        (app,),
+                    )
+                )
         finally:
             stop.set()
             for thread in threads:
@@ -340,7 +364,10 @@ def test_a_batch_too_big_for_jsonb_is_still_written(pg_url: str):
         assert [m.seq for m in stored] == [1, 2]
         assert store.append("big", Message("user", "after"))[0].seq == 3
     assert pg_rows(pg_url, "SELECT seq, octet_length(content) FROM messages ORDER BY seq") == [
-        (1, size + 2), (2, size + 2), (3, 7)]
+        (1, size + 2),
+        (2, size + 2),
+        (3, 7),
+    ]
 
 
 def test_a_request_held_back_for_the_batch_after_counts_as_queued(pg_url: str):
@@ -350,8 +377,9 @@ def test_a_request_held_back_for_the_batch_after_counts_as_queued(pg_url: str):
     with held_store(pg_url, "g", "b") as (store, app):
         calls = Calls()
         with held_commits(pg_url):
-            first_batch_committing(pg_url, store, app, calls,
-                                   ("g2", "g", Message("user", "g2")), ("b", "b", Message("user", "b1")))
+            first_batch_committing(
+                pg_url, store, app, calls, ("g2", "g", Message("user", "g2")), ("b", "b", Message("user", "b1"))
+            )
             wait_for(lambda: store.write_stats().in_flight == 2, "b's batch in flight behind it")
             assert in_flight_and_queued(store) == (2, 1)  # g2 waits for the batch after
         out = calls.join()

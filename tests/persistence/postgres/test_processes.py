@@ -31,9 +31,7 @@ RESULT_WAIT_S = 60.0
 # ---------------------------------------------------------------- worker side
 
 
-def append_following(
-    store: PostgresStore, session_id: str, message: Message
-) -> tuple[str, Any, float, float]:
+def append_following(store: PostgresStore, session_id: str, message: Message) -> tuple[str, Any, float, float]:
     """Append to ``session_id``, following rotations to the live successor."""
     while True:
         started = time.monotonic()
@@ -76,9 +74,7 @@ def compact_once(
         store.release_lease(lease)
 
 
-def racing_worker(
-    url: str, worker_no: int, roots: list[str], iterations: int, barrier: Any, out: Any
-) -> None:
+def racing_worker(url: str, worker_no: int, roots: list[str], iterations: int, barrier: Any, out: Any) -> None:
     """Append to random sessions; now and then compact one (random mode, sometimes a short TTL)."""
     rng = random.Random(worker_no)
     store = PostgresStore(url, max_size=2)
@@ -97,9 +93,7 @@ def racing_worker(
                 target = sid if rng.random() < 0.5 else root
                 ttl = 0.05 if rng.random() < 0.2 else 30.0
                 # A short lease with a slow summary may expire mid-way: fenced, or committed in time.
-                result = compact_once(
-                    store, target, f"w{worker_no}", rng.choice(["in_place", "rotate"]), ttl, ttl < 1
-                )
+                result = compact_once(store, target, f"w{worker_no}", rng.choice(["in_place", "rotate"]), ttl, ttl < 1)
                 if isinstance(result, dict):
                     commits.append(result)
                 else:
@@ -170,6 +164,7 @@ def crossing_writer(url: str, worker_no: int, ids: list[str], gate_id: str, read
     store = PostgresStore(url, max_size=1)
     acked: list[tuple] = []
     try:
+
         def append(sid: str) -> None:
             _, stored, t0, t1 = append_following(store, sid, Message("user", f"w{worker_no}"))
             acked.append((stored.session_id, stored.id, stored.seq, stored.content, t0, t1))
@@ -238,11 +233,17 @@ def stop_all(procs: list[Any]) -> None:
 
 def check_integrity(url: str, results: list[dict[str, Any]]) -> dict[str, int]:
     """The invariants, checked on the database itself. Returns a few counts."""
-    forks = pg_rows(url, "SELECT parent_session_id, count(*) FROM sessions"
-                         " WHERE parent_session_id IS NOT NULL GROUP BY 1 HAVING count(*) > 1")
+    forks = pg_rows(
+        url,
+        "SELECT parent_session_id, count(*) FROM sessions"
+        " WHERE parent_session_id IS NOT NULL GROUP BY 1 HAVING count(*) > 1",
+    )
     assert forks == [], f"lineage forked: {forks}"
-    gaps = pg_rows(url, "SELECT session_id, count(*), min(seq), max(seq) FROM messages"
-                        " GROUP BY 1 HAVING count(*) <> max(seq) OR min(seq) <> 1")
+    gaps = pg_rows(
+        url,
+        "SELECT session_id, count(*), min(seq), max(seq) FROM messages"
+        " GROUP BY 1 HAVING count(*) <> max(seq) OR min(seq) <> 1",
+    )
     assert gaps == [], f"seq gaps: {gaps}"
     held = pg_rows(url, "SELECT session_id, holder, token FROM leases WHERE holder IS NOT NULL")
     assert held == [], f"leases left held: {held}"
@@ -310,8 +311,11 @@ def test_processes_race_appends_rotations_and_in_place_compactions(pg_url: str):
     modes = {row[0] for row in pg_rows(pg_url, "SELECT DISTINCT mode FROM compactions")}
     assert modes == {"in_place", "rotate"}, (modes, refusals)
     for root in roots:  # every lineage resolves to one live tip
-        tip = pg_rows(pg_url, "SELECT count(*) FROM sessions WHERE ended_at IS NULL AND (id = %s OR id LIKE %s)",
-                      (root, f"{root}~%"))[0][0]
+        tip = pg_rows(
+            pg_url,
+            "SELECT count(*) FROM sessions WHERE ended_at IS NULL AND (id = %s OR id LIKE %s)",
+            (root, f"{root}~%"),
+        )[0][0]
         assert tip == 1
 
 
@@ -349,17 +353,28 @@ def test_two_processes_batching_the_same_sessions_in_opposite_orders_never_deadl
     with psycopg.connect(pg_url) as gates, psycopg.connect(pg_url) as middle:
         gates.execute("SELECT id FROM sessions WHERE id IN ('gate-0', 'gate-1') FOR UPDATE")
         middle.execute("SELECT id FROM sessions WHERE id = 'cross-08' FOR UPDATE")
-        procs = [SPAWN.Process(target=crossing_writer, name=f"crossing-{n}", args=(
-            with_application_name(pg_url, f"crossing-{n}"), n, order, f"gate-{n}", ready, out))
-            for n, order in orders.items()]
+        procs = [
+            SPAWN.Process(
+                target=crossing_writer,
+                name=f"crossing-{n}",
+                args=(with_application_name(pg_url, f"crossing-{n}"), n, order, f"gate-{n}", ready, out),
+            )
+            for n, order in orders.items()
+        ]
         for p in procs:
             p.start()
         try:
             assert sorted(ready.get(timeout=RESULT_WAIT_S) for _ in procs) == [0, 1]
             gates.rollback()  # each writer now sends its batch of 16 and stops at cross-08
             deadline = time.monotonic() + 20
-            while pg_rows(pg_url, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                                  " AND application_name IN ('crossing-0', 'crossing-1')")[0][0] < 2:
+            while (
+                pg_rows(
+                    pg_url,
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND application_name IN ('crossing-0', 'crossing-1')",
+                )[0][0]
+                < 2
+            ):
                 assert time.monotonic() < deadline, "the writers never both waited for a row lock"
                 time.sleep(0.01)
             middle.rollback()

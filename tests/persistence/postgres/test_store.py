@@ -95,8 +95,10 @@ def test_database_enforces_unique_session_seq(pg_url: str):
     finally:
         store.close()
     with pytest.raises(psycopg.errors.UniqueViolation) as info:
-        pg_rows(pg_url, "INSERT INTO messages (session_id, seq, role, content, created_at)"
-                        " VALUES ('s', 1, 'user', '\"dup\"', 0)")
+        pg_rows(
+            pg_url,
+            "INSERT INTO messages (session_id, seq, role, content, created_at) VALUES ('s', 1, 'user', '\"dup\"', 0)",
+        )
     assert info.value.diag.constraint_name == "messages_session_seq_unique"
 
 
@@ -127,7 +129,8 @@ def test_concurrent_first_opens_migrate_exactly_once(pg_url: str):
     latest = latest_version("postgres")
     assert reports == [latest] * 4
     assert pg_rows(pg_url, "SELECT version FROM schema_version ORDER BY version") == [
-        (v,) for v in range(1, latest + 1)]
+        (v,) for v in range(1, latest + 1)
+    ]
 
 
 def test_newer_schema_is_refused_before_anything_is_written(pg_url: str):
@@ -166,8 +169,9 @@ def test_terminated_connections_are_replaced_and_writes_retried(pg_url: str):
     try:
         store.create_session("s")
         store.append("s", Message("user", "one"))
-        killed = pg_rows(pg_url, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-                                 " WHERE application_name = %s", (app,))
+        killed = pg_rows(
+            pg_url, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s", (app,)
+        )
         assert killed[0][0] >= 1
         # Lost before COMMIT was sent, so the store retries on a fresh connection.
         assert store.append("s", Message("user", "two"))[0].seq == 2

@@ -68,7 +68,9 @@ def test_failing_requests_do_not_poison_their_batch(sqlite_path):
                 lambda: store.append("ended", Message("user", "refused")),
                 lambda: store.append("g2", Message("user", "two")),
                 # fails late, after its fence/marks/epoch writes: must roll back alone
-                lambda: store.commit_compaction(lease, watermark=2, compacted=[SUMMARY], mode="rotate", child_session_id="taken"),
+                lambda: store.commit_compaction(
+                    lease, watermark=2, compacted=[SUMMARY], mode="rotate", child_session_id="taken"
+                ),
                 lambda: store.create_session("g1"),
                 lambda: store.append("g3", Message("user", "three")),
             ]
@@ -296,6 +298,7 @@ def test_committed_callers_do_not_wait_for_a_slow_next_batch(sqlite_path):
             assert gates[gate].wait(timeout=20), f"gate {gate} never opened"
             c.execute("INSERT INTO t (v) VALUES (?)", (value,))
             return value
+
         return fn
 
     try:

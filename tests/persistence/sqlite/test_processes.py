@@ -37,8 +37,11 @@ def _hold_and_compact(store: SqliteStore, sid: str, lease, name: str, log: dict)
     live = store.transcript(sid)
     if len(live) >= 2:
         store.commit_compaction(
-            lease, watermark=live[-1].seq, compacted=[Message("user", f"[CONTEXT COMPACTION] by {name}")],
-            mode="in_place", compressor=name,
+            lease,
+            watermark=live[-1].seq,
+            compacted=[Message("user", f"[CONTEXT COMPACTION] by {name}")],
+            mode="in_place",
+            compressor=name,
         )
     exit_mark = store.append(sid, Message("assistant", f"exit {lease.token}", meta={"marker": True}))[0]
     log["intervals"].append([sid, lease.token, name, lease.acquired_at, exit_mark.created_at])

@@ -50,9 +50,12 @@ def _in_one_batch(store: SqliteStore, path: str, calls: list[Callable[[], Any]])
 def _seqs_and_contents(path: str, session_id: str) -> list[tuple[int, str]]:
     conn = sqlite3.connect(path)
     try:
-        return [(seq, content) for seq, content in conn.execute(
-            "SELECT seq, json_extract(content, '$') FROM messages WHERE session_id = ? ORDER BY seq",
-            (session_id,))]
+        return [
+            (seq, content)
+            for seq, content in conn.execute(
+                "SELECT seq, json_extract(content, '$') FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
+            )
+        ]
     finally:
         conn.close()
 
@@ -70,15 +73,16 @@ def test_a_batch_after_another_connection_appended_numbers_from_the_database(pat
         for sid in ("pace", "s1", "s2"):
             store.create_session(sid)
         for n in (1, 2):  # two batches: the second one runs on remembered counters
-            _in_one_batch(store, path, [lambda n=n, s=s: store.append(s, Message("user", f"{s}-{n}"))
-                                        for s in ("s1", "s2")])
+            _in_one_batch(
+                store, path, [lambda n=n, s=s: store.append(s, Message("user", f"{s}-{n}")) for s in ("s1", "s2")]
+            )
         other = SqliteStore(path)
         other.append("s1", Message("user", "from another connection"))
-        results = _in_one_batch(store, path, [lambda s=s: store.append(s, Message("user", f"{s}-3"))
-                                              for s in ("s1", "s2")])
+        results = _in_one_batch(
+            store, path, [lambda s=s: store.append(s, Message("user", f"{s}-3")) for s in ("s1", "s2")]
+        )
         assert [r[0].seq for r in results] == [4, 3]
-        assert _seqs_and_contents(path, "s1") == [
-            (1, "s1-1"), (2, "s1-2"), (3, "from another connection"), (4, "s1-3")]
+        assert _seqs_and_contents(path, "s1") == [(1, "s1-1"), (2, "s1-2"), (3, "from another connection"), (4, "s1-3")]
         assert _seqs_and_contents(path, "s2") == [(1, "s2-1"), (2, "s2-2"), (3, "s2-3")]
     finally:
         store.close()
@@ -99,8 +103,10 @@ def test_a_batch_retried_after_a_rollback_does_not_trust_the_counters_it_noted(p
             store.create_session(sid)
 
         def appends(n: int) -> list[Callable[[], Any]]:
-            return [lambda s=s: store.append(s, [Message("user", f"{s}-{n}-{k}") for k in range(rows_each)])
-                    for s in ("s1", "s2")]
+            return [
+                lambda s=s: store.append(s, [Message("user", f"{s}-{n}-{k}") for k in range(rows_each)])
+                for s in ("s1", "s2")
+            ]
 
         _in_one_batch(store, path, appends(1))
         failed: list[str] = []
@@ -117,7 +123,8 @@ def test_a_batch_retried_after_a_rollback_does_not_trust_the_counters_it_noted(p
         assert [r[0].seq for r in results] == [rows_each + 1, rows_each + 1]
         for sid in ("s1", "s2"):
             assert _seqs_and_contents(path, sid) == [
-                (1 + n * rows_each + k, f"{sid}-{n + 1}-{k}") for n in range(2) for k in range(rows_each)]
+                (1 + n * rows_each + k, f"{sid}-{n + 1}-{k}") for n in range(2) for k in range(rows_each)
+            ]
     finally:
         store.close()
 
@@ -170,8 +177,9 @@ def test_a_row_inserted_at_the_counter_moves_it_and_one_below_leaves_it(path):
         store.close()
     conn = sqlite3.connect(path, isolation_level=None)
     try:
-        insert = ("INSERT INTO messages (session_id, seq, role, content, created_at) "
-                  "VALUES ('s1', ?, 'user', '\"x\"', 0)")
+        insert = (
+            "INSERT INTO messages (session_id, seq, role, content, created_at) VALUES ('s1', ?, 'user', '\"x\"', 0)"
+        )
         conn.execute(insert, (1,))
         assert _next_seq(path, "s1") == 2
         conn.execute(insert, (5,))  # past the counter (only a hand-edit does this)
@@ -194,8 +202,9 @@ def test_a_remembered_batch_longer_than_one_insert_numbers_on_with_consecutive_i
             store.create_session(sid)
 
         def appends(n: int) -> list[Callable[[], Any]]:
-            return [lambda s=s: store.append(s, [Message("user", f"{s}-{n}-{k}") for k in range(40)])
-                    for s in ("s1", "s2")]
+            return [
+                lambda s=s: store.append(s, [Message("user", f"{s}-{n}-{k}") for k in range(40)]) for s in ("s1", "s2")
+            ]
 
         _in_one_batch(store, path, appends(1))
         results = _in_one_batch(store, path, appends(2))  # 80 rows on remembered counters
@@ -234,8 +243,9 @@ def test_a_batch_on_remembered_counters_takes_the_write_lock_in_its_one_statemen
         monkeypatch.setattr(killpoints, "ARMED", True)
         monkeypatch.setattr(killpoints, "reached", probe)
         for n in (1, 2):
-            results = _in_one_batch(store, path, [lambda n=n, s=s: store.append(s, Message("user", f"{s}-{n}"))
-                                                  for s in ("s1", "s2")])
+            results = _in_one_batch(
+                store, path, [lambda n=n, s=s: store.append(s, Message("user", f"{s}-{n}")) for s in ("s1", "s2")]
+            )
             assert [r[0].seq for r in results] == [n, n]
         assert lock_free_at_commit == [False, True]
     finally:

@@ -90,8 +90,14 @@ def test_not_a_database_is_a_configuration_error(tmp_path):
 
 @pytest.mark.parametrize(
     "options",
-    [{"patience_s": -1}, {"patience_s": float("nan")}, {"patience_s": 1e300},
-     {"max_content_bytes": 0}, {"max_content_bytes": "big"}, {"max_content_bytes": 2**40}],
+    [
+        {"patience_s": -1},
+        {"patience_s": float("nan")},
+        {"patience_s": 1e300},
+        {"max_content_bytes": 0},
+        {"max_content_bytes": "big"},
+        {"max_content_bytes": 2**40},
+    ],
     ids=repr,
 )
 def test_bad_options_rejected(sqlite_path, options):
@@ -177,8 +183,9 @@ def test_json_columns_written_by_other_tools_read_back_as_json(sqlite_path):
         try:
             conn.execute(
                 "INSERT INTO messages (session_id, seq, role, content, tool_calls, meta, created_at) "
-                "VALUES ('s', 2, 'assistant', ' [ {\"type\": \"text\", \"text\": \"hi\"} ] ', "
-                "'[{\"id\": \"c1\"}]  ', '\n{ \"k\" : [1, 2] }\n', 0)")
+                'VALUES (\'s\', 2, \'assistant\', \' [ {"type": "text", "text": "hi"} ] \', '
+                '\'[{"id": "c1"}]  \', \'\n{ "k" : [1, 2] }\n\', 0)'
+            )
             conn.execute("UPDATE sessions SET next_seq = 3 WHERE id = 's'")
         finally:
             conn.close()
@@ -231,8 +238,7 @@ def test_json_columns_stored_as_blobs_by_other_tools_read_back_as_json(sqlite_pa
         conn = sqlite3.connect(sqlite_path, isolation_level=None)
         try:
             conn.execute("UPDATE messages SET content = CAST(content AS BLOB), meta = CAST(meta AS BLOB)")
-            assert conn.execute("SELECT typeof(content), typeof(meta) FROM messages").fetchone() == (
-                "blob", "blob")
+            assert conn.execute("SELECT typeof(content), typeof(meta) FROM messages").fetchone() == ("blob", "blob")
         finally:
             conn.close()
         (read,) = store.transcript("s")
