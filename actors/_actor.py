@@ -34,6 +34,8 @@ from protocol import (
     SessionNotFoundError,
     StoredMessage,
     TranscriptError,
+    TurnHeldError,
+    TurnLease,
 )
 from protocol._commands import (
     Append,
@@ -53,6 +55,7 @@ from ._pooled import PooledActor
 from ._routing import Request, Router
 from ._slot import Slot
 from ._submitted import SubmittedAppends
+from ._turn_leases import TurnLeases
 from ._turns import MovedTurn, ResumeTurn, TurnGate
 from .compaction._attempt import Attempt
 from .compaction._policy import CompactionPolicy
@@ -89,7 +92,12 @@ class _HandedOver:
     its mailbox stops it, as after a message that did (`_stop_if_handed_over`)."""
 
 
-class SessionActor(SubmittedAppends, PooledActor):
+class RetryHeld:
+    """Internal message from the registry's turn keeper: another holder's turn held
+    this actor's calls; serve them again if it has ended."""
+
+
+class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
     """Serves one live session: appends, reads and the compaction flow."""
 
     def __init__(
@@ -208,6 +216,8 @@ class SessionActor(SubmittedAppends, PooledActor):
                 message.attempt.on_result(message.result, message.error)
             elif isinstance(message, CheckTurn):
                 self._close_overdue_turn()
+            elif isinstance(message, RetryHeld):
+                self.retry_foreign()
             elif isinstance(message, _CheckBudget):
                 self._maybe_auto_compact()
             elif isinstance(message, MovedTurn):  # from an actor that handed over to this one
@@ -227,10 +237,10 @@ class SessionActor(SubmittedAppends, PooledActor):
         if attempt is not None and attempt.in_flight:
             attempt.abort(CompressionStatus.CANCELLED, "interrupted", wait=True)
         try:  # held calls were acknowledged to nobody yet: apply them before stopping
-            self._turns.close_for_stop()
+            self._end_lease(self._turns.close_for_stop())
             while self._turns.busy:  # a held turn opens and holds the rest: close it too
-                self._release_held()
-                self._turns.close_for_stop()
+                self._release_held()  # (one another holder's turn refuses is answered busy)
+                self._end_lease(self._turns.close_for_stop())
         except BaseException:
             logger.exception("session actor %s failed applying held calls", self.live_id)
 
@@ -241,30 +251,36 @@ class SessionActor(SubmittedAppends, PooledActor):
             if self._slot.successor is not None:
                 self._registry._forward(self._slot, request)
                 return
+            command = request.command
             if self._must_hold(request):
+                if isinstance(command, OpenTurn) and self._interrupt_local(
+                    request, command.on_busy or self._policy.on_busy
+                ):
+                    return  # refused: another handle's turn is open
                 self._turns.hold(request)
                 return
-            command = request.command
             if isinstance(command, Append):
                 if not _claim(reply) or not request.take_gate():
                     return  # the caller gave up: withdrawn, never applied
                 self._answer(reply, self._append(command.messages, request.sender))
                 self._maybe_auto_compact()
             elif isinstance(command, OpenTurn):
-                if _claim(reply):
-                    self._answer(reply, self._turns.open(request.sender))
+                if _claim(reply) and request.take_gate():
+                    self._open_turn(request, command)
             elif isinstance(command, ResumeTurn):
                 self._turns.resume(command.turn)
             elif isinstance(command, CloseTurn):
-                if self._turns.close(request.sender, command.turn):
+                closed = self._turns.close(request.sender, command.turn)
+                if closed is not None:
+                    self._end_lease(closed)
                     self._release_held()  # held callers are acknowledged now
                 self._answer(reply, None)
             elif isinstance(command, Compress):
                 self._compress(command, reply)
             elif isinstance(command, Retract):
-                if not _claim(reply):
+                if not _claim(reply) or not request.take_gate():
                     return  # the caller gave up while it was held: withdrawn
-                self._answer(reply, self._retract())
+                self._answer(reply, self._retract(request.sender))
             elif isinstance(command, ReadTranscript):
                 self._answer(reply, self._store.transcript(self.live_id))
             elif isinstance(command, ReadArchive):
@@ -273,6 +289,8 @@ class SessionActor(SubmittedAppends, PooledActor):
                 raise InvalidArgumentError("Interrupt is not a mailbox message; use interrupt()")
             else:
                 raise InvalidArgumentError(f"unknown command {command!r}")
+        except TurnHeldError as exc:  # another holder's turn: held until it ends
+            self.hold_foreign(request, exc)
         except Forwarded:
             try:
                 if not request.forwarding():  # nothing was written; its caller left
@@ -298,8 +316,10 @@ class SessionActor(SubmittedAppends, PooledActor):
         return False
 
     def _close_overdue_turn(self) -> bool:
-        if not self._turns.close_overdue():
+        closed = self._turns.close_overdue()
+        if closed is None:
             return False
+        self._end_lease(closed)
         self._release_held()
         return True
 
@@ -340,6 +360,9 @@ class SessionActor(SubmittedAppends, PooledActor):
             slot.last_used = _monotonic()
             try:
                 stored = self._append(messages, sender)
+            except TurnHeldError as exc:
+                self._turns.foreign = exc  # held from now on: the mailbox holds this one too
+                return None
             except Forwarded:
                 self._stop_later()
                 return None  # the live id is served by another actor: the mailbox forwards
@@ -376,24 +399,32 @@ class SessionActor(SubmittedAppends, PooledActor):
         """Append to the live id (following successors), then the bookkeeping: the
         token estimate (only kept while auto-compaction counts) and the open turn."""
         session_id = self._slot.session_id
+        turn = self._turns.turn
+        lease = turn.lease if turn is not None and turn.owner == sender else None
         try:
-            stored = self._store.append(session_id, messages, incarnation=self._incarnation)
+            if lease is None:  # a store wrapper need not know turns outside them
+                stored = self._store.append(session_id, messages, incarnation=self._incarnation)
+            else:
+                stored = self._store.append(session_id, messages, incarnation=self._incarnation, turn=lease)
         except SessionEndedError as exc:
-            stored = self._append_followed(exc, session_id, messages)
+            stored = self._append_followed(exc, session_id, messages, lease)
         if self._tokens is not None:  # None: nothing to keep (no max_tokens) or recount
             self._count_tokens(messages)
         if self._turns.turn is not None:  # only an open turn learns its seqs
             self._turns.note_appended(sender, stored)
         return stored
 
-    def _append_followed(self, exc: SessionEndedError, session_id: str, messages: tuple[Message, ...]) -> list[Any]:
+    def _append_followed(
+        self, exc: SessionEndedError, session_id: str, messages: tuple[Message, ...], lease: TurnLease | None = None
+    ) -> list[Any]:
         """The first try met ``session_id`` ended: follow successors and append again,
         at most `MAX_REDIRECTS` tries in all."""
+        extra = {} if lease is None else {"turn": lease}
         for _ in range(MAX_REDIRECTS - 1):
             self._follow(exc, session_id)
             session_id = self._slot.session_id
             try:
-                return self._store.append(session_id, messages, incarnation=self._incarnation)
+                return self._store.append(session_id, messages, incarnation=self._incarnation, **extra)
             except SessionEndedError as again:
                 exc = again
         self._follow(exc, session_id)
@@ -409,9 +440,14 @@ class SessionActor(SubmittedAppends, PooledActor):
         if not self._move(successor):
             raise Forwarded from exc
 
-    def _retract(self) -> Any:
+    def _retract(self, sender: int) -> Any:
         """`store.retract` in mailbox order: after every append queued before it."""
-        popped = self._store.retract(self.live_id, incarnation=self._incarnation)
+        turn = self._turns.turn
+        lease = turn.lease if turn is not None and turn.owner == sender else None
+        if lease is None:
+            popped = self._store.retract(self.live_id, incarnation=self._incarnation)
+        else:
+            popped = self._store.retract(self.live_id, incarnation=self._incarnation, turn=lease)
         if popped is not None:
             self._tokens = None  # recount before the next automatic check
             self._turns.note_retracted(popped)

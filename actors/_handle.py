@@ -23,6 +23,7 @@ import dataclasses
 import functools
 import itertools
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
@@ -56,6 +57,8 @@ from protocol.errors import AskTimeoutError
 
 from ._reply import LoopReplies, Reply
 from ._routing import Request, Router
+from ._turns import TurnTicket
+from .compaction._policy import OnBusy, check_on_busy
 
 if TYPE_CHECKING:
     from ._slot import Slot
@@ -144,18 +147,23 @@ class _Handle:
         """Compacted and superseded messages of the live session."""
         return self._ask(ReadArchive())
 
-    def turn(self) -> Turn:
+    def turn(self, on_busy: OnBusy | None = None) -> Turn:
         """A turn: ``with handle.turn():`` or ``async with handle.turn():``.
 
         While it is open, the messages appended through this handle (from any thread)
-        are contiguous: appends from every other handle of the registry are held and
-        applied right after it closes, in arrival order (their callers are answered
-        then). Nested turns of the same handle join the open one; another handle's
-        turn waits for it. The actor closes a turn open longer than
+        are contiguous: appends from every other handle of the registry, and from
+        every other process, are held and applied right after it closes, in arrival
+        order (their callers are answered then). It holds the session's turn lease
+        in the store (renewed by this registry; it lapses ``lease_ttl_s`` after a
+        crash). Nested turns of the same handle join the open one. ``on_busy``
+        (None: ``policy.on_busy``) says what to do when another turn is open:
+        ``"enqueue"`` waits for it, ``"reject"`` raises `SessionBusyError`,
+        ``"interrupt"`` asks it to end and waits, ``"rollback"`` does the same and
+        then retracts what it appended. The actor closes a turn open longer than
         ``policy.max_turn_s`` (logged); the late exit is then a no-op. Leaving the
         block by an exception closes the turn too; what was appended stays.
         """
-        return Turn(self)
+        return Turn(self, on_busy)
 
     def ask(self, command: Any, *, timeout: float | None = None) -> Any:
         """Send any protocol command value (stamped with this handle's origin).
@@ -263,60 +271,84 @@ class _Handle:
 class Turn:
     """The context manager `handle.turn()` returns (``with`` and ``async with``).
 
-    ``__enter__`` waits while another handle's turn is open (at most
-    ``policy.held_wait_s``) and returns the handle.
+    ``__enter__`` opens the turn and returns the handle: it takes the session's turn
+    lease in the store, so no other path of this registry, nor any other process,
+    appends until the turn closes. When another turn is open it does as ``on_busy``
+    says (see `CompactionPolicy.on_busy`), waiting at most ``policy.held_wait_s``.
+    ``interrupted`` becomes True when another caller asks this turn to end
+    (``on_busy="interrupt"`` or ``"rollback"``); the holder decides when to leave.
     """
 
-    __slots__ = ("_handle", "_number")
+    __slots__ = ("_handle", "_ticket", "_on_busy", "_interrupted")
 
-    def __init__(self, handle: _Handle) -> None:
+    def __init__(self, handle: _Handle, on_busy: str | None = None) -> None:
+        if on_busy is not None:
+            check_on_busy(on_busy)
         self._handle = handle
-        self._number: int | None = None
+        self._on_busy = on_busy
+        self._ticket: TurnTicket | None = None
+        self._interrupted: threading.Event | None = None
+
+    @property
+    def interrupted(self) -> bool:
+        """Has another caller asked this turn to end?"""
+        event = self._interrupted
+        return event is not None and event.is_set()
+
+    def wait_interrupted(self, timeout: float | None = None) -> bool:
+        """Wait until another caller asks this turn to end (at most ``timeout``
+        seconds); True if it did. False at once when the turn is not open."""
+        event = self._interrupted
+        return event is not None and event.wait(timeout)
 
     def __enter__(self) -> Any:
         self._check_not_open()
-        self._number = self._handle._ask(OpenTurn(), abandoned=self._close_abandoned)
+        self._opened(self._handle._ask(OpenTurn(self._on_busy), abandoned=self._close_abandoned))
         return self._handle
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        number, self._number = self._number, None
-        if number is None:
+        ticket, self._ticket = self._ticket, None
+        if ticket is None:
             return
         try:
-            self._handle._ask(CloseTurn(number))
+            self._handle._ask(CloseTurn(ticket.number))
         except Exception:
             if exc_type is None:
                 raise
-            logger.warning("closing turn %d of %r failed", number, self._handle, exc_info=True)
+            logger.warning("closing turn %d of %r failed", ticket.number, self._handle, exc_info=True)
 
     async def __aenter__(self) -> Any:
         self._check_not_open()
-        self._number = await self._handle._ask_async(OpenTurn(), abandoned=self._close_abandoned)
+        ticket = await self._handle._ask_async(OpenTurn(self._on_busy), abandoned=self._close_abandoned)
+        self._opened(ticket)
         return self._handle
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        number, self._number = self._number, None
-        if number is None:
+        ticket, self._ticket = self._ticket, None
+        if ticket is None:
             return
         try:
-            await self._handle._ask_async(CloseTurn(number))
+            await self._handle._ask_async(CloseTurn(ticket.number))
         except Exception:
             if exc_type is None:
                 raise
-            logger.warning("closing turn %d of %r failed", number, self._handle, exc_info=True)
+            logger.warning("closing turn %d of %r failed", ticket.number, self._handle, exc_info=True)
 
-    def _close_abandoned(self, number: int) -> None:
+    def _opened(self, ticket: TurnTicket) -> None:
+        self._ticket, self._interrupted = ticket, ticket.interrupted
+
+    def _close_abandoned(self, ticket: TurnTicket) -> None:
         """The caller gave up (cancelled, timed out) after the actor opened the turn:
         nobody will leave it, so close it now rather than hold the others for
         ``max_turn_s``."""
-        self._handle._send(CloseTurn(number))
+        self._handle._send(CloseTurn(ticket.number))
 
     def _check_not_open(self) -> None:
-        if self._number is not None:
+        if self._ticket is not None:
             raise InvalidArgumentError("this turn is already open; nest handle.turn() instead")
 
 

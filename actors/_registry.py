@@ -36,13 +36,14 @@ from protocol import (
 )
 from protocol.errors import RegistryClosedError
 
-from ._actor import CheckTurn, SessionActor
+from ._actor import CheckTurn, RetryHeld, SessionActor
 from ._handle import ReviewHandle, SessionHandle
 from ._notifier import OutcomeHook, OutcomeNotifier
 from ._passivation import ResidentSet
 from ._pool import WorkerPool
 from ._routing import Request
 from ._slot import Slot
+from ._turn_keeper import TurnKeeper
 from ._turns import TurnGate
 from .compaction._attempt import Attempt
 from .compaction._loop import CompressorLoop
@@ -110,6 +111,7 @@ class SessionRegistry:
         self._janitor_stop = threading.Event()
         self._janitor = threading.Thread(target=self._janitor_loop, name="registry-janitor", daemon=True)
         self._janitor.start()
+        self._turn_keeper = TurnKeeper(self.store, self.holder, self.policy, self._resident_slots, RetryHeld())
         telemetry.track_resident(self)  # the resident-actors gauge reads stats()["resident"]
 
     # -- public API ---------------------------------------------------------------------
@@ -192,6 +194,7 @@ class SessionRegistry:
             attempts = list(self._attempts)
         self._janitor_stop.set()
         self._janitor.join(timeout=self.policy.ask_timeout_s)
+        self._turn_keeper.close(self.policy.ask_timeout_s)
         for attempt in attempts:
             if attempt.in_flight:
                 attempt.abort(CompressionStatus.CANCELLED, "interrupted", wait=True)
@@ -508,6 +511,10 @@ class SessionRegistry:
                     self._stopping = [f for f in self._stopping if not _done(f)]
                     self._stopping_kept = max(64, len(self._stopping))
                 self._stopping.append(future)
+
+    def _resident_slots(self) -> list[Slot]:
+        with self._lock:
+            return list(self._resident)
 
     def _janitor_loop(self) -> None:
         shortest = min(self.policy.idle_timeout_s, self.policy.max_turn_s)

@@ -46,6 +46,11 @@ class Request:
     held: bool = False
     gate: threading.Lock | None = None
     gave_up: bool = False
+    # A turn that met another holder's: the token it interrupted, the token its
+    # lease is to roll back, and since when it has been held (monotonic; 0: never).
+    interrupted: int | None = None
+    rollback: int | None = None
+    held_since: float = 0.0
 
     def withdraw_forwarded(self) -> bool:
         """Caller side, after ``reply.cancel()`` failed: True when the request was

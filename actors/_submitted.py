@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from persistence._store import SubmittingStore
-from protocol import Message, SessionEndedError, SessionNotFoundError, StoredMessage
+from protocol import Message, SessionEndedError, SessionNotFoundError, StoredMessage, TurnHeldError
 
 from ._admission import Forwarded, runs_here
 
@@ -86,9 +86,14 @@ class SubmittedAppends:
             session_id = self.live_id
             self._count_tokens(messages)  # here: the loop has time, the writer not
             done = functools.partial(self._submitted_done, messages, sender, session_id, answer)
-            submitted = cast(SubmittingStore, self._store).append_nowait(  # see _submits
-                session_id, messages, done, incarnation=self._incarnation
-            )
+            store = cast(SubmittingStore, self._store)  # see _submits
+            turn = self._turns.turn
+            if turn is not None and turn.owner == sender and turn.lease is not None:
+                submitted = store.append_nowait(
+                    session_id, messages, done, incarnation=self._incarnation, turn=turn.lease
+                )
+            else:
+                submitted = store.append_nowait(session_id, messages, done, incarnation=self._incarnation)
         except BaseException:
             self._tokens = None  # counted, not appended: recount
             self._exclusive.release()
@@ -122,6 +127,10 @@ class SubmittedAppends:
                 self._exclusive.release()
             return answer(built, None)
         self._tokens = None  # counted when submitted: recount
+        if isinstance(error, TurnHeldError):  # another holder's turn: the mailbox holds it
+            self._turns.foreign = error
+            self._exclusive.release()
+            return answer(None, None)
         if isinstance(error, (SessionEndedError, SessionNotFoundError)):
             # following a successor appends again and moves through the registry (whose
             # lock may be held by a thread waiting on this writer): not on the writer thread

@@ -9,23 +9,30 @@ that hands the actor over: `hand_over`); other threads read it (`busy` for evict
 
 When the actor hands over to another resident actor, its open turn and the calls held
 behind it move there (`MovedTurn`) and the turn reopens there (`ResumeTurn`).
+
+Across processes the store holds each open turn's lease (`TurnLease`): a turn opened
+here takes it, its appends carry it, and closing the turn releases it. While another
+holder's lease is live the store refuses this registry's writes (`TurnHeldError`):
+the gate then holds every mutating call (``foreign``) until the registry's turn
+keeper sees that lease end and the actor serves them again, in order.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import cast
 
-from protocol import StoredMessage
+from protocol import StoredMessage, TurnHeldError, TurnLease
 from protocol._commands import Append, OpenTurn, Retract
 
 from ._routing import Request
 
-__all__ = ["HELD_COMMANDS", "MovedTurn", "ResumeTurn", "TurnGate"]
+__all__ = ["HELD_COMMANDS", "MovedTurn", "ResumeTurn", "TurnGate", "TurnTicket"]
 
 logger = logging.getLogger("session_actors.turns")
 
@@ -38,6 +45,18 @@ class _Turn:
     depth: int = 1  # re-entrant opens of the same handle
     appended: int = 0  # messages appended in this turn (the last ones of the transcript)
     first: tuple[str, int] | None = None  # (session id, seq) of its first message
+    lease: TurnLease | None = None  # the store's turn lease (None: lost or not taken)
+    renewed_at: float = 0.0  # monotonic time of the last successful take or renewal
+    interrupted: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnTicket:
+    """What `OpenTurn` answers: the turn's number and the event another caller's
+    ``on_busy="interrupt"`` sets."""
+
+    number: int
+    interrupted: threading.Event
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +91,7 @@ class MovedTurn:
 class TurnGate:
     """One actor's open turn (at most one) and the requests held behind it."""
 
-    __slots__ = ("_max_turn_s", "turn", "_held", "_last_number")
+    __slots__ = ("_max_turn_s", "turn", "_held", "_last_number", "foreign")
 
     def __init__(self, max_turn_s: float) -> None:
         self._max_turn_s = max_turn_s
@@ -83,24 +102,33 @@ class TurnGate:
         # keeps costs session starts garbage-collection time (see `pooled.StopFlag`)
         self._held: deque[Request] | tuple[()] = ()
         self._last_number = 0  # turns opened so far (numbers start at 1)
+        # Another holder's live turn lease refused a write: everything mutating waits
+        # (held) until the turn keeper sees it end. Set under the exclusive lock.
+        self.foreign: TurnHeldError | None = None
 
     # -- read from any thread ---------------------------------------------------------
 
     @property
     def busy(self) -> bool:
         """A turn is open or calls are held: the actor must not be evicted."""
-        return self.turn is not None or bool(self._held)
+        return self.turn is not None or bool(self._held) or self.foreign is not None
 
     def admits(self, sender: int) -> bool:
         """May a mutating call from handle ``sender`` apply now?
 
         Yes when no turn is open and nothing is held (nothing to overtake), or when
-        the open turn is ``sender``'s own.
+        the open turn is ``sender``'s own; never while another holder's turn refused
+        a write here.
         """
+        if self.foreign is not None:
+            return False
         turn = self.turn
         if turn is None:
             return not self._held
         return turn.owner == sender
+
+    def busy_with_held(self) -> bool:
+        return bool(self._held)
 
     def owned_by(self, sender: int) -> bool:
         """Is the open turn ``sender``'s?"""
@@ -122,36 +150,45 @@ class TurnGate:
             self._held = deque()
         self._held.append(request)
 
-    def open(self, sender: int) -> int:
-        """Open a turn for ``sender``, or join its open one; returns the turn's number."""
+    def join(self, sender: int) -> TurnTicket | None:
+        """Join ``sender``'s open turn (re-entrant); None when it has none."""
         turn = self.turn
-        if turn is not None:  # must_hold let it through: it is the owner's
-            turn.depth += 1
-            return turn.number
-        self._last_number += 1
-        self.turn = _Turn(self._last_number, sender, time.monotonic())
-        return self.turn.number
+        if turn is None or turn.owner != sender:
+            return None
+        turn.depth += 1
+        return TurnTicket(turn.number, turn.interrupted)
 
-    def close(self, sender: int, number: int) -> bool:
-        """Leave turn ``number``; True when that closed it (the held calls may go).
+    def open(self, sender: int, lease: TurnLease | None = None) -> TurnTicket:
+        """Open a turn for ``sender`` under the store's ``lease``, or join its open one."""
+        joined = self.join(sender)
+        if joined is not None:
+            return joined
+        self._last_number += 1
+        now = time.monotonic()
+        self.turn = _Turn(self._last_number, sender, now, lease=lease, renewed_at=now)
+        return TurnTicket(self.turn.number, self.turn.interrupted)
+
+    def close(self, sender: int, number: int) -> _Turn | None:
+        """Leave turn ``number``; the turn when that closed it (the held calls may go,
+        its lease is to be released).
 
         A late exit of a turn the actor already closed is a no-op.
         """
         turn = self.turn
         if turn is None or turn.number != number or turn.owner != sender:
             self._leave_held_resume(sender, number)
-            return False
+            return None
         turn.depth -= 1
         if turn.depth > 0:
-            return False
+            return None
         self.turn = None
-        return True
+        return turn
 
-    def close_overdue(self) -> bool:
-        """Close a turn open longer than ``max_turn_s``; True if one was closed."""
+    def close_overdue(self) -> _Turn | None:
+        """Close a turn open longer than ``max_turn_s``; the turn if one was closed."""
         turn = self.turn
         if turn is None or not self.overdue(time.monotonic()):
-            return False
+            return None
         logger.warning(
             "turn %d open for more than %ss: closed by the actor (%d message(s) appended, %d call(s) held)",
             turn.number,
@@ -160,7 +197,7 @@ class TurnGate:
             len(self._held),
         )
         self.turn = None
-        return True
+        return turn
 
     def hand_over(self) -> MovedTurn | None:
         """The actor hands over to another resident actor (its exclusive lock held):
@@ -196,9 +233,12 @@ class TurnGate:
                     cast(deque, self._held).remove(request)  # it holds this request
                 return
 
-    def close_for_stop(self) -> None:
-        """The actor is stopping: its turn ends, its held calls must be applied."""
-        self.turn = None
+    def close_for_stop(self) -> _Turn | None:
+        """The actor is stopping: its turn ends (returned: its lease is to be
+        released), its held calls must be applied."""
+        turn, self.turn = self.turn, None
+        self.foreign = None
+        return turn
 
     def take_held(self) -> list[Request]:
         """Every held request, oldest first (each is re-checked when served)."""

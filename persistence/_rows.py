@@ -28,6 +28,7 @@ from protocol import (
     SessionInfo,
     SessionNotFoundError,
     StoredMessage,
+    TurnLease,
     validate_session_id,
 )
 from protocol._checks import (
@@ -40,6 +41,7 @@ from protocol._messages import (
     MAX_CONTENT_LIMIT,
     MAX_SESSION_ID_LENGTH,
     ROLES,
+    _check_key,
     content_limit,
 )
 
@@ -185,7 +187,13 @@ def message_params(message: Message, max_content_bytes: int | None) -> dict[str,
         "tool_call_id": tool_call_id,
         "tool_calls": None if tool_calls is None else _dumps(tool_calls, "tool_calls"),
         "meta": _dumps(dict(meta), "meta") if meta else "{}",
+        "key": None if message.key is None else _checked_key(message.key),
     }
+
+
+def _checked_key(key: str) -> str:
+    _check_key(key)
+    return key
 
 
 def check_messages(messages: Message | Sequence[Message], max_content_bytes: int | None) -> list[dict[str, Any]]:
@@ -235,6 +243,27 @@ def check_store_options(*, patience_s: object, max_content_bytes: object) -> Non
 def check_ttl(ttl_s: object) -> float:
     """A lease TTL: finite, > 0 and at most 30 days, else `InvalidArgumentError`."""
     return check_duration(ttl_s, "ttl_s")
+
+
+def check_turn(lease: object) -> int:
+    """A `TurnLease` argument; its token."""
+    if not isinstance(lease, TurnLease):
+        raise InvalidArgumentError(f"expected a TurnLease, got {type(lease).__name__}")
+    return lease.token
+
+
+def check_token(token: object) -> None:
+    """A turn token argument: None or a positive int."""
+    if token is not None and (type(token) is not int or token < 1):
+        raise InvalidArgumentError(f"a turn token is a positive int, got {token!r}")
+
+
+def keyed(params: Sequence[Mapping[str, Any]]) -> bool:
+    """Does a message of the append carry an idempotency key?"""
+    for p in params:
+        if p["key"] is not None:
+            return True
+    return False
 
 
 def check_lease(lease: object) -> Lease:
@@ -337,6 +366,7 @@ def stored_message_from_row(row: RowLike) -> StoredMessage:
         row["created_at"],
         row["state"],
         row["origin_id"],
+        row["key"],
     )
 
 
@@ -454,6 +484,7 @@ def stored_from_params(
         created_at,
         "live",
         None,
+        params["key"],
     )
 
 

@@ -22,6 +22,7 @@ from protocol import (
     Message,
     SessionInfo,
     StoredMessage,
+    TurnLease,
 )
 from protocol._records import CompactionMode
 
@@ -120,16 +121,21 @@ class Store(Protocol):
         """
         ...
 
-    def retract(self, session_id: str, *, incarnation: str | None = None) -> StoredMessage | None:
+    def retract(
+        self, session_id: str, *, incarnation: str | None = None, turn: TurnLease | None = None
+    ) -> StoredMessage | None:
         """Take the last live message of the live tip (``session_id`` is resolved) out
         of the live transcript: state ``"retracted"``, kept in the archive, its seq
         never reused. Returns it as it was, or None when the transcript is empty.
         ``incarnation`` (a `SessionInfo.incarnation`): retract only from that
         conversation, checked inside the write (None: whichever the id names now).
 
+        ``turn``: the turn lease the caller retracts under.
+
         Raises: `SessionEndedError` when the tip ended for another reason than
         compression; `LineageForkedError`; `SessionNotFoundError` when the tip is
-        another incarnation (the lineage meant was erased and the id reused).
+        another incarnation (the lineage meant was erased and the id reused);
+        `TurnHeldError` while another holder's turn lease is live on the tip.
         """
         ...
 
@@ -161,7 +167,12 @@ class Store(Protocol):
     # -- messages ---------------------------------------------------------------
 
     def append(
-        self, session_id: str, messages: Message | Sequence[Message], *, incarnation: str | None = None
+        self,
+        session_id: str,
+        messages: Message | Sequence[Message],
+        *,
+        incarnation: str | None = None,
+        turn: TurnLease | None = None,
     ) -> list[StoredMessage]:
         """Append one or many messages in one transaction; durable when it returns.
 
@@ -172,7 +183,14 @@ class Store(Protocol):
         Actors pass theirs, so a lineage erased and started again by another process
         never receives a write meant for the old one.
 
-        Raises: `SessionEndedError` (``successor_id`` = the live continuation, or None
+        While a holder's turn lease is live on the session, only appends carrying
+        it (``turn``) are admitted: the check is part of the append's own write.
+        A message with a ``key`` already stored in the conversation (any session of
+        the lineage, live or archived) is not written again: the stored message is
+        returned in its place (its live copy when a compaction carried it); a key
+        repeated within one append is stored once.
+
+        Raises: `TurnHeldError` while another holder's turn lease is live; `SessionEndedError` (``successor_id`` = the live continuation, or None
         when there is none or the lineage forked) for an ended session;
         `SessionNotFoundError` for an unknown id or another incarnation;
         `InvalidMessageError` for a message over the store's content limit.
@@ -222,6 +240,60 @@ class Store(Protocol):
 
     def leases(self) -> list[Lease]:
         """Every lease still held: live, or expired and not yet released or reaped."""
+        ...
+
+    # -- turns ------------------------------------------------------------------
+
+    def open_turn(
+        self,
+        session_id: str,
+        holder: str,
+        ttl_s: float,
+        *,
+        incarnation: str | None = None,
+        rollback: int | None = None,
+    ) -> TurnLease:
+        """Take the turn lease of the live session ``session_id`` for ``holder``, for
+        ``ttl_s`` seconds (store clock), with a new token (one counter of the whole
+        store: it only grows). A lease that is free, expired or already
+        ``holder``'s is taken. ``rollback``: the token of the turn this one replaces;
+        that turn's messages still at the end of the live transcript are retracted
+        in the same transaction (`TurnLease.rolled_back` counts them).
+
+        Raises: `TurnHeldError` (``holder``, ``expires_at``, ``token``) while another
+        holder's lease is live; `SessionEndedError` (with ``successor_id``);
+        `SessionNotFoundError`.
+        """
+        ...
+
+    def renew_turn(self, lease: TurnLease, ttl_s: float) -> TurnLease | None:
+        """Extend a live turn lease (found by its token, on whichever live session
+        carries it now); None when it expired or was closed. The result's
+        ``interrupted`` says whether someone asked the holder to end the turn."""
+        ...
+
+    def close_turn(self, lease: TurnLease) -> bool:
+        """Release the turn lease (holder and token checked); False when it was no
+        longer this holder's. The token stays on the row (for a rollback)."""
+        ...
+
+    def interrupt_turn(self, session_id: str) -> bool:
+        """Ask the holder of the live turn on ``session_id``'s live tip to end it (a
+        flag the holder reads); False when no turn is open."""
+        ...
+
+    def current_turn(self, session_id: str) -> TurnLease | None:
+        """The live turn lease on this session row, with ``first_seq`` (the seq of its
+        first live message, None before it appended)."""
+        ...
+
+    def turns(self, *, holder: str | None = None) -> list[TurnLease]:
+        """Every live turn lease (of ``holder`` only, when given)."""
+        ...
+
+    def interrupted_turns(self, holder: str) -> list[TurnLease]:
+        """``holder``'s turn leases someone asked it to end (one read for all of
+        them: the registry polls it while it has turns open)."""
         ...
 
     # -- compaction -------------------------------------------------------------
@@ -299,7 +371,13 @@ class SubmittingStore(Store, Protocol):
     """
 
     def append_nowait(
-        self, session_id: str, messages: Message | Sequence[Message], on_done: OnDone, *, incarnation: str | None = None
+        self,
+        session_id: str,
+        messages: Message | Sequence[Message],
+        on_done: OnDone,
+        *,
+        incarnation: str | None = None,
+        turn: TurnLease | None = None,
     ) -> bool:
         """`Store.append` without waiting: the messages are checked now (a bad one
         raises here, nothing queued), then queued for the writer thread, which calls

@@ -78,6 +78,8 @@ def _complete(
         telemetry.appended(len(params), time.perf_counter() - started)
     except Exception:
         log.warning("counting a submitted append failed", exc_info=True)
+    if type(result) is list:  # a keyed append: its writer built the stored messages
+        return on_done(functools.partial(list, result), None)
     return on_done(functools.partial(stored_messages, messages, params, session_id, *result), None)
 
 

@@ -292,14 +292,16 @@ _Append = TypeVar("_Append", bound=Callable[..., Sequence[Any]])
 
 
 def timed_append(append: _Append) -> _Append:
-    """Decorate a store's ``append(session_id, messages, *, incarnation=None)``: count
+    """Decorate a store's ``append(session_id, messages, *, incarnation=None, turn=None)``: count
     the messages it committed and time the call (on every append: kept to the bone)."""
     clock = time.perf_counter
 
     @functools.wraps(append)
-    def timed(self: Any, session_id: str, messages: Any, *, incarnation: str | None = None) -> Sequence[Any]:
+    def timed(
+        self: Any, session_id: str, messages: Any, *, incarnation: str | None = None, turn: Any = None
+    ) -> Sequence[Any]:
         started = clock()
-        stored = append(self, session_id, messages, incarnation=incarnation)
+        stored = append(self, session_id, messages, incarnation=incarnation, turn=turn)
         hooks = _hooks
         (hooks if hooks is not None else _load()).appended(len(stored), clock() - started)
         return stored

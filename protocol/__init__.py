@@ -28,6 +28,7 @@ from ._records import (
     Cooldown,
     Lease,
     SessionInfo,
+    TurnLease,
 )
 from .errors import (
     CompressionDisabledError,
@@ -42,6 +43,7 @@ from .errors import (
     LineageForkedError,
     ReadOnlyStoreError,
     SchemaVersionError,
+    SessionBusyError,
     SessionEndedError,
     SessionExistsError,
     SessionNotFoundError,
@@ -49,6 +51,7 @@ from .errors import (
     StorageFullError,
     StoreBusyError,
     TranscriptError,
+    TurnHeldError,
 )
 
 __all__ = [
@@ -76,6 +79,7 @@ __all__ = [
     "Message",
     "ReadOnlyStoreError",
     "SchemaVersionError",
+    "SessionBusyError",
     "SessionEndedError",
     "SessionExistsError",
     "SessionInfo",
@@ -85,6 +89,8 @@ __all__ = [
     "StoreBusyError",
     "StoredMessage",
     "TranscriptError",
+    "TurnHeldError",
+    "TurnLease",
     "set_content_limit",
     "transcripts_equal",
     "validate_session_id",

@@ -52,10 +52,15 @@ class Interrupt:
 
 @dataclass(frozen=True, slots=True)
 class OpenTurn:
-    """Open a turn for the sending handle (or join its open one); answers the turn's number.
+    """Open a turn for the sending handle (or join its open one); answers a ticket
+    (the turn's number and its interrupt event).
 
-    While it is open, appends from every other handle are held and applied after it closes.
+    While it is open, appends from every other handle (and every other holder's
+    process) are held and applied after it closes. ``on_busy``: what to do when
+    another turn is open (None: the policy's).
     """
+
+    on_busy: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from .errors import InvalidMessageError, InvalidSessionIdError
 __all__ = [
     "DEFAULT_MAX_CONTENT_BYTES",
     "MAX_CONTENT_LIMIT",
+    "MAX_KEY_LENGTH",
     "MAX_SESSION_ID_LENGTH",
     "ROLES",
     "SUMMARY_PREFIX",
@@ -40,6 +41,8 @@ DEFAULT_MAX_CONTENT_BYTES = 1024 * 1024
 #: The largest per-message content limit that can be configured (256 MiB).
 MAX_CONTENT_LIMIT = 256 * 1024 * 1024
 MAX_SESSION_ID_LENGTH = 128
+#: The longest idempotency key a message may carry (`Message.key`).
+MAX_KEY_LENGTH = 200
 #: Content of a summary message written by a compressor starts with this marker.
 SUMMARY_PREFIX = "[CONTEXT COMPACTION]"
 
@@ -91,6 +94,21 @@ def validate_session_id(session_id: object) -> str:
     return session_id
 
 
+def _check_key(key: object) -> None:
+    """An idempotency key: 1-`MAX_KEY_LENGTH` characters, the session-id rules."""
+    if (
+        not isinstance(key, str)
+        or not 1 <= len(key) <= MAX_KEY_LENGTH
+        or key != key.strip()
+        or _FORBIDDEN_IN_ID.search(key)
+    ):
+        shown = repr(key) if not isinstance(key, str) or len(key) <= 40 else repr(key[:40]) + "..."
+        raise InvalidMessageError(
+            f"key must be 1-{MAX_KEY_LENGTH} characters without surrounding whitespace or control characters, "
+            f"got {shown}"
+        )
+
+
 # Built once: json.dumps with options builds a new encoder on every call, which
 # was a large part of constructing a message.
 _STRICT_JSON = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
@@ -126,7 +144,10 @@ class Message:
     None for an assistant message with non-empty ``tool_calls`` (the OpenAI shape).
     ``meta`` is a JSON-able mapping for application data (not sent to a model by us);
     ``meta["synthetic"]`` marks a message our role-alternation fix must not treat as
-    a real user ask.
+    a real user ask. ``key`` is an optional idempotency key (1-200 characters, the
+    session-id character rules; e.g. the platform's message id): an append of a
+    message whose key the conversation already stored writes nothing and returns the
+    stored message.
     """
 
     role: Role
@@ -135,6 +156,7 @@ class Message:
     tool_call_id: str | None = None
     tool_calls: Any = None
     meta: Mapping[str, Any] = field(default_factory=dict)
+    key: str | None = None
 
     _FIELDS: ClassVar[tuple[str, ...]] = (
         "role",
@@ -143,6 +165,7 @@ class Message:
         "tool_call_id",
         "tool_calls",
         "meta",
+        "key",
     )
 
     def __post_init__(self) -> None:
@@ -163,6 +186,8 @@ class Message:
             if any(not isinstance(k, str) for k in meta):
                 raise InvalidMessageError("meta keys must be strings")
             _check_json(dict(meta), "meta")
+        if self.key is not None:
+            _check_key(self.key)
 
     def _validate_content(self) -> None:
         content = self.content
@@ -201,6 +226,8 @@ class Message:
                 out[attr] = value
         if self.meta:
             out["meta"] = dict(self.meta)
+        if self.key is not None:
+            out["key"] = self.key
         return out
 
     @classmethod
@@ -216,7 +243,7 @@ class Message:
         # such as OpenAI's ``"refusal": null``, which carry nothing to lose.
         unknown = {k for k, v in data.items() if k not in cls._FIELDS and v is not None}
         if unknown:
-            raise InvalidMessageError(f"unknown message fields: {sorted(unknown)}")
+            raise InvalidMessageError(f"unknown message fields: {sorted(unknown, key=repr)}")
         if "role" not in data:
             raise InvalidMessageError("message has no role")
         content = data.get("content")
@@ -229,6 +256,7 @@ class Message:
             tool_call_id=data.get("tool_call_id"),
             tool_calls=data.get("tool_calls"),
             meta=data.get("meta") or {},
+            key=data.get("key"),
         )
 
     def as_message(self) -> Message:
@@ -267,6 +295,7 @@ class StoredMessage(Message):
         created_at: float,
         state: str,
         origin_id: int | None,
+        key: str | None = None,
     ) -> StoredMessage:
         """The value ``StoredMessage(...)`` builds from these fields, for the stores.
 
@@ -281,6 +310,7 @@ class StoredMessage(Message):
         _set_tool_call_id(message, tool_call_id)
         _set_tool_calls(message, tool_calls)
         _set_meta(message, meta)
+        _set_key(message, key)
         _set_session_id(message, session_id)
         _set_seq(message, seq)
         _set_id(message, id)
@@ -301,6 +331,7 @@ _new = object.__new__
     _set_tool_call_id,
     _set_tool_calls,
     _set_meta,
+    _set_key,
     _set_session_id,
     _set_seq,
     _set_id,

@@ -14,6 +14,7 @@ __all__ = [
     "Cooldown",
     "Lease",
     "SessionInfo",
+    "TurnLease",
 ]
 
 CompactionMode = Literal["in_place", "rotate"]
@@ -57,6 +58,26 @@ class Lease:
     token: int
     acquired_at: float
     expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class TurnLease:
+    """A turn lease: the right to append to a session's live transcript while other
+    holders' appends wait. ``token`` comes from one counter of the whole store, so it
+    only grows (erasure and re-creation included) and names this turn alone;
+    ``session_id`` is the live session it was last seen on (a rotation carries the
+    lease to the continuation). ``interrupted`` is set by `interrupt_turn`: another
+    caller asks the holder to end its turn."""
+
+    session_id: str
+    holder: str
+    token: int
+    expires_at: float
+    interrupted: bool = False
+    #: messages of the turn it replaced that `open_turn(rollback=...)` retracted
+    rolled_back: int = 0
+    #: the seq of the turn's first live message (`current_turn`; None before it appended)
+    first_seq: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ __all__ = [
     "ReadOnlyStoreError",
     "RegistryClosedError",
     "SchemaVersionError",
+    "SessionBusyError",
     "SessionEndedError",
     "SessionExistsError",
     "SessionNotFoundError",
@@ -36,6 +37,7 @@ __all__ = [
     "StorageFullError",
     "StoreBusyError",
     "TranscriptError",
+    "TurnHeldError",
 ]
 
 
@@ -141,6 +143,33 @@ class LeaseLostError(TranscriptError):
         self.holder = holder
         self.token = token
         super().__init__(message or f"lease on {session_id!r} (holder {holder!r}, token {token!r}) is no longer held")
+
+
+class SessionBusyError(TranscriptError):
+    """Another holder's turn is open on this session (``on_busy="reject"``, or a held
+    call that waited past its deadline). ``holder`` names it and ``expires_at`` (store
+    clock, epoch seconds) is when its lease lapses unless renewed."""
+
+    def __init__(
+        self,
+        session_id: str | None = None,
+        holder: str | None = None,
+        expires_at: float | None = None,
+        token: int | None = None,
+        message: str | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.holder = holder
+        self.expires_at = expires_at
+        self.token = token
+        super().__init__(
+            message or f"session {session_id!r} is busy: a turn of {holder!r} is open (lease until {expires_at!r})"
+        )
+
+
+class TurnHeldError(SessionBusyError):
+    """The store refused a write: another holder's turn lease on the session is live
+    (``open_turn`` of another holder, or an append not carrying its token)."""
 
 
 class StoreBusyError(TranscriptError):

@@ -6,6 +6,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from protocol import InvalidArgumentError, Message
 from protocol._checks import check_count, check_duration
@@ -13,7 +14,15 @@ from protocol._records import MODES, CompactionMode
 
 from ..compressors._base import Compressor
 
-__all__ = ["CompactionPolicy", "TokenCounter", "bind_compressor", "estimate_tokens"]
+__all__ = [
+    "ON_BUSY",
+    "CompactionPolicy",
+    "OnBusy",
+    "TokenCounter",
+    "bind_compressor",
+    "check_on_busy",
+    "estimate_tokens",
+]
 
 #: Counts the tokens of a transcript; plug in a real tokenizer for your model.
 TokenCounter = Callable[[Sequence[Message]], int]
@@ -38,6 +47,16 @@ def estimate_tokens(messages: Sequence[Message]) -> int:
 
 
 #: Fields that are durations in seconds: > 0 and at most 30 days (`MAX_DURATION_S`).
+OnBusy = Literal["enqueue", "reject", "interrupt", "rollback"]
+#: The double-texting policies: what a turn does when another one is open.
+ON_BUSY: tuple[str, ...] = ("enqueue", "reject", "interrupt", "rollback")
+
+
+def check_on_busy(on_busy: object) -> None:
+    if on_busy not in ON_BUSY:
+        raise InvalidArgumentError(f"on_busy must be one of {ON_BUSY}, got {on_busy!r}")
+
+
 DURATIONS = ("lease_ttl_s", "max_compaction_s", "idle_timeout_s", "ask_timeout_s", "max_turn_s")
 
 
@@ -65,6 +84,11 @@ class CompactionPolicy:
       ``max_compaction_s + ask_timeout_s``).
     - ``max_turn_s``: a turn (``handle.turn()``) open longer than this is closed by
       the actor, so a forgotten one cannot hold other paths' appends for ever.
+    - ``on_busy``: what a turn does when another turn of the session is open, here
+      or in another process: ``"enqueue"`` (wait for it), ``"reject"``
+      (`SessionBusyError` at once), ``"interrupt"`` (ask its holder to end it, then
+      wait) or ``"rollback"`` (interrupt, then retract what it appended). A turn's
+      lease lives ``lease_ttl_s`` unless its holder renews it (every third of it).
     - ``token_counter``: counts tokens for ``max_tokens`` (default `estimate_tokens`).
     - ``merge_user_messages``: the compacted set never has two ``user`` messages in a
       row; merged ones keep every ``meta`` in ``meta["merged_from"]`` (False: never
@@ -84,6 +108,7 @@ class CompactionPolicy:
     max_turn_s: float = 300.0
     token_counter: TokenCounter = estimate_tokens
     merge_user_messages: bool = True
+    on_busy: OnBusy = "enqueue"
 
     def __post_init__(self) -> None:
         if self.max_tokens is not None:
@@ -98,6 +123,7 @@ class CompactionPolicy:
         check_duration(self.cooldown_s, "cooldown_s", allow_zero=True)  # 0: no cooldown
         if not callable(self.token_counter):
             raise InvalidArgumentError("token_counter must be callable")
+        check_on_busy(self.on_busy)
         if not isinstance(self.merge_user_messages, bool):
             raise InvalidArgumentError(f"merge_user_messages must be a bool, got {self.merge_user_messages!r}")
 

@@ -25,6 +25,7 @@ from .._batching import linked_chains
 from .._latch import Latch
 from .._submitted import woken
 from ._lineage import ended_error, require_incarnation
+from ._turns import turn_held
 
 __all__ = [
     "JSONB_TEXT_LIMIT",
@@ -39,6 +40,7 @@ __all__ = [
     "complete_submitted",
     "create_run",
     "one_incarnation_each",
+    "refusal",
     "refuse",
     "release_chain",
     "sweep",
@@ -67,6 +69,7 @@ class AppendJob(NamedTuple):
     session_id: str
     params: Sequence[Mapping[str, Any]]
     incarnation: str | None = None  # the conversation meant (None: any)
+    turn: int | None = None  # the token of the turn lease it is appended under
 
 
 class CreateJob(NamedTuple):
@@ -190,13 +193,13 @@ def append_run(cur: Any, queries: Mapping[str, str], appends: list[Pending], psy
     appends, later = one_incarnation_each(appends)
     if later:  # requests meaning another incarnation of an id: their own statement
         append_run(cur, queries, later, psycopg)
-    rows, wanted = append_payload(appends)
+    rows, wanted, turns = append_payload(appends)
     sql = queries["append_batch"]
     if len(rows) > JSONB_TEXT_LIMIT:  # too big for jsonb
         sql = _read_as_json(sql)
     factory, cur.row_factory = cur.row_factory, psycopg.rows.tuple_row  # cheaper than dicts
     try:
-        cur.execute(sql, {"rows": rows, "wanted": wanted})
+        cur.execute(sql, {"rows": rows, "wanted": wanted, "turns": turns})
         fetched = cur.fetchall()
     finally:
         cur.row_factory = factory
@@ -210,16 +213,28 @@ def _read_as_json(sql: str) -> str:
     return sql.replace(_AS_JSONB, "json_array_elements(%(rows)s::json)")
 
 
-def append_payload(appends: list[Pending]) -> tuple[str, str]:
-    """The ``rows`` and ``wanted`` parameters of the batch statement for ``appends``
-    (one incarnation meant per id: `one_incarnation_each`)."""
+def append_payload(appends: list[Pending]) -> tuple[str, str, str]:
+    """The ``rows``, ``wanted`` and ``turns`` parameters of the batch statement for
+    ``appends`` (one incarnation and turn meant per id: `one_incarnation_each`). Keys
+    are never written here: a keyed append runs alone (`postgres._keys`)."""
     wanted = {p.job.session_id: p.job.incarnation for p in appends}
+    turns = {p.job.session_id: p.job.turn for p in appends if p.job.turn is not None}
     rows = [
-        (pending.job.session_id, p["role"], p["content"], p["name"], p["tool_call_id"], p["tool_calls"], p["meta"])
-        for pending in appends
-        for p in pending.job.params
+        (
+            job.session_id,
+            p["role"],
+            p["content"],
+            p["name"],
+            p["tool_call_id"],
+            p["tool_calls"],
+            p["meta"],
+            job.turn,
+            None,
+        )
+        for job in (pending.job for pending in appends)
+        for p in job.params
     ]
-    return _ROWS.encode(rows), _ROWS.encode(wanted)
+    return _ROWS.encode(rows), _ROWS.encode(wanted), _ROWS.encode(turns)
 
 
 def assign_rows(appends: list[Pending], fetched: list[tuple[Any, ...]]) -> list[Pending]:
@@ -247,15 +262,18 @@ def assign_rows(appends: list[Pending], fetched: list[tuple[Any, ...]]) -> list[
 def refuse(cur: Any, queries: Mapping[str, str], refused: list[Pending], psycopg: Any) -> None:
     """Fail each refused request with why (read after the statement committed)."""
     for pending in refused:
-        pending.error = _refusal(cur, queries, pending.job, psycopg)
+        pending.error = refusal(cur, queries, pending.job, psycopg)
 
 
-def _refusal(cur: Any, queries: Mapping[str, str], job: AppendJob, psycopg: Any) -> TranscriptError:
-    """Why an append got no rows: its session is missing, another incarnation, or
-    ended (read after the statement, which committed the rest of the batch)."""
+def refusal(cur: Any, queries: Mapping[str, str], job: AppendJob, psycopg: Any) -> TranscriptError:
+    """Why an append got no rows: its session is missing, another incarnation, ended
+    or under another holder's turn (read after the statement, which committed the
+    rest of the batch)."""
     session_id = job.session_id
     try:
-        require_incarnation(cur, queries, session_id, job.incarnation)
+        row = require_incarnation(cur, queries, session_id, job.incarnation)
+        if row["ended_at"] is None:
+            return turn_held(cur, queries, session_id)
         return ended_error(cur, queries, session_id)
     except SessionNotFoundError as exc:
         return exc
@@ -276,13 +294,14 @@ def _seq(row: tuple[Any, ...]) -> int:
 
 
 def one_incarnation_each(appends: list[Pending]) -> tuple[list[Pending], list[Pending]]:
-    """Split off the requests meaning another incarnation of an id than the first
-    request for it (rare: two registries of one process across an erasure)."""
-    meant: dict[str, str | None] = {}
+    """Split off the requests meaning another incarnation of an id, or another turn,
+    than the first request for it (rare: two registries of one process across an
+    erasure; a turn's last append and the first after it)."""
+    meant: dict[str, tuple[str | None, int | None]] = {}
     first: list[Pending] = []
     later: list[Pending] = []
     for pending in appends:
         job = pending.job
-        same = meant.setdefault(job.session_id, job.incarnation) == job.incarnation
+        same = meant.setdefault(job.session_id, (job.incarnation, job.turn)) == (job.incarnation, job.turn)
         (first if same else later).append(pending)
     return first, later

@@ -23,6 +23,7 @@ from protocol import (
     SessionExistsError,
     SnapshotRetractedError,
     TranscriptError,
+    TurnHeldError,
 )
 
 from .. import _killpoints as killpoints
@@ -65,6 +66,7 @@ def commit_in_transaction(
         raise ended_error(cur, queries, sid)
     check_watermark(sid, watermark, int(session["next_seq"]))
     _check_snapshot_live(cur, queries, sid, watermark)
+    _check_outside_turn(cur, queries, sid, watermark, session["live_turn"])
     cur.execute(queries["archive_compacted"], {"id": sid, "watermark": watermark})
     archived_count = cur.rowcount
     cur.execute(queries["supersede_tail"], {"id": sid, "watermark": watermark})
@@ -121,6 +123,16 @@ def _check_snapshot_live(cur: Any, queries: Mapping[str, str], sid: str, waterma
     row = cur.fetchone()
     if row is not None and row["state"] in ("retracted", "pruned"):
         raise SnapshotRetractedError(sid, watermark)
+
+
+def _check_outside_turn(cur: Any, queries: Mapping[str, str], sid: str, watermark: int, turn: int | None) -> None:
+    """The snapshot must not reach into the live turn (``turn``: its token): the turn
+    travels whole in the tail."""
+    if turn is None:
+        return
+    cur.execute(queries["snapshot_in_turn"], {"id": sid, "turn": turn, "watermark": watermark})
+    if cur.fetchone() is not None:
+        raise TurnHeldError(sid, message=f"the snapshot of {sid!r} up to seq {watermark} reaches into an open turn")
 
 
 def _fence(cur: Any, queries: Mapping[str, str], lease: Lease) -> float:

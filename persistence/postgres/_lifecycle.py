@@ -22,6 +22,7 @@ from protocol import (
 from .._metadata import Listing, merge_metadata, metadata_from_column
 from .._rows import other_incarnation
 from ._lineage import require_session, resolve_tip
+from ._turns import turn_held
 
 __all__ = ["erase_lineage", "lineage_ids", "list_sessions", "prune", "retract_last", "update_metadata"]
 
@@ -96,14 +97,18 @@ def erase_lineage(cur: Any, q: Queries, session_id: str) -> int:
     ids = {"ids": _lock_lineage(cur, q, session_id)}
     cur.execute(q["erase_messages"], ids)
     erased = cur.rowcount
-    for query in ("erase_compactions", "erase_leases", "erase_cooldowns", "erase_sessions"):
+    for query in ("erase_compactions", "erase_leases", "erase_cooldowns", "erase_keys", "erase_sessions"):
         cur.execute(q[query], ids)
     return erased
 
 
-def retract_last(cur: Any, q: Queries, session_id: str, incarnation: str | None = None) -> Mapping[str, Any] | None:
+def retract_last(
+    cur: Any, q: Queries, session_id: str, incarnation: str | None = None, turn: int | None = None
+) -> Mapping[str, Any] | None:
     """Retract the last live message of the live tip; the row as it was, or None.
-    ``incarnation``: the conversation meant (None: any)."""
+    ``incarnation``: the conversation meant (None: any). Refused (`TurnHeldError`)
+    while another holder's turn lease is live on the tip (``turn``: the token of
+    the lease the caller retracts under)."""
     for _ in range(_MAX_LOCK_ROUNDS):
         tip = resolve_tip(cur, q, session_id)["id"]
         cur.execute(q["lock_session"], {"id": tip})
@@ -116,6 +121,8 @@ def retract_last(cur: Any, q: Queries, session_id: str, incarnation: str | None 
             raise SessionEndedError(tip, None, row["end_reason"])
         if row["ended_at"] is not None and resolve_tip(cur, q, tip)["id"] != tip:
             continue  # rotated while we waited for the lock: retract from the new tip
+        if row["turn_live"] and row["turn_token"] != turn:
+            raise turn_held(cur, q, tip)
         cur.execute(q["retract_last"], {"id": tip})
         return cur.fetchone()
     raise SessionEndedError(session_id, None, None, f"the lineage of {session_id!r} kept rotating")

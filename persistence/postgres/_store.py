@@ -17,6 +17,7 @@ per-schema one taken while migrating (see `persistence.postgres._schema`).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -33,6 +34,7 @@ from protocol import (
     SessionInfo,
     SessionNotFoundError,
     StoredMessage,
+    TurnLease,
     validate_session_id,
 )
 from protocol._checks import check_text
@@ -55,10 +57,13 @@ from .._rows import (
     check_messages,
     check_open_flags,
     check_snapshot,
+    check_token,
     check_ttl,
+    check_turn,
     checked_session_id,
     compaction_from_row,
     cooldown_from_row,
+    keyed,
     lease_from_row,
     new_incarnation,
     session_from_row,
@@ -67,10 +72,12 @@ from .._rows import (
 from .._store import WriteStats
 from .._submitted import completion, stored_messages
 from . import _lifecycle as lifecycle
+from . import _turns as turns
 from ._args import check_pool_options
-from ._batch import Wake
+from ._batch import Wake, refusal
 from ._compaction import commit_in_transaction
 from ._driver import PgDatabase
+from ._keys import keyed_append, rows_json
 from ._lineage import ended_error, require_incarnation, require_session, resolve_tip
 from ._notify import CompactionListener
 from ._schema import DIALECT, ensure_schema
@@ -250,10 +257,13 @@ class PostgresStore:
         log.info("erased the lineage of %s: %d messages", sid, erased)
         return erased
 
-    def retract(self, session_id: str, *, incarnation: str | None = None) -> StoredMessage | None:
+    def retract(
+        self, session_id: str, *, incarnation: str | None = None, turn: TurnLease | None = None
+    ) -> StoredMessage | None:
         sid = validate_session_id(session_id)
         check_incarnation(incarnation)
-        row = self._write("retract", lambda cur: lifecycle.retract_last(cur, self._q, sid, incarnation))
+        token = None if turn is None else check_turn(turn)
+        row = self._write("retract", lambda cur: lifecycle.retract_last(cur, self._q, sid, incarnation, token))
         return None if row is None else stored_message_from_row(row)
 
     def prune_archive(self, *, older_than_s: float, session_id: str | None = None) -> int:
@@ -281,13 +291,43 @@ class PostgresStore:
 
     @telemetry.timed_append
     def append(
-        self, session_id: str, messages: Message | Sequence[Message], *, incarnation: str | None = None
+        self,
+        session_id: str,
+        messages: Message | Sequence[Message],
+        *,
+        incarnation: str | None = None,
+        turn: TurnLease | None = None,
     ) -> list[StoredMessage]:
         sid, messages, params = self._checked_append(session_id, messages, incarnation)
+        token = None if turn is None else check_turn(turn)
         if not params:
             return self._append_nothing(sid, incarnation)
-        first_seq, ids, created_at = self._writer.submit(AppendJob(sid, params, incarnation))
+        if keyed(params):
+            return self._keyed_append(sid, params, incarnation, token)
+        first_seq, ids, created_at = self._writer.submit(AppendJob(sid, params, incarnation, token))
         return stored_messages(messages, params, sid, first_seq, ids, created_at)
+
+    def _keyed_append(
+        self, sid: str, params: list[dict[str, Any]], incarnation: str | None, token: int | None
+    ) -> list[StoredMessage]:
+        """An append with idempotency keys: a transaction of its own (`postgres._keys`)."""
+        q = self._q
+
+        def append_rows(cur: Any, fresh: Sequence[Mapping[str, Any]]) -> list[int]:
+            cur.execute(
+                q["append_batch"],
+                {
+                    "rows": rows_json(sid, fresh, token),
+                    "wanted": json.dumps({sid: incarnation}),
+                    "turns": json.dumps({} if token is None else {sid: token}),
+                },
+            )
+            ids = [row["id"] for row in cur.fetchall()]
+            if not ids:
+                raise refusal(cur, q, AppendJob(sid, fresh, incarnation, token), self._db.psycopg)
+            return ids
+
+        return self._write("append", lambda cur: keyed_append(cur, q, sid, params, incarnation, token, append_rows))
 
     def append_nowait(
         self,
@@ -296,6 +336,7 @@ class PostgresStore:
         on_done: Callable[[Callable[[], list[StoredMessage]] | None, BaseException | None], Wake | None],
         *,
         incarnation: str | None = None,
+        turn: TurnLease | None = None,
     ) -> bool:
         """`append` without waiting (not part of the `Store` protocol), as
         `SqliteStore.append_nowait`: the messages are checked now (a bad one raises
@@ -304,14 +345,16 @@ class PostgresStore:
         when nothing was written. ``stored()`` builds the `StoredMessage`s: call it
         off the writer thread. ``on_done`` runs on the writer thread: it must be
         quick, must not wait on this store, and may return a wake-up the writer
-        calls once per batch. False (nothing queued) for an empty append: call
-        `append`. ``incarnation`` as for `append`."""
+        calls once per batch. False (nothing queued) for an empty append, or one
+        with idempotency keys (a transaction of its own): call `append`.
+        ``incarnation`` and ``turn`` as for `append`."""
         sid, messages, params = self._checked_append(session_id, messages, incarnation)
-        if not params:
+        token = None if turn is None else check_turn(turn)
+        if not params or keyed(params):
             return False
         done = completion(on_done, messages, params, sid, log)
 
-        self._writer.submit_nowait(AppendJob(sid, params, incarnation), done)
+        self._writer.submit_nowait(AppendJob(sid, params, incarnation, token), done)
         return True
 
     def _checked_append(
@@ -358,6 +401,52 @@ class PostgresStore:
             return [stored_message_from_row(r) for r in cur.fetchall()]
 
         return self._read(query, work)
+
+    # -- turns -----------------------------------------------------------------
+
+    def open_turn(
+        self,
+        session_id: str,
+        holder: str,
+        ttl_s: float,
+        *,
+        incarnation: str | None = None,
+        rollback: int | None = None,
+    ) -> TurnLease:
+        sid = validate_session_id(session_id)
+        check_text(holder, "holder")
+        ttl = check_ttl(ttl_s)
+        check_incarnation(incarnation)
+        check_token(rollback)
+        return self._write(
+            "open_turn", lambda cur: turns.open_turn(cur, self._q, sid, holder, ttl, incarnation, rollback)
+        )
+
+    def renew_turn(self, lease: TurnLease, ttl_s: float) -> TurnLease | None:
+        check_turn(lease)
+        ttl = check_ttl(ttl_s)
+        return self._write("renew_turn", lambda cur: turns.renew_turn(cur, self._q, lease, ttl))
+
+    def close_turn(self, lease: TurnLease) -> bool:
+        check_turn(lease)
+        return self._write("close_turn", lambda cur: turns.close_turn(cur, self._q, lease))
+
+    def interrupt_turn(self, session_id: str) -> bool:
+        sid = validate_session_id(session_id)
+        return self._write("interrupt_turn", lambda cur: turns.interrupt_turn(cur, self._q, sid))
+
+    def current_turn(self, session_id: str) -> TurnLease | None:
+        sid = validate_session_id(session_id)
+        return self._read("current_turn", lambda cur: turns.current_turn(cur, self._q, sid))
+
+    def turns(self, *, holder: str | None = None) -> list[TurnLease]:
+        if holder is not None:
+            check_text(holder, "holder")
+        return self._read("turns", lambda cur: turns.live_turns(cur, self._q, holder))
+
+    def interrupted_turns(self, holder: str) -> list[TurnLease]:
+        check_text(holder, "holder")
+        return self._read("interrupted_turns", lambda cur: turns.interrupted_turns(cur, self._q, holder))
 
     # -- leases ----------------------------------------------------------------
 

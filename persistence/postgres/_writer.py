@@ -105,7 +105,7 @@ class PgWriter:
         self._pipe: AppendPipeline | None = None  # the pipeline of the current connection
         self._no_pipeline = False  # the batch statement could not be prepared: plain way only
         self._unanswered: list[list[Pending]] = []  # batches sent down the pipeline, not yet settled
-        self._batch_sql = numbered_placeholders(queries["append_batch"], ("rows", "wanted"))
+        self._batch_sql = numbered_placeholders(queries["append_batch"], ("rows", "wanted", "turns"))
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -255,7 +255,7 @@ class PgWriter:
         """Send ``batch`` down the pipeline; a late one (see `_bound_lock_waits`) with
         timeouts of its own, for its transaction alone. False, nothing sent, for a
         batch too big for the prepared statement's jsonb (the plain way reads it as json)."""
-        rows, wanted = append_payload(batch)
+        rows, wanted, turns = append_payload(batch)
         if len(rows) > JSONB_TEXT_LIMIT:
             return False
         remaining = min(p.queued_at for p in batch) + self._patience_s - time.monotonic()
@@ -263,7 +263,8 @@ class PgWriter:
         own = timeout != self._lock_timeout.get(id(self._conn), self._patience_s)
         self._in_flight += len(batch)
         self._unanswered.append(batch)
-        pipe.send(rows.encode(), wanted.encode(), max(1, int(timeout * 1000)) if own else None)  # ASCII: batch._ROWS
+        timeout_ms = max(1, int(timeout * 1000)) if own else None
+        pipe.send(rows.encode(), wanted.encode(), turns.encode(), timeout_ms)  # ASCII: batch._ROWS
         return True
 
     def _answer(self, batch: list[Pending]) -> list[Pending]:

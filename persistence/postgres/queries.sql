@@ -85,12 +85,19 @@ DELETE FROM leases WHERE session_id = ANY(%(ids)s);
 -- name: erase_cooldowns
 DELETE FROM cooldowns WHERE session_id = ANY(%(ids)s);
 
+-- name: erase_keys
+DELETE FROM message_keys
+WHERE incarnation IN (SELECT incarnation FROM sessions WHERE id = ANY(%(ids)s));
+
 -- name: erase_sessions
 DELETE FROM sessions WHERE id = ANY(%(ids)s);
 
 -- name: lock_session
 -- Orders a retraction with appends and compaction commits (they take this row lock too).
-SELECT id, ended_at, end_reason, incarnation FROM sessions WHERE id = %(id)s FOR UPDATE;
+SELECT id, ended_at, end_reason, incarnation, turn_holder, turn_token,
+       turn_holder IS NOT NULL
+           AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision AS turn_live
+FROM sessions WHERE id = %(id)s FOR UPDATE;
 
 -- name: retract_last
 UPDATE messages
@@ -100,7 +107,7 @@ WHERE id = (SELECT id FROM messages
               AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s)
             ORDER BY seq DESC LIMIT 1)
 RETURNING id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
-          created_at, 'live' AS state, origin_id;
+          created_at, 'live' AS state, origin_id, key;
 
 -- name: prune_archive
 -- Retention: archived rows that left the live transcript older_than seconds ago or
@@ -139,22 +146,27 @@ RETURNING id;
 -- FOR NO KEY UPDATE like the UPDATE they stand for (foreign-key checks are not
 -- blocked). Seqs are numbered from next_seq under those locks, so they follow
 -- commit order; rows of one session keep the batch's order (ord). A missing or
--- ended session, or another incarnation than the one meant (wanted: {id:
--- incarnation or null for any}), gets no rows back: its requests fail alone.
--- The rows arrive as one JSON array of [session_id, role, content, name,
--- tool_call_id, tool_calls, meta] arrays (text or null): one parameter, far
+-- ended session, another incarnation than the one meant (wanted: {id:
+-- incarnation or null for any}), or one under another holder's live turn lease
+-- (turns: {id: the token its appends carry}) gets no rows back: its requests fail
+-- alone. The rows arrive as one JSON array of [session_id, role, content, name,
+-- tool_call_id, tool_calls, meta, turn, key] arrays (text or null): one parameter, far
 -- cheaper for the client to send than seven arrays. Read as jsonb, parsed once:
 -- each ->> of a json value scans its text again (a quarter of the statement's
 -- server CPU for a batch of 30).
 WITH input AS (
     SELECT r ->> 0 AS session_id, r ->> 1 AS role, r ->> 2 AS content, r ->> 3 AS name,
-           r ->> 4 AS tool_call_id, r ->> 5 AS tool_calls, r ->> 6 AS meta, m.ord
+           r ->> 4 AS tool_call_id, r ->> 5 AS tool_calls, r ->> 6 AS meta,
+           (r ->> 7)::bigint AS turn, r ->> 8 AS key, m.ord
     FROM jsonb_array_elements(%(rows)s::jsonb) WITH ORDINALITY AS m(r, ord)
 ),
 locked AS (
     SELECT id FROM sessions
     WHERE id = ANY(ARRAY(SELECT session_id FROM input)) AND ended_at IS NULL
       AND coalesce(%(wanted)s::jsonb ->> id = incarnation, true)
+      AND (turn_holder IS NULL
+           OR turn_expires_at <= extract(epoch FROM clock_timestamp())::double precision
+           OR turn_token = (%(turns)s::jsonb ->> id)::bigint)
     ORDER BY id
     FOR NO KEY UPDATE
 ),
@@ -171,9 +183,9 @@ numbered AS (
 ),
 clock AS (SELECT extract(epoch FROM clock_timestamp())::double precision AS t)
 INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_calls,
-                      meta, created_at, state, origin_id)
+                      meta, created_at, state, origin_id, turn, key)
 SELECT n.session_id, n.seq, n.role, n.content, n.name, n.tool_call_id, n.tool_calls,
-       n.meta, clock.t, 'live', NULL
+       n.meta, clock.t, 'live', NULL, n.turn, n.key
 FROM numbered n, clock
 ORDER BY n.ord
 RETURNING id, session_id, seq, created_at;
@@ -207,7 +219,7 @@ ORDER BY m.ord;
 
 -- name: live_messages
 SELECT id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
-       created_at, state, origin_id
+       created_at, state, origin_id, key
 FROM messages
 WHERE session_id = %(id)s AND state = 'live'
   AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s)  -- a range of the unique index
@@ -215,7 +227,7 @@ ORDER BY seq;
 
 -- name: archived_messages
 SELECT id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
-       created_at, state, origin_id
+       created_at, state, origin_id, key
 FROM messages WHERE session_id = %(id)s AND state <> 'live'
 ORDER BY seq;
 
@@ -283,10 +295,21 @@ WHERE session_id = %(session_id)s AND holder = %(holder)s AND token = %(token)s
 RETURNING acquired_at;
 
 -- name: bump_epoch
--- Locks the session row (appends wait behind us), refuses an ended session.
+-- Locks the session row (appends wait behind us), refuses an ended session;
+-- live_turn: the token of the session's live turn lease, if any.
 UPDATE sessions SET epoch = epoch + 1
 WHERE id = %(id)s AND ended_at IS NULL
-RETURNING source, epoch, next_seq;
+RETURNING source, epoch, next_seq,
+          CASE WHEN turn_holder IS NOT NULL
+                    AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision
+               THEN turn_token END AS live_turn;
+
+-- name: snapshot_in_turn
+-- Inside a compaction commit: does the snapshot hold a row of the live turn?
+SELECT 1 AS found FROM messages
+WHERE session_id = %(id)s AND state = 'live' AND turn = %(turn)s AND seq <= %(watermark)s
+  AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s)
+LIMIT 1;
 
 -- name: watermark_state
 -- Inside a compaction commit: is the snapshot's last message still there?
@@ -313,10 +336,10 @@ UPDATE sessions SET live_from = next_seq WHERE id = %(id)s;
 -- Copies are verbatim and in seq order, numbered from first_seq; each carries
 -- the id of the row it continues.
 INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_calls,
-                      meta, created_at, state, origin_id)
+                      meta, created_at, state, origin_id, turn, key)
 SELECT %(target)s, %(first_seq)s - 1 + row_number() OVER (ORDER BY seq),
        role, content, name, tool_call_id, tool_calls, meta,
-       extract(epoch FROM clock_timestamp())::double precision, 'live', id
+       extract(epoch FROM clock_timestamp())::double precision, 'live', id, turn, key
 FROM messages WHERE id = ANY(%(ids)s)
 ORDER BY seq;
 
@@ -324,10 +347,13 @@ ORDER BY seq;
 UPDATE sessions SET next_seq = %(next_seq)s WHERE id = %(id)s;
 
 -- name: insert_child
--- A continuation starts with its parent's metadata and incarnation.
-INSERT INTO sessions (id, source, parent_session_id, created_at, next_seq, metadata, incarnation)
+-- A continuation starts with its parent's metadata and incarnation, and carries
+-- its turn lease.
+INSERT INTO sessions (id, source, parent_session_id, created_at, next_seq, metadata, incarnation,
+                      turn_holder, turn_token, turn_expires_at, turn_interrupted)
 SELECT %(id)s, %(source)s, %(parent_session_id)s,
-       extract(epoch FROM clock_timestamp())::double precision, %(next_seq)s, p.metadata, p.incarnation
+       extract(epoch FROM clock_timestamp())::double precision, %(next_seq)s, p.metadata, p.incarnation,
+       p.turn_holder, p.turn_token, p.turn_expires_at, p.turn_interrupted
 FROM sessions p WHERE p.id = %(parent_session_id)s;
 
 -- name: end_for_compression
@@ -395,3 +421,96 @@ LISTEN session_actors_compaction;
 
 -- name: current_schema
 SELECT current_schema() AS schema;
+
+-- ---------------------------------------------------------------- turns
+
+-- name: open_turn
+-- Taken when the lease is free (closed or expired) or already this holder's (a
+-- lease its registry lost track of); another holder's live lease matches nothing.
+-- The UPDATE takes the session row lock: appends in flight commit first.
+UPDATE sessions
+SET turn_holder = %(holder)s, turn_token = nextval('turn_tokens'),
+    turn_expires_at = extract(epoch FROM clock_timestamp())::double precision + %(ttl)s,
+    turn_interrupted = false
+WHERE id = %(id)s AND ended_at IS NULL AND coalesce(%(incarnation)s::text = incarnation, true)
+  AND (turn_holder IS NULL OR turn_holder = %(holder)s
+       OR turn_expires_at <= extract(epoch FROM clock_timestamp())::double precision)
+RETURNING id, turn_holder, turn_token, turn_expires_at, turn_interrupted;
+
+-- name: turn_of
+SELECT id, ended_at, turn_holder, turn_token, turn_expires_at, turn_interrupted,
+       turn_holder IS NOT NULL
+           AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision AS turn_live
+FROM sessions WHERE id = %(id)s;
+
+-- name: roll_back_turn
+-- The rows of turn :token still at the end of the live transcript leave it
+-- (retracted, archived), as a retract of each would.
+UPDATE messages AS m
+SET state = 'retracted', archived_at = extract(epoch FROM clock_timestamp())::double precision
+WHERE m.session_id = %(id)s AND m.state = 'live' AND m.turn = %(token)s
+  AND m.seq >= (SELECT live_from FROM sessions WHERE id = %(id)s)
+  AND m.seq > coalesce((SELECT max(o.seq) FROM messages AS o
+                        WHERE o.session_id = %(id)s AND o.state = 'live'
+                          AND o.turn IS DISTINCT FROM %(token)s
+                          AND o.seq >= (SELECT live_from FROM sessions WHERE id = %(id)s)), 0)
+RETURNING m.id;
+
+-- name: renew_turn
+-- Matched by token (one sequence: unique) on the live session that carries it.
+UPDATE sessions
+SET turn_expires_at = extract(epoch FROM clock_timestamp())::double precision + %(ttl)s
+WHERE turn_token = %(token)s AND turn_holder = %(holder)s AND ended_at IS NULL
+  AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision
+RETURNING id, turn_holder, turn_token, turn_expires_at, turn_interrupted;
+
+-- name: close_turn
+UPDATE sessions
+SET turn_holder = NULL, turn_interrupted = false,
+    turn_expires_at = least(turn_expires_at, extract(epoch FROM clock_timestamp())::double precision)
+WHERE turn_token = %(token)s AND turn_holder = %(holder)s AND ended_at IS NULL
+RETURNING id;
+
+-- name: interrupt_turn
+UPDATE sessions SET turn_interrupted = true
+WHERE id = %(id)s AND turn_holder IS NOT NULL
+  AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision
+RETURNING turn_token;
+
+-- name: turn_first_seq
+SELECT min(seq) AS first_seq FROM messages
+WHERE session_id = %(id)s AND state = 'live' AND turn = %(token)s
+  AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s);
+
+-- name: live_turns
+SELECT id, turn_holder, turn_token, turn_expires_at, turn_interrupted FROM sessions
+WHERE turn_token IS NOT NULL AND turn_holder IS NOT NULL AND ended_at IS NULL
+  AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision
+  AND (%(holder)s::text IS NULL OR turn_holder = %(holder)s::text)
+ORDER BY id COLLATE "C";
+
+-- name: interrupted_turns
+SELECT id, turn_holder, turn_token, turn_expires_at, turn_interrupted FROM sessions
+WHERE turn_holder = %(holder)s AND turn_interrupted AND ended_at IS NULL;
+
+-- ---------------------------------------------------------------- keys
+
+-- name: claim_key
+-- A key another open transaction is claiming waits for it, then is found taken.
+INSERT INTO message_keys (incarnation, key) VALUES (%(incarnation)s, %(key)s)
+ON CONFLICT DO NOTHING
+RETURNING key;
+
+-- name: keyed_row
+-- The stored row carrying key in the conversation incarnation, live first.
+SELECT m.id, m.session_id, m.seq, m.role, m.content, m.name, m.tool_call_id, m.tool_calls, m.meta,
+       m.created_at, m.state, m.origin_id, m.key
+FROM messages AS m JOIN sessions AS s ON s.id = m.session_id
+WHERE m.key = %(key)s AND s.incarnation = %(incarnation)s
+ORDER BY m.state = 'live' DESC, m.id
+LIMIT 1;
+
+-- name: rows_by_id
+SELECT id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
+       created_at, state, origin_id, key
+FROM messages WHERE id = ANY(%(ids)s) ORDER BY id;

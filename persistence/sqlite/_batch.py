@@ -39,8 +39,8 @@ ROWS_PER_INSERT = 64
 #: Sessions whose counters a writer remembers; past it the oldest noted is forgotten.
 MAX_REMEMBERED = 4096
 _COLUMNS = operator.itemgetter("role", "content", "name", "tool_call_id", "tool_calls", "meta")
-#: Parameters of a row (insert_messages_row): session_id, seq, the _COLUMNS, created_at.
-ROW_WIDTH = 9
+#: Parameters of a row (insert_messages_row): session_id, seq, the _COLUMNS, created_at, turn.
+ROW_WIDTH = 10
 _CHUNK = ROWS_PER_INSERT * ROW_WIDTH  # parameters of a full INSERT
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
@@ -52,6 +52,8 @@ class AppendJob(NamedTuple):
     session_id: str
     params: Sequence[Mapping[str, Any]]
     incarnation: str | None = None  # the conversation meant (None: any)
+    turn: int | None = None  # the token of the turn lease it is appended under
+    keyed: bool = False  # a message carries an idempotency key: written alone (`keyed_append`)
 
 
 class RememberedCounters:
@@ -96,24 +98,29 @@ def bulk_append(
     """Append every job in the writer's transaction; per job ``(first_seq, ids,
     created_at)`` like the single path.
 
-    None when a session is unknown, ended or another incarnation than a job means:
-    the writer then rolls the transaction back and replays the batch request by
-    request, so only those requests fail.
+    None when a session is unknown, ended, another incarnation than a job means or
+    under another holder's live turn lease: the writer then rolls the transaction
+    back and replays the batch request by request, so only those requests fail.
     """
-    wanted = _wanted(jobs)
-    if wanted is None:
-        return None  # two incarnations meant for one id: let each request answer alone
+    meant = _wanted(jobs)
+    if meant is None:
+        return None  # two incarnations or turns meant for one id: let each request answer alone
+    wanted, turns = meant
     start = remembered.recall(wanted)
     if start is not None:
         try:  # the clock read under the write lock, like every write's clock
-            results = _remembered_append(conn, q, RememberedBatch(jobs, wanted, start), clock(), remembered)
+            results = _remembered_append(conn, q, RememberedBatch(jobs, wanted, start, turns), clock(), remembered)
         except _PartlyWritten:
             return None  # the writer rolls back
         return results if results is not None else bulk_append(conn, q, jobs, clock, remembered)  # reads them
-    found = json.loads(conn.execute(q["live_next_seqs"], {"ids": _ENCODER.encode(wanted)}).fetchone()[0])
+    now = clock()
+    found = json.loads(
+        conn.execute(
+            q["live_next_seqs"], {"ids": _ENCODER.encode(wanted), "turns": _ENCODER.encode(turns), "now": now}
+        ).fetchone()[0]
+    )
     if len(found) != len(wanted):
         return None
-    now = clock()
     values, firsts, moved = _rows(jobs, found, now)
     last_id = _insert_rows(conn, q, values)
     remembered.note(moved)  # if this transaction rolls back, the next batch finds them stale
@@ -122,11 +129,12 @@ def bulk_append(
 
 class RememberedBatch(NamedTuple):
     """A batch on counters the writer remembers: its jobs, the incarnation each
-    session is meant as, and the remembered counters."""
+    session is meant as, the remembered counters and the turn tokens its jobs carry."""
 
     jobs: list[AppendJob]
     wanted: dict[str, str | None]
     start: dict[str, int]
+    turns: dict[str, int]
 
 
 class AloneAppends:
@@ -153,12 +161,16 @@ class AloneAppends:
         """The batch's plan, if one statement can write it (nothing is written here)."""
         rows = 0
         for job in jobs:
+            if job.keyed:
+                return None
             rows += len(job.params)
         if rows > ROWS_PER_INSERT:
             return None
-        wanted = _wanted(jobs)
-        start = None if wanted is None else self._remembered.recall(wanted)
-        return None if start is None else RememberedBatch(jobs, wanted, start)  # type: ignore[arg-type]
+        meant = _wanted(jobs)
+        if meant is None:
+            return None
+        start = self._remembered.recall(meant[0])
+        return None if start is None else RememberedBatch(jobs, meant[0], start, meant[1])
 
     def write(self, conn: sqlite3.Connection, plan: RememberedBatch) -> list[tuple[int, list[int], float]] | None:
         """Append ``plan``'s jobs in one statement, committed when it returns; per job
@@ -182,9 +194,9 @@ def _remembered_append(
     """Append ``batch`` on its remembered counters, the first INSERT checking them; per
     job ``(first_seq, ids, created_at)``, or None when a counter was stale (nothing
     written; the batch's counters are forgotten). Raises `_PartlyWritten`."""
-    jobs, wanted, start = batch
+    jobs, wanted, start, turns = batch
     values, firsts, moved = _rows(jobs, start, now)
-    last_id = _checked_insert(conn, q, values, _expected(wanted, start))
+    last_id = _checked_insert(conn, q, values, [*_expected(wanted, start), _ENCODER.encode(turns), now])
     if last_id is None:
         remembered.forget(wanted)
         return None
@@ -192,13 +204,18 @@ def _remembered_append(
     return _answers(jobs, firsts, last_id, len(values) // ROW_WIDTH, now)
 
 
-def _wanted(jobs: list[AppendJob]) -> dict[str, str | None] | None:
-    """Each session's incarnation meant, or None when two jobs mean two for one id."""
+def _wanted(jobs: list[AppendJob]) -> tuple[dict[str, str | None], dict[str, int]] | None:
+    """Each session's incarnation meant and the turn tokens its jobs carry, or None
+    when two jobs mean two incarnations, or two turns (or a turn and none), for one id."""
     wanted: dict[str, str | None] = {}
+    carried: dict[str, int | None] = {}
     for job in jobs:
-        if wanted.setdefault(job.session_id, job.incarnation) != job.incarnation:
+        sid = job.session_id
+        if wanted.setdefault(sid, job.incarnation) != job.incarnation:
             return None
-    return wanted
+        if carried.setdefault(sid, job.turn) != job.turn:
+            return None
+    return wanted, {sid: turn for sid, turn in carried.items() if turn is not None}
 
 
 def _rows(
@@ -215,8 +232,9 @@ def _rows(
     for job in jobs:
         sid = job.session_id
         first = seq = next_seq[sid]
+        turn = job.turn
         for p in job.params:
-            values += (sid, seq, *_COLUMNS(p), now)
+            values += (sid, seq, *_COLUMNS(p), now, turn)
             seq += 1
         next_seq[sid] = seq
         firsts.append(first)
@@ -243,7 +261,8 @@ def _answers(
 
 
 def _expected(wanted: Mapping[str, str | None], start: Mapping[str, int]) -> list[Any]:
-    """The check of remembered counters, as the checked INSERT's first two parameters:
+    """The check of remembered counters, as the checked INSERT's first two parameters
+    (the turn tokens and the clock follow):
     the number of sessions and, as one JSON object, each one's remembered counter."""
     # a counter expected at n of any incarnation is the number n; of incarnation i, the
     # text "n i" (the database compares it with next_seq || ' ' || incarnation)

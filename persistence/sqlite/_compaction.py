@@ -24,6 +24,7 @@ from protocol import (
     LeaseLostError,
     SessionExistsError,
     SnapshotRetractedError,
+    TurnHeldError,
 )
 
 from .. import _killpoints as killpoints
@@ -37,7 +38,8 @@ Queries = Mapping[str, str]
 Row = sqlite3.Row
 
 
-_COPIED = ("role", "content", "name", "tool_call_id", "tool_calls", "meta")
+# a copy keeps its original's idempotency key and the turn it was appended in
+_COPIED = ("role", "content", "name", "tool_call_id", "tool_calls", "meta", "key", "turn")
 
 
 def commit_compaction(
@@ -67,7 +69,7 @@ def commit_compaction(
         raise ended_error(conn, q, session)
     check_watermark(sid, watermark, session["next_seq"])
     _check_snapshot_live(conn, q, sid, watermark)
-    archived_count, tail = _archive_live(conn, q, sid, watermark, now)
+    archived_count, tail = _archive_live(conn, q, sid, watermark, now, _live_turn(session, now))
     epoch = conn.execute(q["bump_epoch"], {"session_id": sid}).fetchone()["epoch"]
     target = sid
     if mode == "rotate":
@@ -103,11 +105,24 @@ def _check_snapshot_live(conn: sqlite3.Connection, q: Queries, sid: str, waterma
         raise SnapshotRetractedError(sid, watermark)
 
 
-def _archive_live(conn: sqlite3.Connection, q: Queries, sid: str, watermark: int, now: float) -> tuple[int, list[Row]]:
+def _live_turn(session: Row, now: float) -> int | None:
+    """The token of the session's live turn lease, if any."""
+    if session["turn_holder"] is None or session["turn_expires_at"] <= now:
+        return None
+    return session["turn_token"]
+
+
+def _archive_live(
+    conn: sqlite3.Connection, q: Queries, sid: str, watermark: int, now: float, turn: int | None
+) -> tuple[int, list[Row]]:
     """Mark live rows up to the watermark compacted and the tail superseded; returns
-    the compacted count and the tail rows (to be copied, in seq order)."""
+    the compacted count and the tail rows (to be copied, in seq order). A snapshot
+    reaching into the live turn (``turn``: its token) is refused: the turn travels
+    whole in the tail."""
     live = conn.execute(q["transcript"], {"session_id": sid}).fetchall()
     tail = [r for r in live if r["seq"] > watermark]
+    if turn is not None and any(r["turn"] == turn for r in live if r["seq"] <= watermark):
+        raise TurnHeldError(sid, message=f"the snapshot of {sid!r} up to seq {watermark} reaches into an open turn")
     params = {"session_id": sid, "watermark": watermark, "now": now}
     conn.execute(q["mark_compacted"], params)
     conn.execute(q["mark_superseded"], params)  # now none is live: transcripts start past them
@@ -133,3 +148,4 @@ def _start_child(conn: sqlite3.Connection, q: Queries, parent: Row, child_id: st
             "incarnation": parent["incarnation"],
         },
     )
+    conn.execute(q["carry_turn"], {"parent_id": parent["id"], "child_id": child_id})

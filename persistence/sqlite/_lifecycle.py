@@ -22,6 +22,7 @@ from protocol import (
 
 from .._metadata import merge_metadata, metadata_from_column
 from ._lineage import require_incarnation, require_session, resolve
+from ._sessions import turn_held
 
 __all__ = ["erase_lineage", "lineage_ids", "list_sessions", "prune", "retract_last", "update_metadata"]
 
@@ -80,18 +81,28 @@ def erase_lineage(conn: sqlite3.Connection, q: Queries, session_id: str) -> int:
     each other); returns the number of messages erased."""
     ids = {"ids": json.dumps(lineage_ids(conn, q, session_id))}
     erased = conn.execute(q["erase_messages"], ids).rowcount
-    for query in ("erase_compactions", "erase_leases", "erase_cooldowns", "erase_sessions"):
+    for query in ("erase_compactions", "erase_leases", "erase_cooldowns", "erase_keys", "erase_sessions"):
         conn.execute(q[query], ids)
     return erased
 
 
 def retract_last(
-    conn: sqlite3.Connection, q: Queries, session_id: str, now: float, incarnation: str | None = None
+    conn: sqlite3.Connection,
+    q: Queries,
+    session_id: str,
+    now: float,
+    incarnation: str | None = None,
+    turn: int | None = None,
 ) -> Row | None:
-    """Retract the last live message of the live tip; the row as it was, or None."""
+    """Retract the last live message of the live tip; the row as it was, or None.
+    Refused (`TurnHeldError`) while another holder's turn lease is live on the tip
+    (``turn``: the token of the lease the caller retracts under)."""
     tip = require_incarnation(conn, q, resolve(conn, q, session_id), incarnation)
     if tip["ended_at"] is not None and tip["end_reason"] != END_REASON_COMPRESSION:
         raise SessionEndedError(tip["id"], None, tip["end_reason"])
+    held = conn.execute(q["turn_of"], {"session_id": tip["id"]}).fetchone()
+    if held["turn_holder"] is not None and held["turn_expires_at"] > now and held["turn_token"] != turn:
+        raise turn_held(conn, q, tip["id"])
     row = conn.execute(q["last_live"], {"session_id": tip["id"]}).fetchone()
     if row is None:
         return None

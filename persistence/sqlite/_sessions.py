@@ -6,16 +6,33 @@ they raise our errors, and raising rolls back everything the body wrote.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from protocol import END_REASON_COMPRESSION, InvalidLineageError, SessionExistsError
+from protocol import (
+    END_REASON_COMPRESSION,
+    InvalidLineageError,
+    SessionExistsError,
+    StoredMessage,
+    TranscriptError,
+    TurnHeldError,
+)
 
-from .._rows import new_incarnation
+from .._rows import new_incarnation, stored_message_from_row
 from ._lineage import ended_error, require_incarnation, require_session
 
-__all__ = ["append_rows", "create_session", "end_session", "insert_rows", "reserve_seqs"]
+__all__ = [
+    "append_rows",
+    "create_session",
+    "end_session",
+    "insert_rows",
+    "keyed_append",
+    "reserve_seqs",
+    "stored_by_key",
+    "turn_held",
+]
 
 Queries = Mapping[str, str]
 Row = sqlite3.Row
@@ -70,12 +87,16 @@ def insert_rows(
     now: float,
     first_seq: int,
     origins: Sequence[int | None] | None = None,
+    turn: int | None = None,
 ) -> list[int]:
-    """Insert rows at seqs ``first_seq``... (already reserved on the session row); their ids."""
+    """Insert rows at seqs ``first_seq``... (already reserved on the session row); their
+    ids. ``turn``: the turn lease they are appended under, unless a row names its own
+    (a copy keeps its original's)."""
     ids: list[int] = []
     for offset, p in enumerate(params):
         origin = origins[offset] if origins else None
-        row = {**p, "session_id": session_id, "seq": first_seq + offset, "now": now, "origin_id": origin}
+        row = {"turn": turn, "key": None, **p, "session_id": session_id, "seq": first_seq + offset, "now": now}
+        row["origin_id"] = origin
         ids.append(conn.execute(q["insert_message"], row).lastrowid or 0)  # set by every INSERT
     return ids
 
@@ -92,15 +113,78 @@ def append_rows(
     params: Sequence[Mapping[str, Any]],
     now: float,
     incarnation: str | None = None,
+    turn: int | None = None,
 ) -> tuple[int, list[int]]:
     """Append in the writer's transaction; returns ``(first_seq, ids)``. Kept lean: it
-    runs on the single writer thread, so every statement here costs all callers."""
+    runs on the single writer thread, so every statement here costs all callers.
+    The seq counter's UPDATE is the check: it matches only a live session of the
+    incarnation meant that no other holder's live turn lease holds (``turn``: the
+    token of the lease this append is made under)."""
     reserved = conn.execute(
         q["advance_live_next_seq"],
-        {"session_id": session_id, "count": len(params), "incarnation": incarnation},
+        {"session_id": session_id, "count": len(params), "incarnation": incarnation, "turn": turn, "now": now},
     ).fetchone()
-    if reserved is None:  # unknown, another incarnation, or ended: find out which
+    if reserved is None:  # unknown, another incarnation, ended or in another's turn: find out which
         row = require_incarnation(conn, q, session_id, incarnation)
+        if row["ended_at"] is None:
+            raise turn_held(conn, q, session_id)
         raise ended_error(conn, q, row)
     first_seq = reserved["first_seq"]
-    return first_seq, insert_rows(conn, q, session_id, params, now, first_seq)
+    return first_seq, insert_rows(conn, q, session_id, params, now, first_seq, turn=turn)
+
+
+def turn_held(conn: sqlite3.Connection, q: Queries, session_id: str) -> TurnHeldError:
+    """The error for a write refused by another holder's live turn lease."""
+    row = conn.execute(q["turn_of"], {"session_id": session_id}).fetchone()
+    return TurnHeldError(session_id, row["turn_holder"], row["turn_expires_at"], row["turn_token"])
+
+
+def keyed_append(
+    conn: sqlite3.Connection,
+    q: Queries,
+    session_id: str,
+    params: Sequence[Mapping[str, Any]],
+    now: float,
+    incarnation: str | None = None,
+    turn: int | None = None,
+) -> list[StoredMessage]:
+    """An append some of whose messages carry idempotency keys, in the writer's
+    transaction: each key is claimed first (the claim table's primary key makes it
+    unique per conversation); a message whose key was claimed before, in this
+    conversation or earlier in this append, is not written and answers as stored.
+    Nothing is written when every key was stored."""
+    conversation = require_incarnation(conn, q, session_id, incarnation)["incarnation"]
+    fresh: list[Mapping[str, Any]] = []
+    first_of: dict[str, int] = {}  # key -> index in fresh
+    plan: list[tuple[str, Any]] = []  # ("new", index in fresh) or ("stored", key)
+    for p in params:
+        key = p["key"]
+        if key is None:
+            plan.append(("new", len(fresh)))
+            fresh.append(p)
+        elif key in first_of:
+            plan.append(("new", first_of[key]))
+        elif conn.execute(q["claim_key"], {"incarnation": conversation, "key": key}).rowcount == 1:
+            first_of[key] = len(fresh)
+            plan.append(("new", len(fresh)))
+            fresh.append(p)
+        else:
+            plan.append(("stored", key))
+    written: list[StoredMessage] = []
+    if fresh:
+        _, ids = append_rows(conn, q, session_id, fresh, now, incarnation, turn)
+        written = [stored_message_from_row(r) for r in _rows_by_id(conn, q, ids)]
+    return [written[i] if kind == "new" else stored_by_key(conn, q, conversation, i) for kind, i in plan]
+
+
+def stored_by_key(conn: sqlite3.Connection, q: Queries, incarnation: str, key: str) -> StoredMessage:
+    """The stored message carrying ``key``: its live copy if a compaction carried it,
+    else the original."""
+    row = conn.execute(q["keyed_rows"], {"incarnation": incarnation, "key": key}).fetchone()
+    if row is None:  # claimed, yet no row: only a hand-edited database
+        raise TranscriptError(f"idempotency key {key!r} is claimed but no message carries it")
+    return stored_message_from_row(row)
+
+
+def _rows_by_id(conn: sqlite3.Connection, q: Queries, ids: Sequence[int]) -> list[Row]:
+    return conn.execute(q["rows_by_id"], {"ids": json.dumps(list(ids))}).fetchall()

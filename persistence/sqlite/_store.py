@@ -27,6 +27,7 @@ from protocol import (
     Message,
     SessionInfo,
     StoredMessage,
+    TurnLease,
 )
 from protocol._checks import check_text
 from protocol._records import CompactionMode
@@ -49,10 +50,13 @@ from .._rows import (
     check_open_flags,
     check_snapshot,
     check_store_options,
+    check_token,
     check_ttl,
+    check_turn,
     checked_session_id,
     compaction_from_row,
     cooldown_from_row,
+    keyed,
     lease_from_row,
     session_from_row,
     stored_message_from_row,
@@ -63,6 +67,7 @@ from . import _compaction as compaction
 from . import _lifecycle as lifecycle
 from . import _lineage as lineage
 from . import _sessions as sessions
+from . import _turns as turns
 from ._batch import AloneAppends, AppendJob, RememberedCounters, bulk_append
 from ._driver import (
     SYNCHRONOUS_MODES,
@@ -294,11 +299,16 @@ class SqliteStore:
         logger.info("erased the lineage of %s: %d messages", session_id, erased)
         return erased
 
-    def retract(self, session_id: str, *, incarnation: str | None = None) -> StoredMessage | None:
+    def retract(
+        self, session_id: str, *, incarnation: str | None = None, turn: TurnLease | None = None
+    ) -> StoredMessage | None:
         checked_session_id(session_id)
         check_incarnation(incarnation)
+        token = None if turn is None else check_turn(turn)
         row = self._write(
-            lambda c: lifecycle.retract_last(c, self._q, session_id, self.now(), incarnation), session_id, "retract"
+            lambda c: lifecycle.retract_last(c, self._q, session_id, self.now(), incarnation, token),
+            session_id,
+            "retract",
         )
         return None if row is None else stored_message_from_row(row)
 
@@ -329,30 +339,44 @@ class SqliteStore:
 
     @telemetry.timed_append
     def append(
-        self, session_id: str, messages: Message | Sequence[Message], *, incarnation: str | None = None
+        self,
+        session_id: str,
+        messages: Message | Sequence[Message],
+        *,
+        incarnation: str | None = None,
+        turn: TurnLease | None = None,
     ) -> list[StoredMessage]:
-        originals, params, job = self._append_request(session_id, messages, incarnation)
-        first_seq, ids, created_at = self._writer.submit(None, session_id, job=job, what="append")
+        originals, params, job = self._append_request(session_id, messages, incarnation, turn)
+        result = self._writer.submit(None, session_id, job=job, what="append")
+        if type(result) is list:  # a keyed append: built by the writer, stored rows among them
+            return result
         # built here, not on the writer thread: the writer is the shared bottleneck
-        return stored_messages(originals, params, session_id, first_seq, ids, created_at)
+        return stored_messages(originals, params, session_id, *result)
 
     def _append_request(
-        self, session_id: str, messages: Message | Sequence[Message], incarnation: str | None
+        self,
+        session_id: str,
+        messages: Message | Sequence[Message],
+        incarnation: str | None,
+        turn: TurnLease | None,
     ) -> tuple[Sequence[Message], list[Any], AppendJob]:
         """Check an append's arguments: its messages, their column values, and its
         write (a job the writer runs in bulk, or alone with `_append_one`)."""
         checked_session_id(session_id)
         if incarnation is not None:
             check_incarnation(incarnation)
+        token = None if turn is None else check_turn(turn)
         originals = (messages,) if isinstance(messages, Message) else messages
         params = check_messages(originals, self._max_content_bytes)
-        return originals, params, _new_tuple(AppendJob, (session_id, params, incarnation))
+        return originals, params, _new_tuple(AppendJob, (session_id, params, incarnation, token, keyed(params)))
 
-    def _append_one(self, c: sqlite3.Connection, job: AppendJob) -> tuple[int, list[int], float]:
+    def _append_one(self, c: sqlite3.Connection, job: AppendJob) -> Any:
         """One append job alone, in the writer's transaction (no closure per append:
         fewer objects for the garbage collector, see `_Request`)."""
         now = self.now()
-        first_seq, ids = sessions.append_rows(c, self._q, job.session_id, job.params, now, job.incarnation)
+        if job.keyed:
+            return sessions.keyed_append(c, self._q, job.session_id, job.params, now, job.incarnation, job.turn)
+        first_seq, ids = sessions.append_rows(c, self._q, job.session_id, job.params, now, job.incarnation, job.turn)
         self._remembered.note({job.session_id: first_seq + len(ids)})  # a bulk batch may skip reading it
         return first_seq, ids, now
 
@@ -363,6 +387,7 @@ class SqliteStore:
         on_done: Callable[[Callable[[], list[StoredMessage]] | None, BaseException | None], Wake | None],
         *,
         incarnation: str | None = None,
+        turn: TurnLease | None = None,
     ) -> bool:
         """`SubmittingStore.append_nowait`: the messages are
         checked now (a bad one raises here, nothing queued), then queued for the
@@ -373,8 +398,8 @@ class SqliteStore:
         not wait on this store, and may return a wake-up the writer calls once per
         batch (see `GroupCommitWriter.submit_nowait`). False (nothing queued) when
         this store has no writer thread (``group_commit=False``): call `append`.
-        ``incarnation`` as for `append`."""
-        messages, params, job = self._append_request(session_id, messages, incarnation)
+        ``incarnation`` and ``turn`` as for `append`."""
+        messages, params, job = self._append_request(session_id, messages, incarnation, turn)
         done = completion(on_done, messages, params, session_id, logger)
         return self._writer.submit_nowait(None, session_id, job=job, what="append", on_done=done)
 
@@ -455,6 +480,56 @@ class SqliteStore:
     def leases(self) -> list[Lease]:
         rows = self._read(lambda c: c.execute(self._q["held_leases"]).fetchall())
         return [lease_from_row(r) for r in rows]
+
+    # -- turns ------------------------------------------------------------------
+
+    def open_turn(
+        self,
+        session_id: str,
+        holder: str,
+        ttl_s: float,
+        *,
+        incarnation: str | None = None,
+        rollback: int | None = None,
+    ) -> TurnLease:
+        checked_session_id(session_id)
+        check_text(holder, "holder")
+        ttl = check_ttl(ttl_s)
+        check_incarnation(incarnation)
+        check_token(rollback)
+        return self._write(
+            lambda c: turns.open_turn(c, self._q, session_id, holder, ttl, self.now(), incarnation, rollback),
+            session_id,
+            "open_turn",
+        )
+
+    def renew_turn(self, lease: TurnLease, ttl_s: float) -> TurnLease | None:
+        check_turn(lease)
+        ttl = check_ttl(ttl_s)
+        return self._write(lambda c: turns.renew_turn(c, self._q, lease, ttl, self.now()), lease.session_id, "renew")
+
+    def close_turn(self, lease: TurnLease) -> bool:
+        check_turn(lease)
+        return self._write(lambda c: turns.close_turn(c, self._q, lease, self.now()), lease.session_id, "close_turn")
+
+    def interrupt_turn(self, session_id: str) -> bool:
+        checked_session_id(session_id)
+        return self._write(
+            lambda c: turns.interrupt_turn(c, self._q, session_id, self.now()), session_id, "interrupt_turn"
+        )
+
+    def current_turn(self, session_id: str) -> TurnLease | None:
+        checked_session_id(session_id)
+        return self._read(lambda c: turns.current_turn(c, self._q, session_id, self.now()), session_id)
+
+    def turns(self, *, holder: str | None = None) -> list[TurnLease]:
+        if holder is not None:
+            check_text(holder, "holder")
+        return self._read(lambda c: turns.live_turns(c, self._q, holder, self.now()))
+
+    def interrupted_turns(self, holder: str) -> list[TurnLease]:
+        check_text(holder, "holder")
+        return self._read(lambda c: turns.interrupted_turns(c, self._q, holder))
 
     # -- compaction -------------------------------------------------------------
 

@@ -639,9 +639,10 @@ def _sweep(batch: list[_Request]) -> None:
 
 
 def _job_run(batch: list[_Request], start: int) -> list[_Request]:
-    """The requests from ``start`` on that carry jobs (empty if ``start``'s does not)."""
+    """The requests from ``start`` on that carry jobs a bulk run may hold (empty if
+    ``start``'s does not: a keyed append runs alone, it reads and claims its keys)."""
     end = start
-    while end < len(batch) and batch[end].job is not None:
+    while end < len(batch) and batch[end].job is not None and not getattr(batch[end].job, "keyed", False):
         end += 1
     return batch[start:end]
 

@@ -19,7 +19,8 @@ INSERT INTO schema_version (version, applied_at) VALUES (:version, :now)
 
 -- name: get_session
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
-       s.epoch, s.next_seq, s.metadata, s.incarnation, c.until AS cooldown_until, c.error AS cooldown_error
+       s.epoch, s.next_seq, s.metadata, s.incarnation, c.until AS cooldown_until, c.error AS cooldown_error,
+       s.turn_holder, s.turn_token, s.turn_expires_at
 FROM sessions AS s LEFT JOIN cooldowns AS c ON c.session_id = s.id
 WHERE s.id = :session_id
 
@@ -111,45 +112,55 @@ UPDATE sessions SET next_seq = next_seq + :count WHERE id = :session_id
 RETURNING next_seq - :count AS first_seq
 
 -- name: advance_live_next_seq
--- The append fast path: matches nothing for an unknown or ended session, nor for
--- another incarnation than the writer's (:incarnation NULL: any).
+-- The append fast path: matches nothing for an unknown or ended session, for
+-- another incarnation than the writer's (:incarnation NULL: any), nor while another
+-- holder's turn lease is live (:turn, the token the append carries, NULL: none).
 UPDATE sessions SET next_seq = next_seq + :count
 WHERE id = :session_id AND ended_at IS NULL AND coalesce(:incarnation = incarnation, 1)
+  AND (turn_holder IS NULL OR turn_expires_at <= :now OR turn_token = :turn)
 RETURNING next_seq - :count AS first_seq
 
 -- name: live_next_seqs
 -- Group commit: the seq counters of the live sessions among :ids (a JSON object
 -- {id: expected incarnation, or null for any}) whose incarnation matches, as one
 -- JSON object {id: next_seq}: one step for the whole batch.
+-- A session under another holder's live turn lease is left out (:turns: {id: the
+-- token its appends carry}).
 SELECT json_group_object(s.id, s.next_seq) AS next_seqs
 FROM json_each(:ids) AS wanted JOIN sessions AS s ON s.id = wanted.key
 WHERE s.ended_at IS NULL AND coalesce(wanted.value = s.incarnation, 1)
+  AND (s.turn_holder IS NULL OR s.turn_expires_at <= :now
+       OR s.turn_token = (SELECT t.value FROM json_each(:turns) AS t WHERE t.key = s.id))
 
 -- name: insert_messages_head
 -- Group commit: many rows in one statement; the writer repeats insert_messages_row,
 -- comma-separated, once per row (positional parameters, in this order).
 INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_calls,
-                      meta, created_at, state, origin_id)
+                      meta, created_at, turn, state, origin_id)
 VALUES
 
 -- name: insert_messages_row
-(?, ?, ?, ?, ?, ?, ?, ?, ?, 'live', NULL)
+(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'live', NULL)
 
 -- name: insert_checked_messages_head
 -- Group commit, counters the writer remembers: the same rows (insert_messages_row
 -- repeated, then insert_checked_messages_tail), inserted only if each session of ?2
 -- (a JSON object: {id: n} for any incarnation, {id: "n incarnation"} for that one)
 -- is live, of the incarnation meant and at the seq remembered; ?1 is the number of
--- ids. Nothing is inserted otherwise. The check is materialized once, before the
--- first row moves a counter (the trigger messages_next_seq).
+-- ids, and none is under another holder's live turn lease (?3: {id: the token its
+-- appends carry}; ?4: now). Nothing is inserted otherwise. The check is
+-- materialized once, before the first row moves a counter (the trigger
+-- messages_next_seq).
 INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_calls,
-                      meta, created_at, state, origin_id)
+                      meta, created_at, turn, state, origin_id)
 WITH checked AS MATERIALIZED (
     SELECT count(*) = ?1 AS ok
     FROM json_each(?2) AS e JOIN sessions AS s ON s.id = e.key
     WHERE s.ended_at IS NULL
       AND CASE e.type WHEN 'integer' THEN s.next_seq = e.value
-                      ELSE s.next_seq || ' ' || s.incarnation = e.value END)
+                      ELSE s.next_seq || ' ' || s.incarnation = e.value END
+      AND (s.turn_holder IS NULL OR s.turn_expires_at <= ?4
+           OR s.turn_token = (SELECT t.value FROM json_each(?3) AS t WHERE t.key = s.id)))
 SELECT v.* FROM checked, (VALUES
 
 -- name: insert_checked_messages_tail
@@ -162,9 +173,9 @@ UPDATE sessions SET epoch = epoch + 1 WHERE id = :session_id RETURNING epoch
 
 -- name: insert_message
 INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_calls,
-                      meta, created_at, state, origin_id)
+                      meta, created_at, state, origin_id, turn, key)
 VALUES (:session_id, :seq, :role, :content, :name, :tool_call_id, :tool_calls,
-        :meta, :now, 'live', :origin_id)
+        :meta, :now, 'live', :origin_id, :turn, :key)
 
 -- name: transcript
 -- Live rows sit at or above the session's live_from: a range of the unique index.
@@ -285,3 +296,78 @@ RETURNING *
 
 -- name: compactions
 SELECT * FROM compactions WHERE session_id = :session_id ORDER BY id
+
+-- ---------------------------------------------------------------- turns
+
+-- name: next_turn_token
+UPDATE counters SET value = value + 1 WHERE name = 'turn_token' RETURNING value AS token
+
+-- name: open_turn
+-- Taken when the lease is free (closed or expired) or already this holder's (a
+-- lease its registry lost track of); another holder's live lease matches nothing.
+UPDATE sessions
+SET turn_holder = :holder, turn_token = :token, turn_expires_at = :expires_at, turn_interrupted = 0
+WHERE id = :session_id AND ended_at IS NULL AND coalesce(:incarnation = incarnation, 1)
+  AND (turn_holder IS NULL OR turn_expires_at <= :now OR turn_holder = :holder)
+RETURNING id, turn_holder, turn_token, turn_expires_at, turn_interrupted
+
+-- name: turn_of
+SELECT id, ended_at, incarnation, turn_holder, turn_token, turn_expires_at, turn_interrupted
+FROM sessions WHERE id = :session_id
+
+-- name: renew_turn
+-- Matched by token (unique in the store) on the live session that carries it.
+UPDATE sessions SET turn_expires_at = :expires_at
+WHERE turn_token = :token AND turn_holder = :holder AND ended_at IS NULL AND turn_expires_at > :now
+RETURNING id, turn_holder, turn_token, turn_expires_at, turn_interrupted
+
+-- name: close_turn
+UPDATE sessions SET turn_holder = NULL, turn_expires_at = min(turn_expires_at, :now), turn_interrupted = 0
+WHERE turn_token = :token AND turn_holder = :holder AND ended_at IS NULL
+
+-- name: interrupt_turn
+UPDATE sessions SET turn_interrupted = 1
+WHERE id = :session_id AND turn_holder IS NOT NULL AND turn_expires_at > :now
+RETURNING turn_token
+
+-- name: turn_first_seq
+-- The first live row appended under token :token (NULL before the turn appended).
+SELECT min(m.seq) AS first_seq FROM messages AS m
+WHERE m.session_id = :session_id AND m.state = 'live' AND m.turn = :token
+  AND m.seq >= (SELECT live_from FROM sessions WHERE id = :session_id)
+
+-- name: live_turns
+SELECT id, turn_holder, turn_token, turn_expires_at, turn_interrupted FROM sessions
+WHERE turn_token IS NOT NULL AND turn_holder IS NOT NULL AND turn_expires_at > :now
+  AND ended_at IS NULL AND (:holder IS NULL OR turn_holder = :holder)
+ORDER BY id
+
+-- name: interrupted_turns
+SELECT id, turn_holder, turn_token, turn_expires_at, turn_interrupted FROM sessions
+WHERE turn_holder = :holder AND turn_interrupted = 1 AND ended_at IS NULL
+
+-- name: carry_turn
+-- A rotation: the continuation carries its parent's turn lease.
+UPDATE sessions
+SET (turn_holder, turn_token, turn_expires_at, turn_interrupted) =
+    (SELECT turn_holder, turn_token, turn_expires_at, turn_interrupted FROM sessions WHERE id = :parent_id)
+WHERE id = :child_id
+
+-- ---------------------------------------------------------------- keys
+
+-- name: claim_key
+INSERT INTO message_keys (incarnation, key) VALUES (:incarnation, :key)
+ON CONFLICT DO NOTHING
+
+-- name: keyed_rows
+-- The stored rows carrying :key in the conversation :incarnation, live first.
+SELECT m.* FROM messages AS m JOIN sessions AS s ON s.id = m.session_id
+WHERE m.key = :key AND s.incarnation = :incarnation
+ORDER BY m.state = 'live' DESC, m.id
+
+-- name: rows_by_id
+SELECT * FROM messages WHERE id IN (SELECT value FROM json_each(:ids)) ORDER BY id
+
+-- name: erase_keys
+DELETE FROM message_keys
+WHERE incarnation IN (SELECT s.incarnation FROM sessions AS s WHERE s.id IN (SELECT value FROM json_each(:ids)))

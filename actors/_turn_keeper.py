@@ -1,0 +1,101 @@
+"""The registry's turn keeper: one thread that tends the turns of its actors.
+
+Each tick (a tenth of a second, or less under a short ``lease_ttl_s``) it renews the
+store's turn lease of every turn open here a third of ``lease_ttl_s`` after its last
+renewal; reads, in one query, which of this holder's turns another caller asked to
+end (``on_busy="interrupt"``), and sets their `Turn.interrupted`; and nudges each
+actor whose calls another holder's turn is holding (`RetryHeld`), which serves them
+again once that turn has ended. It does nothing while no turn is open and nothing
+is held, so an idle registry costs no reads.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+import pykka
+
+if TYPE_CHECKING:
+    from persistence import Store
+
+    from ._slot import Slot
+    from .compaction._policy import CompactionPolicy
+
+__all__ = ["TurnKeeper"]
+
+logger = logging.getLogger("session_actors.turns")
+
+
+class TurnKeeper:
+    """Started by a `SessionRegistry`; ``slots()`` lists its resident slots."""
+
+    def __init__(
+        self, store: Store, holder: str, policy: CompactionPolicy, slots: Callable[[], Iterable[Slot]], nudge: object
+    ) -> None:
+        self._store = store
+        self._holder = holder
+        self._policy = policy
+        self._slots = slots
+        self._nudge = nudge  # the message an actor gets when held calls may go
+        self._tick = min(0.1, policy.lease_ttl_s / 10)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="registry-turns", daemon=True)
+        self._thread.start()
+
+    def close(self, timeout: float) -> None:
+        self._stop.set()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._tick):
+            try:
+                self._tend()
+            except Exception:  # keep the keeper alive whatever a store wrapper does
+                logger.exception("tending turns failed")
+
+    def _tend(self) -> None:
+        open_turns, held = [], []
+        for slot in self._slots():
+            gate = slot.turns
+            if gate is None:
+                continue
+            if gate.turn is not None and gate.turn.lease is not None:
+                open_turns.append(slot)
+            if gate.foreign is not None:
+                held.append(slot)
+        if open_turns:
+            self._renew(open_turns)
+            self._flag_interrupted(open_turns)
+        for slot in held:
+            self._tell(slot)
+
+    def _renew(self, slots: list[Slot]) -> None:
+        due = time.monotonic() - self._policy.renew_interval_s
+        for slot in slots:
+            turn = slot.turns.turn if slot.turns is not None else None
+            runner = slot.runner
+            if turn is not None and turn.renewed_at <= due and runner is not None:
+                runner.renew_lease(turn)
+
+    def _flag_interrupted(self, slots: list[Slot]) -> None:
+        tokens = {lease.token for lease in self._store.interrupted_turns(self._holder)}
+        if not tokens:
+            return
+        for slot in slots:
+            turn = slot.turns.turn if slot.turns is not None else None
+            lease = None if turn is None else turn.lease
+            if lease is not None and lease.token in tokens:
+                turn.interrupted.set()  # type: ignore[union-attr]  # lease implies turn
+
+    def _tell(self, slot: Slot) -> None:
+        with slot.lock:
+            if slot.closed or slot.actor_ref is None:
+                return
+            try:
+                slot.actor_ref.tell(self._nudge)
+            except pykka.ActorDeadError:
+                pass

@@ -1,0 +1,193 @@
+"""The `SessionActor` steps that keep turns whole across processes.
+
+A turn opened here takes the store's turn lease for the live session
+(`Store.open_turn`); the turn's appends carry it; closing the turn releases it.
+While another holder's lease is live the store refuses this registry's writes
+(`TurnHeldError`); the turn gate then holds every mutating call (`TurnGate.foreign`)
+until the registry's turn keeper (`actors._turn_keeper`) sees that lease end and
+asks the actor to serve them again, in arrival order. A turn that meets another
+turn open (here or elsewhere) follows its ``on_busy`` policy: wait (``"enqueue"``),
+refuse (``"reject"``: `SessionBusyError`), or ask the holder to end it first
+(``"interrupt"``, and ``"rollback"``, which then retracts what that turn appended).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from protocol import SessionBusyError, SessionEndedError, TurnHeldError, TurnLease
+from protocol._commands import OpenTurn
+
+from ._routing import Request
+
+if TYPE_CHECKING:
+    from persistence import Store
+
+    from ._turns import TurnGate, _Turn
+    from .compaction._policy import CompactionPolicy
+
+__all__ = ["TurnLeases"]
+
+logger = logging.getLogger("session_actors.turns")
+
+#: An open turn that follows its session's successors more often than this is a bug.
+_MAX_REDIRECTS = 16
+
+
+class TurnLeases:
+    """Turn-lease steps of `SessionActor` (a mixin: they share its state). Every
+    method but `renew_lease` runs holding the actor's exclusive lock."""
+
+    if TYPE_CHECKING:
+        _turns: TurnGate
+        _store: Store
+        _incarnation: str
+        _holder: str
+        _policy: CompactionPolicy
+        _stopping: bool
+
+        @property
+        def live_id(self) -> str: ...
+        def _answer(self, reply: Any, value: Any = None, error: BaseException | None = None) -> None: ...
+        def _follow(self, exc: SessionEndedError, session_id: str) -> None: ...
+        def _release_held(self) -> None: ...
+
+    def _open_turn(self, request: Request, command: OpenTurn) -> None:
+        """Open ``request``'s turn: take the store's lease, or act on ``on_busy``."""
+        joined = self._turns.join(request.sender)
+        if joined is not None:
+            self._answer(request.reply, joined)
+            return
+        on_busy = command.on_busy or self._policy.on_busy
+        try:
+            lease = self._take_lease(request)
+        except TurnHeldError as exc:
+            self._busy(request, exc, on_busy)
+            return
+        self._answer(request.reply, self._turns.open(request.sender, lease))
+        if lease.rolled_back:
+            logger.info(
+                "turn on %s rolled back %d message(s) of the turn it interrupted", self.live_id, lease.rolled_back
+            )
+
+    def _take_lease(self, request: Request) -> TurnLease:
+        """The store's turn lease for the live session (following its successors)."""
+        for _ in range(_MAX_REDIRECTS):
+            session_id = self.live_id
+            try:
+                return self._store.open_turn(
+                    session_id,
+                    self._holder,
+                    self._policy.lease_ttl_s,
+                    incarnation=self._incarnation,
+                    rollback=request.rollback,
+                )
+            except SessionEndedError as exc:
+                self._follow(exc, session_id)  # Forwarded when another actor serves it
+        raise SessionEndedError(self.live_id, None, None, "too many successor redirects")
+
+    def _busy(self, request: Request, exc: TurnHeldError, on_busy: str) -> None:
+        """Another holder's turn is open: refuse, or ask it to end and wait."""
+        if on_busy == "reject":
+            self._answer(request.reply, error=SessionBusyError(self.live_id, exc.holder, exc.expires_at, exc.token))
+            return
+        if on_busy in ("interrupt", "rollback") and exc.token is not None and request.interrupted != exc.token:
+            request.interrupted = exc.token
+            if on_busy == "rollback" and request.rollback is None:
+                request.rollback = exc.token
+            try:
+                self._store.interrupt_turn(self.live_id)
+            except Exception:
+                logger.warning("interrupting the turn of %r on %s failed", exc.holder, self.live_id, exc_info=True)
+        self.hold_foreign(request, exc)
+
+    def _interrupt_local(self, request: Request, on_busy: str) -> bool:
+        """Another handle's turn is open here: True when ``request`` is answered now
+        (``"reject"``); otherwise that turn is asked to end as ``on_busy`` says."""
+        turn = self._turns.turn
+        if turn is None:
+            return False
+        if on_busy == "reject":
+            expires = None if turn.lease is None else turn.lease.expires_at
+            self._answer(request.reply, error=SessionBusyError(self.live_id, self._holder, expires))
+            return True
+        if on_busy in ("interrupt", "rollback"):
+            turn.interrupted.set()
+            if on_busy == "rollback" and turn.lease is not None and request.rollback is None:
+                request.rollback = turn.lease.token
+        return False
+
+    def hold_foreign(self, request: Request, exc: TurnHeldError) -> None:
+        """Hold ``request`` (already claimed, or not) until the foreign turn ends."""
+        self._turns.foreign = exc
+        if not request.held_since:
+            request.held_since = time.monotonic()
+        if self._stopping or time.monotonic() - request.held_since > self._policy.held_wait_s:
+            self._answer(request.reply, error=SessionBusyError(self.live_id, exc.holder, exc.expires_at, exc.token))
+            return
+        if request.reply.running() and not request.forwarding():  # claimed: see Request.gate
+            self._answer(request.reply, error=SessionBusyError(self.live_id, exc.holder, exc.expires_at, exc.token))
+            return  # its caller gave up: never applied
+        self._turns.hold(request)
+
+    def retry_foreign(self) -> None:
+        """The turn keeper's nudge: if the foreign turn that held our calls has ended,
+        serve them again (the first refused again holds the rest once more)."""
+        foreign = self._turns.foreign
+        if foreign is None:
+            return
+        try:
+            current = self._store.current_turn(self.live_id)
+        except Exception:
+            logger.debug("reading the turn of %s failed; retrying the held calls", self.live_id, exc_info=True)
+            current = None
+        if current is not None and current.holder != self._holder and current.token == foreign.token:
+            if not self._expire_held():
+                return
+        self._turns.foreign = None
+        self._release_held()
+
+    def _expire_held(self) -> bool:
+        """Answer held calls that waited past ``held_wait_s``; True when none is left."""
+        for request in self._turns.take_held():
+            if request.held_since and time.monotonic() - request.held_since > self._policy.held_wait_s:
+                foreign = self._turns.foreign
+                error = SessionBusyError(self.live_id, foreign and foreign.holder, foreign and foreign.expires_at)
+                self._answer(request.reply, error=error)
+            else:
+                self._turns.hold(request)
+        return not self._turns.busy_with_held()
+
+    def _end_lease(self, turn: _Turn | None) -> None:
+        """Release a closed turn's store lease (an error is logged: it expires)."""
+        if turn is None or turn.lease is None:
+            return
+        lease, turn.lease = turn.lease, None
+        try:
+            self._store.close_turn(lease)
+        except Exception:
+            logger.warning("releasing the turn lease on %s failed; it expires on its own", self.live_id, exc_info=True)
+
+    def renew_lease(self, turn: _Turn) -> None:
+        """The turn keeper's thread: extend ``turn``'s lease (not under the exclusive
+        lock: the token does not change, the actor only reads it)."""
+        lease = turn.lease
+        if lease is None:
+            return
+        try:
+            renewed = self._store.renew_turn(lease, self._policy.lease_ttl_s)
+        except Exception:
+            logger.warning("renewing the turn lease on %s failed", lease.session_id, exc_info=True)
+            return
+        if renewed is None:
+            if turn.lease is lease:  # not closed meanwhile
+                logger.warning(
+                    "the turn lease on %s expired before its renewal: the turn is not whole", lease.session_id
+                )
+                turn.lease = None
+            return
+        turn.renewed_at = time.monotonic()
+        if renewed.interrupted:
+            turn.interrupted.set()

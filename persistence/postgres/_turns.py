@@ -1,0 +1,117 @@
+"""Turn leases on PostgreSQL: transaction bodies of a cursor.
+
+A session row holds its turn lease (holder, token, expiry on the database clock,
+the interrupt flag); tokens come from the ``turn_tokens`` sequence, so a token names
+one turn of one database for good. Taking, renewing and closing a lease update the
+session row, so they are ordered with appends by its row lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from protocol import SessionNotFoundError, TurnHeldError, TurnLease
+
+from ._lineage import ended_error, require_incarnation, resolve_tip
+
+__all__ = [
+    "close_turn",
+    "current_turn",
+    "interrupt_turn",
+    "interrupted_turns",
+    "live_turns",
+    "open_turn",
+    "renew_turn",
+    "turn_held",
+]
+
+Queries = Mapping[str, str]
+
+
+def turn_held(cur: Any, q: Queries, session_id: str) -> TurnHeldError | SessionNotFoundError:
+    """The error for a write refused by another holder's live turn lease."""
+    cur.execute(q["turn_of"], {"id": session_id})
+    row = cur.fetchone()
+    if row is None:
+        return SessionNotFoundError(session_id)
+    return TurnHeldError(session_id, row["turn_holder"], row["turn_expires_at"], row["turn_token"])
+
+
+def open_turn(
+    cur: Any,
+    q: Queries,
+    session_id: str,
+    holder: str,
+    ttl_s: float,
+    incarnation: str | None = None,
+    rollback: int | None = None,
+) -> TurnLease:
+    """Take the turn lease of live session ``session_id``; with ``rollback`` (the token
+    of the turn this one replaces), retract that turn's messages still at the end of
+    the live transcript."""
+    params = {"id": session_id, "holder": holder, "ttl": ttl_s, "incarnation": incarnation}
+    cur.execute(q["open_turn"], params)
+    row = cur.fetchone()
+    if row is None:  # unknown, another incarnation, ended, or another holder's live turn
+        session = require_incarnation(cur, q, session_id, incarnation)
+        if session["ended_at"] is not None:
+            raise ended_error(cur, q, session_id)
+        raise turn_held(cur, q, session_id)
+    rolled_back = 0
+    if rollback is not None:
+        cur.execute(q["roll_back_turn"], {"id": session_id, "token": rollback})
+        rolled_back = cur.rowcount
+    return _lease(row, rolled_back=rolled_back)
+
+
+def renew_turn(cur: Any, q: Queries, lease: TurnLease, ttl_s: float) -> TurnLease | None:
+    cur.execute(q["renew_turn"], {"token": lease.token, "holder": lease.holder, "ttl": ttl_s})
+    row = cur.fetchone()
+    return None if row is None else _lease(row)
+
+
+def close_turn(cur: Any, q: Queries, lease: TurnLease) -> bool:
+    cur.execute(q["close_turn"], {"token": lease.token, "holder": lease.holder})
+    return cur.fetchone() is not None
+
+
+def interrupt_turn(cur: Any, q: Queries, session_id: str) -> bool:
+    """Flag the live turn of ``session_id``'s live tip; False when none is open."""
+    tip = resolve_tip(cur, q, session_id)["id"]
+    cur.execute(q["interrupt_turn"], {"id": tip})
+    return cur.fetchone() is not None
+
+
+def current_turn(cur: Any, q: Queries, session_id: str) -> TurnLease | None:
+    """The live turn lease on ``session_id`` (the row itself), with the seq of its
+    first live message."""
+    cur.execute(q["turn_of"], {"id": session_id})
+    row = cur.fetchone()
+    if row is None or not row["turn_live"] or row["ended_at"] is not None:
+        return None
+    cur.execute(q["turn_first_seq"], {"id": session_id, "token": row["turn_token"]})
+    first = cur.fetchone()["first_seq"]
+    return _lease(row, first_seq=None if first is None else int(first))
+
+
+def live_turns(cur: Any, q: Queries, holder: str | None) -> list[TurnLease]:
+    cur.execute(q["live_turns"], {"holder": holder})
+    return [_lease(r) for r in cur.fetchall()]
+
+
+def interrupted_turns(cur: Any, q: Queries, holder: str) -> list[TurnLease]:
+    cur.execute(q["interrupted_turns"], {"holder": holder})
+    return [_lease(r) for r in cur.fetchall()]
+
+
+def _lease(row: Mapping[str, Any], *, rolled_back: int = 0, first_seq: int | None = None) -> TurnLease:
+    return TurnLease(
+        row["id"],
+        row["turn_holder"],
+        int(row["turn_token"]),
+        float(row["turn_expires_at"]),
+        bool(row["turn_interrupted"]),
+        rolled_back,
+        first_seq,
+    )

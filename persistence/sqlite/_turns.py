@@ -1,0 +1,123 @@
+"""Turn leases on SQLite: transaction bodies of an open connection.
+
+A session row holds its turn lease (holder, token, expiry on the store's clock, the
+interrupt flag). Tokens come from the file's one counter, so a token names one turn
+of one store for good. Every body runs in the writer's transaction: the write lock
+is held, so a check and the write it guards see the same rows.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+
+from protocol import TurnLease
+
+from ._lineage import ended_error, require_incarnation, resolve
+from ._sessions import turn_held
+
+__all__ = [
+    "close_turn",
+    "current_turn",
+    "interrupt_turn",
+    "interrupted_turns",
+    "live_turns",
+    "open_turn",
+    "renew_turn",
+]
+
+Queries = Mapping[str, str]
+Row = sqlite3.Row
+
+
+def open_turn(
+    conn: sqlite3.Connection,
+    q: Queries,
+    session_id: str,
+    holder: str,
+    ttl_s: float,
+    now: float,
+    incarnation: str | None = None,
+    rollback: int | None = None,
+) -> TurnLease:
+    """Take the turn lease of live session ``session_id``; with ``rollback`` (the token
+    of the turn this one replaces), retract that turn's messages still at the end of
+    the live transcript (archived, as every retract)."""
+    token = conn.execute(q["next_turn_token"]).fetchone()["token"]
+    row = conn.execute(
+        q["open_turn"],
+        {
+            "session_id": session_id,
+            "holder": holder,
+            "token": token,
+            "expires_at": now + ttl_s,
+            "now": now,
+            "incarnation": incarnation,
+        },
+    ).fetchone()
+    if row is None:  # unknown, another incarnation, ended, or another holder's live turn
+        session = require_incarnation(conn, q, session_id, incarnation)
+        if session["ended_at"] is not None:
+            raise ended_error(conn, q, session)
+        raise turn_held(conn, q, session_id)
+    rolled_back = 0 if rollback is None else _roll_back(conn, q, session_id, rollback, now)
+    return _lease(row, rolled_back=rolled_back)
+
+
+def _roll_back(conn: sqlite3.Connection, q: Queries, session_id: str, token: int, now: float) -> int:
+    """Retract the trailing live rows appended under ``token``; how many."""
+    count = 0
+    while True:
+        last = conn.execute(q["last_live"], {"session_id": session_id}).fetchone()
+        if last is None or last["turn"] != token:
+            return count
+        conn.execute(q["retract_message"], {"id": last["id"], "now": now})
+        count += 1
+
+
+def renew_turn(conn: sqlite3.Connection, q: Queries, lease: TurnLease, ttl_s: float, now: float) -> TurnLease | None:
+    row = conn.execute(
+        q["renew_turn"],
+        {"token": lease.token, "holder": lease.holder, "expires_at": now + ttl_s, "now": now},
+    ).fetchone()
+    return None if row is None else _lease(row)
+
+
+def close_turn(conn: sqlite3.Connection, q: Queries, lease: TurnLease, now: float) -> bool:
+    return conn.execute(q["close_turn"], {"token": lease.token, "holder": lease.holder, "now": now}).rowcount == 1
+
+
+def interrupt_turn(conn: sqlite3.Connection, q: Queries, session_id: str, now: float) -> bool:
+    """Flag the live turn of ``session_id``'s live tip; False when none is open."""
+    live_id = resolve(conn, q, session_id)
+    return conn.execute(q["interrupt_turn"], {"session_id": live_id, "now": now}).fetchone() is not None
+
+
+def current_turn(conn: sqlite3.Connection, q: Queries, session_id: str, now: float) -> TurnLease | None:
+    """The live turn lease on ``session_id`` (the row itself, not its tip), with the
+    seq of its first live message."""
+    row = conn.execute(q["turn_of"], {"session_id": session_id}).fetchone()
+    if row is None or row["turn_holder"] is None or row["turn_expires_at"] <= now or row["ended_at"] is not None:
+        return None
+    first = conn.execute(q["turn_first_seq"], {"session_id": session_id, "token": row["turn_token"]}).fetchone()
+    return _lease(row, first_seq=first["first_seq"])
+
+
+def live_turns(conn: sqlite3.Connection, q: Queries, holder: str | None, now: float) -> list[TurnLease]:
+    return [_lease(r) for r in conn.execute(q["live_turns"], {"holder": holder, "now": now})]
+
+
+def interrupted_turns(conn: sqlite3.Connection, q: Queries, holder: str) -> list[TurnLease]:
+    return [_lease(r) for r in conn.execute(q["interrupted_turns"], {"holder": holder})]
+
+
+def _lease(row: Row, *, rolled_back: int = 0, first_seq: int | None = None) -> TurnLease:
+    return TurnLease(
+        row["id"],
+        row["turn_holder"],
+        row["turn_token"],
+        row["turn_expires_at"],
+        bool(row["turn_interrupted"]),
+        rolled_back,
+        first_seq,
+    )
