@@ -154,8 +154,8 @@ class TurnLeases:
         for request in self._turns.take_held():
             if request.held_since and time.monotonic() - request.held_since > self._policy.held_wait_s:
                 foreign = self._turns.foreign
-                error = SessionBusyError(self.live_id, foreign and foreign.holder, foreign and foreign.expires_at)
-                self._answer(request.reply, error=error)
+                holder, expires = (None, None) if foreign is None else (foreign.holder, foreign.expires_at)
+                self._answer(request.reply, error=SessionBusyError(self.live_id, holder, expires))
             else:
                 self._turns.hold(request)
         return not self._turns.busy_with_held()

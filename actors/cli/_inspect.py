@@ -57,6 +57,7 @@ MESSAGE_FIELDS = (
     "origin_id",
     "name",
     "tool_call_id",
+    "key",
     "content",
     "tool_calls",
 )
@@ -204,8 +205,11 @@ def cmd_show(args: argparse.Namespace) -> int:
 def _message_table(out: Output, title: str, messages: list[StoredMessage]) -> None:
     out.table(
         title,
-        [Column("seq", "right"), Column("id", "right"), "state", "role", "created", "content"],
-        [(m.seq, m.id, m.state, m.role, fmt_time(m.created_at), shorten(m.text, PREVIEW)) for m in messages],
+        [Column("seq", "right"), Column("id", "right"), "state", "role", "created", "key", "content"],
+        [
+            (m.seq, m.id, m.state, m.role, fmt_time(m.created_at), m.key or "", shorten(m.text, PREVIEW))
+            for m in messages
+        ],
     )
 
 

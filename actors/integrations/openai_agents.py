@@ -11,6 +11,7 @@ imported when a session is constructed, never when this module is imported.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 from collections.abc import Awaitable, Callable
@@ -24,10 +25,11 @@ from protocol import (
 )
 from protocol.errors import InvalidSessionSettingsError
 
+from ..compaction._policy import OnBusy, check_on_busy
 from ._response_items import item_to_message, message_to_items
 
 if TYPE_CHECKING:
-    from .._handle import SessionHandle
+    from .._handle import SessionHandle, Turn
     from .._registry import SessionRegistry
 
 __all__ = ["SOURCE", "AgentsSession", "InvalidSessionSettingsError"]
@@ -59,9 +61,24 @@ class AgentsSession:
     ``pop_item()`` retracts the last item (None when empty), ``clear_session()``
     **erases the whole lineage** (`SessionRegistry.delete`), and every call after
     `close` raises `RuntimeError`. `close` does not close the registry.
+
+    ``async with session.turn():`` around ``Runner.run(...)`` keeps the run whole:
+    the run's reads and writes through this session (in that task) are the turn's,
+    and no other path, task or process appends inside it. ``on_busy`` (None: the
+    registry policy's) is what such a turn does when another is open.
     """
 
-    def __init__(self, registry: SessionRegistry, session_id: str, *, session_settings: Any = None) -> None:
+    def __init__(
+        self,
+        registry: SessionRegistry,
+        session_id: str,
+        *,
+        session_settings: Any = None,
+        on_busy: OnBusy | None = None,
+    ) -> None:
+        if on_busy is not None:
+            check_on_busy(on_busy)
+        self.on_busy = on_busy
         settings = _session_settings_module()
         self.session_id = validate_session_id(session_id)
         self.session_settings = _coerce(settings, session_settings)
@@ -124,6 +141,15 @@ class AgentsSession:
         self._closed = True
         self._forget(self._handle)
 
+    def turn(self, on_busy: OnBusy | None = None) -> _RunTurn:
+        """A turn for one run: ``async with session.turn(): await Runner.run(agent, x,
+        session=session)``. It yields the `Turn` (``interrupted``,
+        ``wait_interrupted``). ``on_busy``: None for this session's."""
+        self._check_open()
+        if on_busy is not None:
+            check_on_busy(on_busy)
+        return _RunTurn(self, on_busy or self.on_busy)
+
     # -- plumbing ---------------------------------------------------------------------------
 
     def _check_open(self) -> None:
@@ -134,7 +160,7 @@ class AgentsSession:
         """Run ``call`` on the session's handle; a lineage erased meanwhile (by
         `clear_session` of another object, another process, or ``session-actors
         delete``) starts a fresh conversation, as SQLiteSession does after a clear."""
-        handle = self._handle
+        handle = _RUN_HANDLE.get() or self._handle  # inside a run's turn: the turn's handle
         if handle is None:  # awaited only until there is one: a coroutine per call costs the loop
             handle = await self._current_handle()
         try:
@@ -157,6 +183,38 @@ class AgentsSession:
         with self._lock:
             if self._handle is handle:
                 self._handle = None
+
+
+#: The handle of the run's turn in the current task (each request's task has its own).
+_RUN_HANDLE: contextvars.ContextVar[SessionHandle | None] = contextvars.ContextVar("session_actors_run", default=None)
+
+
+class _RunTurn:
+    """`AgentsSession.turn`: a turn on a handle of its own, which the session's calls
+    in this task use while it is open (two concurrent runs of one session object are
+    two turns, one after the other, not one)."""
+
+    def __init__(self, session: AgentsSession, on_busy: str | None) -> None:
+        self._session = session
+        self._on_busy = on_busy
+        self._turn: Turn | None = None
+        self._token: contextvars.Token[SessionHandle | None] | None = None
+
+    async def __aenter__(self) -> Turn:
+        session = self._session
+        handle = await session._registry.session_async(session.session_id, source=SOURCE)
+        turn = handle.turn(self._on_busy)  # type: ignore[arg-type]  # checked by AgentsSession.turn
+        await turn.__aenter__()
+        self._turn, self._token = turn, _RUN_HANDLE.set(handle)
+        return turn
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        turn, token = self._turn, self._token
+        self._turn = self._token = None
+        if token is not None:
+            _RUN_HANDLE.reset(token)
+        if turn is not None:
+            await turn.__aexit__(*exc_info)
 
 
 def _coerce(settings: Any, value: Any) -> Any:

@@ -60,14 +60,21 @@ def test_review_hammering_never_lands_inside_a_turn(make_registry, store):
     done = threading.Event()
     sent_inside, violations, notes = [0], [], []
 
+    # a turn takes the store's turn lease, so a note queued while it opens is held
+    # behind it: "opening" marks the whole span, from before the open to after the close
+    opening: list[int | None] = [None]
+    raced = threading.Event()
+
     def hammer() -> None:
         i = 0
         while not done.is_set():
             before = inside[0]
+            if opening[0] is not None:
+                sent_inside[0] += 1
+                raced.set()
             stored = review.append("assistant", f"note {i}", meta={"review": True})
             if before is not None and inside[0] == before:
                 violations.append((i, before))  # applied while that turn was still open
-            sent_inside[0] += before is not None
             notes.append(stored.id)
             i += 1
 
@@ -75,11 +82,16 @@ def test_review_hammering_never_lands_inside_a_turn(make_registry, store):
     turns = 0
     deadline = time.monotonic() + 20
     while turns < 20 or (sent_inside[0] < 5 and time.monotonic() < deadline):
+        opening[0] = turns
+        raced.clear()
         with main.turn():
             inside[0] = turns
+            if turns < 10:
+                raced.wait(0.5)  # a note sent as this turn opened is held behind it
             for message in tool_turn(str(turns)):
                 main.append(message)
             inside[0] = None
+        opening[0] = None
         turns += 1
     done.set()
     result_of(thread, box)

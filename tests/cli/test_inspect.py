@@ -105,3 +105,25 @@ def test_fsck_passes_a_clean_database(capsys, db) -> None:
     assert doc["ok"] is True and doc["problems"] == []
     assert doc["sessions_checked"] == 4
     assert doc["messages_checked"] == 4 + 4 + 5  # root archive, child (2 + tail + 1), in-place
+
+
+def test_keys_show_in_show_and_survive_export(tmp_path, capsys):
+    import json
+
+    from persistence import open_store
+    from protocol import Message
+
+    from .helpers import run_cli
+
+    url = str(tmp_path / "keys.db")
+    with open_store(url) as store:
+        store.create_session("s")
+        store.append("s", [Message("user", "from discord", key="discord:123"), Message("assistant", "no key")])
+    shown = run_cli(capsys, "show", "s", "--db", url)
+    assert shown.code == 0 and "discord:123" in shown.out
+    as_json = run_cli(capsys, "show", "s", "--db", url, "--format", "json")
+    assert "discord:123" in as_json.out
+    exported = run_cli(capsys, "export", "s", "--db", url)
+    assert exported.code == 0
+    assert any('"key": "discord:123"' in line or '"key":"discord:123"' in line for line in exported.out.splitlines())
+    assert json.dumps("discord:123") in exported.out

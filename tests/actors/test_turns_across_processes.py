@@ -1,0 +1,172 @@
+"""Turns stay whole across processes: a real worker process holds turns on the
+same database (SQLite file or PostgreSQL), synchronized by its stdin/stdout pipes.
+kill -9 and SIGSTOP of the holder: the other process goes on once the lease lapses."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from actors import CompactionPolicy, SessionRegistry
+from persistence import open_store
+from protocol import Message, SessionBusyError
+
+TTL_S = 1.0
+pytestmark = pytest.mark.timeout(120)
+
+
+def _worker(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.actors.turn_worker", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _expect(proc: subprocess.Popen[str], line: str, timeout: float = 30.0) -> None:
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    assert ready, f"worker said nothing within {timeout}s"
+    assert proc.stdout.readline().strip() == line
+
+
+def _finish(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(30)
+    for stream in (proc.stdin, proc.stdout):
+        if stream is not None:
+            stream.close()
+
+
+@pytest.fixture
+def registry(store):
+    reg = SessionRegistry(store, policy=CompactionPolicy(lease_ttl_s=TTL_S))
+    yield reg
+    reg.close()
+
+
+def test_an_append_from_another_process_waits_for_the_turn(store_url, registry):
+    registry.session("s").append(Message("user", "start"))
+    proc = _worker("hold", store_url, "s", "30")
+    try:
+        _expect(proc, "opened")
+        outcome: list[object] = []
+        appended = threading.Thread(target=lambda: outcome.append(registry.session("s").append("user", "mine")))
+        appended.start()
+        appended.join(1.5)  # it must still be waiting: the turn is open
+        assert appended.is_alive() and not outcome
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        _expect(proc, "closed")
+        appended.join(30)
+        assert outcome and outcome[0].content == "mine"
+    finally:
+        _finish(proc)
+    assert [m.content for m in registry.session("s").transcript()] == ["start", "held-1", "held-2", "mine"]
+
+
+@pytest.mark.parametrize("fault", ["kill", "stop"])
+def test_a_dead_or_frozen_holder_blocks_others_only_until_its_lease_lapses(store_url, registry, fault):
+    proc = _worker("hold", store_url, "s", str(TTL_S))
+    try:
+        _expect(proc, "opened")
+        os.kill(proc.pid, signal.SIGKILL if fault == "kill" else signal.SIGSTOP)
+        started = time.monotonic()
+        stored = registry.session("s").append("user", "after the holder")
+        waited = time.monotonic() - started
+        assert waited < TTL_S + 5.0  # the lease lapses, the poll notices
+        assert stored.seq == 2
+        if fault == "stop":  # thawed, its lease is gone: what it appends now comes after ours
+            os.kill(proc.pid, signal.SIGCONT)
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            _expect(proc, "closed")
+    finally:
+        _finish(proc)
+    expected = ["held-1", "after the holder"] + (["held-2"] if fault == "stop" else [])
+    assert [m.content for m in registry.session("s").transcript()] == expected
+
+
+@pytest.mark.parametrize("on_busy", ["reject", "interrupt", "rollback"])
+def test_on_busy_against_another_process(store_url, registry, on_busy):
+    proc = _worker("hold", store_url, "s", "30")
+    try:
+        _expect(proc, "opened")
+        handle = registry.session("s")
+        if on_busy == "reject":
+            with pytest.raises(SessionBusyError) as caught:
+                with handle.turn(on_busy="reject"):
+                    pass
+            assert caught.value.holder == "worker" and caught.value.expires_at is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            _expect(proc, "closed")
+        else:
+            done = threading.Event()
+
+            def interrupting_turn():
+                with handle.turn(on_busy=on_busy):
+                    handle.append("user", "second texter")
+                done.set()
+
+            thread = threading.Thread(target=interrupting_turn)
+            thread.start()
+            assert not done.wait(0.5)  # waits for the worker's turn
+            proc.stdin.write("go\n")  # the worker ends its turn (a real one would see Turn.interrupted)
+            proc.stdin.flush()
+            _expect(proc, "closed")
+            thread.join(30)
+            assert done.is_set()
+    finally:
+        _finish(proc)
+    live = [m.content for m in registry.session("s").transcript()]
+    assert (
+        live
+        == {
+            "reject": ["held-1", "held-2"],
+            "interrupt": ["held-1", "held-2", "second texter"],
+            "rollback": ["second texter"],
+        }[on_busy]
+    )
+    if on_busy == "rollback":
+        assert [(m.content, m.state) for m in registry.session("s").archive()] == [
+            ("held-1", "retracted"),
+            ("held-2", "retracted"),
+        ]
+
+
+def test_turns_from_two_processes_are_never_split(store_url, registry):
+    registry.session("s").append(Message("user", "start"))
+    workers = [_worker("turns", store_url, "s", name, "15") for name in ("p1", "p2")]
+    try:
+        for proc in workers:
+            _expect(proc, "ready")
+        for proc in workers:
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        handle = registry.session("s")
+        for n in range(15):  # this process drives turns too
+            with handle.turn():
+                handle.append(Message("user", f"p0-{n} ask", meta={"turn": f"p0-{n}"}))
+                handle.append(Message("assistant", f"p0-{n} answer", meta={"turn": f"p0-{n}"}))
+        for proc in workers:
+            _expect(proc, "done", timeout=90)
+    finally:
+        for proc in workers:
+            _finish(proc)
+    transcript = registry.session("s").transcript()
+    turns = [m.meta.get("turn") for m in transcript[1:] if m.meta.get("turn")]
+    assert len(turns) == 2 * 45
+    pairs = [m.meta.get("turn") for m in transcript]
+    for i, m in enumerate(transcript):  # each ask is followed by its own answer
+        if m.content.endswith(" ask"):
+            assert pairs[i + 1] == m.meta["turn"], f"turn {m.meta['turn']} split by {transcript[i + 1].content!r}"

@@ -1,0 +1,63 @@
+"""A separate process holding turns on a shared store, for the cross-process tests.
+
+``python -m tests.actors.turn_worker hold URL SESSION TTL``: open a turn, append
+"held-1", print "opened", then wait for a line on stdin; append "held-2", close
+the turn, print "closed" and exit. ``python -m tests.actors.turn_worker turns URL
+SESSION NAME COUNT``: print "ready", wait for "go", then drive COUNT turns of two
+messages each (with an append_async outside a turn between them) and print "done".
+Each message's meta names its process and turn, so the parent checks contiguity.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from actors import CompactionPolicy, SessionRegistry
+from persistence import open_store
+from protocol import Message
+
+
+def _hold(url: str, session: str, ttl: float) -> None:
+    with open_store(url) as store:
+        registry = SessionRegistry(store, policy=CompactionPolicy(lease_ttl_s=ttl), holder="worker")
+        try:
+            handle = registry.session(session)
+            with handle.turn():
+                handle.append(Message("user", "held-1"))
+                print("opened", flush=True)
+                sys.stdin.readline()
+                handle.append(Message("assistant", "held-2"))
+            print("closed", flush=True)
+        finally:
+            registry.close()
+
+
+def _turns(url: str, session: str, name: str, count: int) -> None:
+    with open_store(url) as store:
+        registry = SessionRegistry(store, policy=CompactionPolicy(lease_ttl_s=5))
+        try:
+            handle = registry.session(session)
+            print("ready", flush=True)
+            sys.stdin.readline()
+            for n in range(count):
+                turn = f"{name}-{n}"
+                with handle.turn():
+                    handle.append(Message("user", f"{turn} ask", meta={"turn": turn}))
+                    handle.append(Message("assistant", f"{turn} answer", meta={"turn": turn}))
+                asyncio.run(handle.append_async(Message("user", f"{name} review {n}", meta={"turn": ""})))
+            print("done", flush=True)
+        finally:
+            registry.close()
+
+
+def main(argv: list[str]) -> None:
+    mode, url, session, *rest = argv
+    if mode == "hold":
+        _hold(url, session, float(rest[0]))
+    else:
+        _turns(url, session, rest[0], int(rest[1]))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

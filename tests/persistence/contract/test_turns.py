@@ -1,0 +1,212 @@
+"""Contract: turn leases (open, renew, close, interrupt, rollback) and the check every
+append and retract makes against another holder's live turn."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from protocol import (
+    InvalidArgumentError,
+    Lease,
+    Message,
+    SessionEndedError,
+    SessionNotFoundError,
+    TurnHeldError,
+    TurnLease,
+)
+from tests.persistence.contract.db import execute, snapshot, wait_for
+
+SHORT_TTL = 0.3
+
+
+def _contents(store, sid="s"):
+    return [m.content for m in store.transcript(sid)]
+
+
+def test_open_renew_close_cycle(store):
+    store.create_session("s")
+    lease = store.open_turn("s", "A", 30)
+    assert isinstance(lease, TurnLease)
+    assert (lease.session_id, lease.holder, lease.interrupted) == ("s", "A", False)
+    assert store.current_turn("s") == lease
+    assert store.turns() == [lease] and store.turns(holder="B") == []
+    renewed = store.renew_turn(lease, 60)
+    assert renewed is not None and renewed.token == lease.token and renewed.expires_at >= lease.expires_at
+    assert store.close_turn(renewed) is True
+    assert store.current_turn("s") is None and store.turns() == []
+    assert store.close_turn(renewed) is False  # already closed
+    assert store.renew_turn(renewed, 30) is None
+
+
+def test_tokens_only_grow_even_across_erasure_and_recreation(store):
+    store.create_session("s")
+    first = store.open_turn("s", "A", 30)
+    store.close_turn(first)
+    second = store.open_turn("s", "B", 30)
+    assert second.token > first.token
+    store.delete_session("s")
+    store.create_session("s")
+    third = store.open_turn("s", "A", 30)
+    assert third.token > second.token
+    assert store.renew_turn(second, 30) is None  # the erased conversation's lease is gone
+
+
+def test_another_holders_live_turn_refuses_turns_appends_and_retracts(store, store_url, backend):
+    store.create_session("s")
+    store.append("s", Message("user", "before"))
+    lease = store.open_turn("s", "A", 30)
+    before = snapshot(backend, store_url)
+    with pytest.raises(TurnHeldError) as caught:
+        store.open_turn("s", "B", 30)
+    assert (caught.value.holder, caught.value.token) == ("A", lease.token)
+    assert caught.value.expires_at == pytest.approx(lease.expires_at)
+    with pytest.raises(TurnHeldError):
+        store.append("s", Message("user", "outside the turn"))
+    with pytest.raises(TurnHeldError):
+        store.append("s", [Message("user", "keyed", key="k1")])
+    with pytest.raises(TurnHeldError):
+        store.retract("s")
+    assert snapshot(backend, store_url) == before  # every refusal wrote nothing
+    stored = store.append("s", Message("assistant", "in the turn"), turn=lease)
+    assert stored[0].seq == 2
+    assert store.current_turn("s").first_seq == 2
+    assert store.retract("s", turn=lease).content == "in the turn"
+    store.close_turn(lease)
+    assert store.append("s", Message("user", "after"))[0].seq == 3
+
+
+def test_a_batch_with_a_held_session_fails_only_that_request(store):
+    if not hasattr(store, "append_nowait"):
+        pytest.skip("no submitted appends")
+    for sid in ("held", "free"):
+        store.create_session(sid)
+    store.open_turn("held", "A", 30)
+    both = threading.Event()
+    outcomes: dict[str, object] = {}
+
+    def answer(sid):
+        def on_done(built, error):  # on the writer thread: quick, never waits
+            outcomes[sid] = error if error is not None else built()
+            if len(outcomes) == 2:
+                both.set()
+
+        return on_done
+
+    submitted = [store.append_nowait(sid, Message("user", sid), answer(sid)) for sid in ("held", "free")]
+    if not all(submitted):
+        pytest.skip("this store has no writer thread")
+    assert both.wait(10)
+    assert isinstance(outcomes["held"], TurnHeldError)
+    assert [m.content for m in outcomes["free"]] == ["free"]
+
+
+def test_expired_turn_admits_everyone_and_can_be_taken_over(store):
+    store.create_session("s")
+    lease = store.open_turn("s", "A", SHORT_TTL)
+    wait_for(lambda: store.current_turn("s") is None)
+    assert store.append("s", Message("user", "after expiry"))[0].seq == 1
+    assert store.renew_turn(lease, 30) is None  # lost: never renewed back
+    taken = store.open_turn("s", "B", 30)
+    assert taken.token > lease.token
+    assert store.close_turn(lease) is False
+
+
+def test_same_holder_takes_its_own_lingering_lease(store):
+    store.create_session("s")
+    lost = store.open_turn("s", "A", 30)
+    again = store.open_turn("s", "A", 30)
+    assert again.token > lost.token
+    with pytest.raises(TurnHeldError):
+        store.append("s", Message("user", "old token"), turn=lost)
+
+
+def test_interrupt_sets_a_flag_the_holder_reads(store):
+    store.create_session("s")
+    assert store.interrupt_turn("s") is False  # nothing open
+    lease = store.open_turn("s", "A", 30)
+    assert store.interrupted_turns("A") == []
+    assert store.interrupt_turn("s") is True
+    assert [t.token for t in store.interrupted_turns("A")] == [lease.token]
+    assert store.renew_turn(lease, 30).interrupted is True
+    store.close_turn(lease)
+    assert store.interrupted_turns("A") == []
+
+
+def test_rollback_retracts_the_interrupted_turns_trailing_messages(store):
+    store.create_session("s")
+    store.append("s", Message("user", "keep"))
+    first = store.open_turn("s", "A", 30)
+    store.append("s", [Message("user", "q"), Message("assistant", "partial")], turn=first)
+    store.close_turn(first)
+    second = store.open_turn("s", "B", 30, rollback=first.token)
+    assert second.rolled_back == 2
+    assert _contents(store) == ["keep"]
+    assert [(m.content, m.state) for m in store.archive("s")] == [("q", "retracted"), ("partial", "retracted")]
+    store.close_turn(second)
+    third = store.open_turn("s", "C", 30, rollback=first.token)  # nothing of it is left at the end
+    assert third.rolled_back == 0 and _contents(store) == ["keep"]
+
+
+def test_rotation_carries_the_turn_and_never_snapshots_into_it(store):
+    store.create_session("s")
+    store.append("s", [Message("user", f"m{i}") for i in range(4)])
+    turn = store.open_turn("s", "A", 30)
+    store.append("s", [Message("user", "t1"), Message("assistant", "t2")], turn=turn)
+    lease = store.acquire_lease("s", "C", 30)
+    with pytest.raises(TurnHeldError):  # a snapshot reaching into the open turn commits nothing
+        store.commit_compaction(lease, watermark=5, compacted=[Message("user", "summary")], mode="rotate")
+    assert _contents(store) == ["m0", "m1", "m2", "m3", "t1", "t2"]
+    record = store.commit_compaction(lease, watermark=4, compacted=[Message("user", "summary")], mode="rotate")
+    child = record.child_session_id
+    assert _contents(store, child) == ["summary", "t1", "t2"]
+    carried = store.current_turn(child)
+    assert carried is not None and carried.token == turn.token and carried.first_seq == 2
+    with pytest.raises(TurnHeldError):  # the continuation is held by the same turn
+        store.append(child, Message("user", "outside"))
+    store.append(child, Message("assistant", "t3"), turn=turn)
+    assert store.renew_turn(turn, 30).session_id == child
+    assert store.close_turn(turn) is True
+    assert _contents(store, child) == ["summary", "t1", "t2", "t3"]
+
+
+def test_open_turn_on_ended_unknown_and_other_incarnation(store):
+    store.create_session("s")
+    store.end_session("s", "done")
+    with pytest.raises(SessionEndedError):
+        store.open_turn("s", "A", 30)
+    with pytest.raises(SessionNotFoundError):
+        store.open_turn("nope", "A", 30)
+    store.create_session("t")
+    with pytest.raises(SessionNotFoundError):
+        store.open_turn("t", "A", 30, incarnation="not-this-one")
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.open_turn("s", "", 30),
+        lambda s: s.open_turn("s", "A", 0),
+        lambda s: s.open_turn("s", "A", 30, rollback=0),
+        lambda s: s.renew_turn(Lease("s", "A", 1, 0.0, 1.0), 30),
+        lambda s: s.close_turn("not a lease"),
+        lambda s: s.append("s", Message("user", "x"), turn=object()),
+    ],
+)
+def test_bad_turn_arguments_are_typed_and_write_nothing(store, store_url, backend, call):
+    store.create_session("s")
+    before = snapshot(backend, store_url)
+    with pytest.raises(InvalidArgumentError):
+        call(store)
+    assert snapshot(backend, store_url) == before
+
+
+def test_the_database_holds_each_rows_turn(store, store_url, backend):
+    store.create_session("s")
+    turn = store.open_turn("s", "A", 30)
+    store.append("s", Message("user", "in"), turn=turn)
+    store.close_turn(turn)
+    store.append("s", Message("user", "out"))
+    rows = execute(backend, store_url, "SELECT content, turn FROM messages ORDER BY seq")
+    assert rows == [('"in"', turn.token), ('"out"', None)]
