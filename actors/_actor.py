@@ -36,6 +36,7 @@ from protocol import (
     TranscriptError,
     TurnHeldError,
     TurnLease,
+    TurnLostError,
 )
 from protocol._commands import (
     Append,
@@ -361,6 +362,9 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
             try:
                 stored = self._append(messages, sender)
             except TurnHeldError as exc:
+                lost = self.lose_turn(sender, exc)
+                if lost is not None:
+                    raise lost from exc
                 self._turns.foreign = exc  # held from now on: the mailbox holds this one too
                 return None
             except Forwarded:
@@ -399,8 +403,7 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
         """Append to the live id (following successors), then the bookkeeping: the
         token estimate (only kept while auto-compaction counts) and the open turn."""
         session_id = self._slot.session_id
-        turn = self._turns.turn
-        lease = turn.lease if turn is not None and turn.owner == sender else None
+        lease = self.owned_lease(sender)
         try:
             if lease is None:  # a store wrapper need not know turns outside them
                 stored = self._store.append(session_id, messages, incarnation=self._incarnation)
@@ -408,6 +411,9 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
                 stored = self._store.append(session_id, messages, incarnation=self._incarnation, turn=lease)
         except SessionEndedError as exc:
             stored = self._append_followed(exc, session_id, messages, lease)
+        except TurnLostError:
+            self.mark_lost(sender)
+            raise
         if self._tokens is not None:  # None: nothing to keep (no max_tokens) or recount
             self._count_tokens(messages)
         if self._turns.turn is not None:  # only an open turn learns its seqs
@@ -442,12 +448,15 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
 
     def _retract(self, sender: int) -> Any:
         """`store.retract` in mailbox order: after every append queued before it."""
-        turn = self._turns.turn
-        lease = turn.lease if turn is not None and turn.owner == sender else None
-        if lease is None:
-            popped = self._store.retract(self.live_id, incarnation=self._incarnation)
-        else:
-            popped = self._store.retract(self.live_id, incarnation=self._incarnation, turn=lease)
+        lease = self.owned_lease(sender)
+        try:
+            if lease is None:
+                popped = self._store.retract(self.live_id, incarnation=self._incarnation)
+            else:
+                popped = self._store.retract(self.live_id, incarnation=self._incarnation, turn=lease)
+        except TurnLostError:
+            self.mark_lost(sender)
+            raise
         if popped is not None:
             self._tokens = None  # recount before the next automatic check
             self._turns.note_retracted(popped)

@@ -16,7 +16,15 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from persistence._store import SubmittingStore
-from protocol import Message, SessionEndedError, SessionNotFoundError, StoredMessage, TurnHeldError
+from protocol import (
+    Message,
+    SessionEndedError,
+    SessionNotFoundError,
+    StoredMessage,
+    TurnHeldError,
+    TurnLease,
+    TurnLostError,
+)
 
 from ._admission import Forwarded, runs_here
 
@@ -60,6 +68,9 @@ class SubmittedAppends:
         def _follow(self, exc: SessionEndedError, session_id: str) -> None: ...
         def _append(self, messages: tuple[Message, ...], sender: int) -> list[Any]: ...
         def _stop_later(self) -> None: ...
+        def owned_lease(self, sender: int) -> TurnLease | None: ...
+        def lose_turn(self, sender: int, exc: TurnHeldError) -> TurnLostError | None: ...
+        def mark_lost(self, sender: int) -> None: ...
 
     def submit_here(self, messages: tuple[Message, ...], sender: int, answer: Answer) -> bool:
         """The submitted path of an append from an event loop: queue it for the store's
@@ -87,11 +98,9 @@ class SubmittedAppends:
             self._count_tokens(messages)  # here: the loop has time, the writer not
             done = functools.partial(self._submitted_done, messages, sender, session_id, answer)
             store = cast(SubmittingStore, self._store)  # see _submits
-            turn = self._turns.turn
-            if turn is not None and turn.owner == sender and turn.lease is not None:
-                submitted = store.append_nowait(
-                    session_id, messages, done, incarnation=self._incarnation, turn=turn.lease
-                )
+            lease = self.owned_lease(sender)
+            if lease is not None:
+                submitted = store.append_nowait(session_id, messages, done, incarnation=self._incarnation, turn=lease)
             else:
                 submitted = store.append_nowait(session_id, messages, done, incarnation=self._incarnation)
         except BaseException:
@@ -127,10 +136,14 @@ class SubmittedAppends:
                 self._exclusive.release()
             return answer(built, None)
         self._tokens = None  # counted when submitted: recount
+        if isinstance(error, TurnLostError):
+            self.mark_lost(sender)
         if isinstance(error, TurnHeldError):  # another holder's turn: the mailbox holds it
-            self._turns.foreign = error
+            lost = self.lose_turn(sender, error)
+            if lost is None:
+                self._turns.foreign = error
             self._exclusive.release()
-            return answer(None, None)
+            return answer(None, lost)
         if isinstance(error, (SessionEndedError, SessionNotFoundError)):
             # following a successor appends again and moves through the registry (whose
             # lock may be held by a thread waiting on this writer): not on the writer thread

@@ -17,7 +17,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from protocol import SessionBusyError, SessionEndedError, TurnHeldError, TurnLease
+from protocol import SessionBusyError, SessionEndedError, TurnHeldError, TurnLease, TurnLostError
 from protocol._commands import OpenTurn
 
 from ._routing import Request
@@ -119,8 +119,38 @@ class TurnLeases:
                 request.rollback = turn.lease.token
         return False
 
+    def owned_lease(self, sender: int) -> TurnLease | None:
+        """The lease of ``sender``'s open turn (None outside one); `TurnLostError` when
+        that turn lost its lease."""
+        turn = self._turns.turn
+        if turn is None or turn.owner != sender:
+            return None
+        if turn.lost:
+            raise TurnLostError(self.live_id, message=f"the turn on {self.live_id!r} lost its lease: open a new one")
+        return turn.lease
+
+    def mark_lost(self, sender: int) -> None:
+        """The store says ``sender``'s turn lease lapsed: refuse the rest of the turn."""
+        turn = self._turns.turn
+        if turn is not None and turn.owner == sender:
+            turn.lost, turn.lease = True, None
+
+    def lose_turn(self, sender: int, exc: TurnHeldError) -> TurnLostError | None:
+        """Another holder took the lease of ``sender``'s open turn: the turn is lost
+        (its error returned); None when ``sender`` has no turn open here."""
+        turn = self._turns.turn
+        if turn is None or turn.owner != sender:
+            return None
+        turn.lost, turn.lease = True, None
+        logger.warning("the turn on %s lost its lease to %r: the rest of it is refused", self.live_id, exc.holder)
+        return TurnLostError(self.live_id, exc.holder, exc.expires_at, exc.token)
+
     def hold_foreign(self, request: Request, exc: TurnHeldError) -> None:
         """Hold ``request`` (already claimed, or not) until the foreign turn ends."""
+        lost = self.lose_turn(request.sender, exc)
+        if lost is not None:
+            self._answer(request.reply, error=lost)
+            return
         self._turns.foreign = exc
         if not request.held_since:
             request.held_since = time.monotonic()
@@ -186,7 +216,7 @@ class TurnLeases:
                 logger.warning(
                     "the turn lease on %s expired before its renewal: the turn is not whole", lease.session_id
                 )
-                turn.lease = None
+                turn.lost, turn.lease = True, None
             return
         turn.renewed_at = time.monotonic()
         if renewed.interrupted:

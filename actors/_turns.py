@@ -47,6 +47,7 @@ class _Turn:
     first: tuple[str, int] | None = None  # (session id, seq) of its first message
     lease: TurnLease | None = None  # the store's turn lease (None: lost or not taken)
     renewed_at: float = 0.0  # monotonic time of the last successful take or renewal
+    lost: bool = False  # the lease lapsed or was taken: the rest of the turn is refused
     interrupted: threading.Event = field(default_factory=threading.Event)
 
 
@@ -120,9 +121,9 @@ class TurnGate:
         the open turn is ``sender``'s own; never while another holder's turn refused
         a write here.
         """
-        if self.foreign is not None:
-            return False
         turn = self.turn
+        if self.foreign is not None:  # the owner goes on: it learns its turn was lost
+            return turn is not None and turn.owner == sender
         if turn is None:
             return not self._held
         return turn.owner == sender

@@ -312,7 +312,7 @@ def check_commit_args(
     max_content_bytes: int | None,
 ) -> list[dict[str, Any]]:
     """Validate every `commit_compaction` argument before anything is written;
-    returns the compacted set as column values."""
+    returns the compacted set as column values (without keys)."""
     check_lease(lease)
     if mode not in MODES:
         raise InvalidArgumentError(f"mode must be one of {MODES}, got {mode!r}")
@@ -326,7 +326,8 @@ def check_commit_args(
         if mode != "rotate":
             raise InvalidArgumentError("child_session_id is only meaningful in rotate mode")
     check_text(compressor, "compressor", allow_empty=True)
-    return check_messages(list(compacted), max_content_bytes)
+    # a summary carries no idempotency key: the key stays with the row it replaced
+    return [{**p, "key": None} for p in check_messages(list(compacted), max_content_bytes)]
 
 
 def check_watermark(session_id: str, watermark: int, next_seq: int) -> None:

@@ -52,6 +52,7 @@ from .errors import (
     StoreBusyError,
     TranscriptError,
     TurnHeldError,
+    TurnLostError,
 )
 
 __all__ = [
@@ -91,6 +92,7 @@ __all__ = [
     "TranscriptError",
     "TurnHeldError",
     "TurnLease",
+    "TurnLostError",
     "set_content_limit",
     "transcripts_equal",
     "validate_session_id",

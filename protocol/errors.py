@@ -38,6 +38,7 @@ __all__ = [
     "StoreBusyError",
     "TranscriptError",
     "TurnHeldError",
+    "TurnLostError",
 ]
 
 
@@ -170,6 +171,13 @@ class SessionBusyError(TranscriptError):
 class TurnHeldError(SessionBusyError):
     """The store refused a write: another holder's turn lease on the session is live
     (``open_turn`` of another holder, or an append not carrying its token)."""
+
+
+class TurnLostError(SessionBusyError):
+    """This turn's lease lapsed before its holder renewed it (the process was paused
+    past ``lease_ttl_s``, or the store was unreachable that long), so another path
+    may have written since: the turn is no longer whole, and the rest of it is
+    refused (nothing written). Leave the turn and open a new one."""
 
 
 class StoreBusyError(TranscriptError):

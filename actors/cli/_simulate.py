@@ -61,6 +61,12 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         default=1,
         help="worker processes on the same database, each with its own registry (default 1: threads only)",
     )
+    parser.add_argument(
+        "--unrouted",
+        action="store_true",
+        help="user turns of each session come from every process (not routed to one), and some appends are "
+        "retried with the same key as if their acknowledgement was lost",
+    )
     parser.add_argument("--seed", type=int, default=None, help="seed (default: random, printed)")
     parser.add_argument(
         "--naive", action="store_true", help="run the upstream code path (no actors, no leases): expect forks, exit 1"
@@ -157,6 +163,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             compress_delay_s=args.compress_delay_ms / 1000,
             compressor=args.compressor,
             llm=_llm_options(args),
+            unrouted=args.unrouted,
         )
         shown_db = display_url(db) if not args.naive or getattr(args, "db", None) else "(temporary)"
         # first, and flushed: a run that hangs or is killed still shows how to repeat it
@@ -175,10 +182,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def _header(config: WorkerConfig, database: str, faults: int | None) -> str:
     chaos = f", chaos: at least {faults} faults" if faults else ""
+    unrouted = ", unrouted (turns from every process, retried appends)" if config.unrouted else ""
     return (
         f"simulate ({'naive' if config.naive else 'actors'}): run {config.prefix.rstrip('-')}, "
         f"seed {config.seed}, {config.sessions} sessions x {config.turns} turns, "
-        f"{config.threads} threads x {config.workers} process(es){chaos}, database {database}"
+        f"{config.threads} threads x {config.workers} process(es){unrouted}{chaos}, database {database}"
     )
 
 
@@ -226,6 +234,8 @@ def _render(out: Output, report: dict[str, Any]) -> None:
     )
     if "chaos" in report:
         out.line(_chaos_line(report["chaos"]))
+    if report.get("turns_lost"):
+        out.line(f"turns refused part-way (their worker frozen past its turn lease): {report['turns_lost']}")
     out.table(
         "integrity (all must be 0)",
         ["check", Column("count", "right"), ""],

@@ -168,6 +168,7 @@ def _check_lineage(store: Store, root: str, acks: list[Ack], report: IntegrityRe
             report.duplicated_copies += 1
             if len(report.examples) < 3 * _EXAMPLES:
                 report.examples.append(f"duplicated: message {origin} of {root} copied {len(copies)} times")
+    _check_keys(lineage, root, report)
     _check_conversation(lineage, root, acks, report)
     followed = set(lineage.followed)
     for ack in acks:
@@ -178,9 +179,23 @@ def _check_lineage(store: Store, root: str, acks: list[Ack], report: IntegrityRe
                 report.examples.append(f"lost: message {ack.id} of {root}: {problem}")
 
 
+def _check_keys(lineage: _Lineage, root: str, report: IntegrityReport) -> None:
+    """An idempotency key is stored once per lineage: the rows carrying it are one
+    original and its copies."""
+    originals: dict[str, list[int]] = {}
+    for row in lineage.rows.values():
+        if row.key is not None and row.origin_id is None:
+            originals.setdefault(row.key, []).append(row.id)
+    for key, ids in originals.items():
+        if len(ids) > 1:
+            report.duplicated_copies += 1
+            if len(report.examples) < 3 * _EXAMPLES:
+                report.examples.append(f"duplicated: key {key!r} of {root} stored as messages {sorted(ids)}")
+
+
 def _check_conversation(lineage: _Lineage, root: str, acks: list[Ack], report: IntegrityReport) -> None:
     """Turns kept whole and tool results next to their calls, as the database has them."""
-    acked = [lineage.rows[a.id] for a in acks if a.id in lineage.rows]
+    acked = list({a.id: lineage.rows[a.id] for a in acks if a.id in lineage.rows}.values())  # a retry acks twice
     split = split_turns(acked)
     report.turns_split += len(split)
     report.examples += [f"turn split: {turn!r} of {root}" for turn in split[:_EXAMPLES]]

@@ -20,6 +20,7 @@ __all__ = [
     "make_policy",
     "owned_roots",
     "owns",
+    "owns_turn",
     "session_ids",
 ]
 
@@ -47,6 +48,9 @@ class WorkerConfig:
     compressor: str = "head-tail"
     llm: dict[str, Any] = field(default_factory=dict)
     lease_ttl_s: float = 15.0
+    #: user turns of every session come from every worker (not routed to one), and
+    #: some appends are retried as if their acknowledgement was lost (same key)
+    unrouted: bool = False
 
 
 class SlowCompressor:
@@ -77,16 +81,24 @@ def session_ids(prefix: str, sessions: int) -> list[str]:
 def owned_roots(config: WorkerConfig) -> list[str]:
     """The sessions whose user turns this worker runs.
 
-    A session is routed to one worker process, as DESIGN advises (turns order the
-    paths of one registry; other processes are ordered by the database only). Other
-    workers still compact it (manual compresses reach any session).
+    Routed (the default), a session's turns come from one worker process; other
+    workers still compact it (manual compresses reach any session). Unrouted, every
+    worker runs turns on every session (`owns_turn` picks which turns).
     """
     return [root for root in session_ids(config.prefix, config.sessions) if owns(config, root)]
 
 
 def owns(config: WorkerConfig, root: str) -> bool:
-    """Whether ``root``'s user turns are routed to this worker (see `owned_roots`)."""
-    return int(root.removeprefix(config.prefix)) % config.workers == config.worker
+    """Whether ``root``'s user turns are run by this worker (see `owned_roots`)."""
+    return config.unrouted or int(root.removeprefix(config.prefix)) % config.workers == config.worker
+
+
+def owns_turn(config: WorkerConfig, root: str, turn: int) -> bool:
+    """Unrouted: turn ``turn`` of ``root`` is this worker's (consecutive turns of a
+    session come from different workers); routed: every turn of an owned session."""
+    if not config.unrouted:
+        return owns(config, root)
+    return (int(root.removeprefix(config.prefix)) + turn) % config.workers == config.worker
 
 
 def make_policy(config: WorkerConfig) -> CompactionPolicy:

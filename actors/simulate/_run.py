@@ -130,6 +130,7 @@ def _report(
     return {
         "ok": not any(violations.values()),
         "mode": "naive" if config.naive else "actors",
+        "unrouted": config.unrouted,
         "run_id": config.prefix.rstrip("-"),
         "seed": config.seed,
         "sessions": config.sessions,
@@ -150,6 +151,7 @@ def _report(
         },
         "manual_outcomes": dict(sorted(result.outcomes.items())),
         "interrupts": {"attempted": result.interrupts, "cancelled": result.interrupts_won},
+        "turns_lost": result.turns_lost,
         "violations": violations,
         "examples": integrity.examples + result.error_examples,
         "sessions_checked": integrity.sessions,

@@ -28,10 +28,10 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, fields
 from typing import Protocol
 
-from protocol import Message, StoredMessage
+from protocol import Message, StoredMessage, TurnLostError
 
 from ._check import Ack
-from ._config import STEP_TIMEOUT_S, WorkerConfig, owned_roots, owns, session_ids
+from ._config import STEP_TIMEOUT_S, WorkerConfig, owned_roots, owns, owns_turn, session_ids
 
 __all__ = ["Gateway", "WorkerResult", "build_jobs", "run_worker"]
 
@@ -39,6 +39,8 @@ log = logging.getLogger("session_actors.simulate.workload")
 
 #: Chances per turn of each extra event.
 P_REVIEW, P_TOOL, P_BACKGROUND, P_COMPRESS, P_RACE, P_INTERRUPT = 0.25, 0.2, 0.12, 0.06, 0.06, 0.05
+#: Unrouted: the chance that an append of the user's ask is retried (its answer lost).
+P_RETRY = 0.15
 #: Errors listed verbatim in the report.
 _MAX_ERROR_EXAMPLES = 5
 
@@ -51,6 +53,7 @@ class WorkerResult:
     outcomes: Counter = field(default_factory=Counter)
     interrupts: int = 0
     interrupts_won: int = 0
+    turns_lost: int = 0  # refused part-way: the worker was frozen past its turn lease
     errors: Counter = field(default_factory=Counter)
     error_examples: list[str] = field(default_factory=list)
 
@@ -61,6 +64,7 @@ class WorkerResult:
         self.outcomes.update(other.outcomes)
         self.interrupts += other.interrupts
         self.interrupts_won += other.interrupts_won
+        self.turns_lost += other.turns_lost
         self.errors.update(other.errors)
         room = _MAX_ERROR_EXAMPLES - len(self.error_examples)
         self.error_examples += other.error_examples[: max(0, room)]
@@ -105,7 +109,7 @@ def build_jobs(config: WorkerConfig) -> list[tuple[str, int]]:
     roots = owned_roots(config)
     jobs = []
     for turn in range(config.turns):
-        round_jobs = [(root, turn) for root in roots]
+        round_jobs = [(root, turn) for root in roots if owns_turn(config, root, turn)]
         rng.shuffle(round_jobs)
         jobs += round_jobs
     return jobs
@@ -174,7 +178,7 @@ def _run_turn(
         review = _maybe_start_review(gateway, root, tag, rng, asked)
         try:
             with gateway.turn(root):
-                _user_turn(gateway, root, tag, turn, rng, result, asked)
+                _user_turn(gateway, root, tag, turn, rng, result, asked, config.unrouted)
         finally:
             asked.set()  # never leave the review waiting
         if review is not None:
@@ -187,21 +191,35 @@ def _run_turn(
         _maybe_compress(gateway, _compress_target(root, config, rng), rng, result)
         gateway.after_turn(root)
         result.turns += 1
+    except TurnLostError:  # frozen past its lease (--chaos): the rest of the turn was refused
+        result.turns_lost += 1
     except Exception as exc:  # counted as a violation in the report, never lost
         result.record_error(f"turn {tag}", exc)
 
 
 def _user_turn(
-    gateway: Gateway, root: str, tag: str, turn: int, rng: random.Random, result: WorkerResult, asked: threading.Event
+    gateway: Gateway,
+    root: str,
+    tag: str,
+    turn: int,
+    rng: random.Random,
+    result: WorkerResult,
+    asked: threading.Event,
+    retries: bool = False,
 ) -> None:
-    """The ask, maybe a tool call and its result, the reply: one append each.
+    """The ask, maybe a tool call and its result, the reply: one append each. The ask
+    carries an idempotency key; with ``retries`` it is sometimes sent twice (the
+    first acknowledgement lost), and only the second answer is acknowledged.
 
     ``asked`` is set after the ask, or after the tool call when there is one: a
     review racing the turn lands inside it (or between the call and its result)
     unless the turn holds it.
     """
     meta = {"turn": f"{tag} {uuid.uuid4().hex[:8]}"}
-    _append(gateway, root, [Message("user", f"user ask {tag}: {_words(rng)}", meta=meta)], result)
+    ask = Message("user", f"user ask {tag}: {_words(rng)}", meta=meta, key=f"ask {meta['turn']}")
+    if retries and rng.random() < P_RETRY:  # its answer was lost: sent again, kept once
+        gateway.append(root, [ask])
+    _append(gateway, root, [ask], result)
     if rng.random() < P_TOOL:
         call_id = f"call-{turn}"
         call = {"id": call_id, "type": "function", "function": {"name": "lookup", "arguments": "{}"}}

@@ -273,7 +273,7 @@ def refusal(cur: Any, queries: Mapping[str, str], job: AppendJob, psycopg: Any) 
     try:
         row = require_incarnation(cur, queries, session_id, job.incarnation)
         if row["ended_at"] is None:
-            return turn_held(cur, queries, session_id)
+            return turn_held(cur, queries, session_id, job.turn)
         return ended_error(cur, queries, session_id)
     except SessionNotFoundError as exc:
         return exc

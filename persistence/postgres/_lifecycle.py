@@ -121,8 +121,8 @@ def retract_last(
             raise SessionEndedError(tip, None, row["end_reason"])
         if row["ended_at"] is not None and resolve_tip(cur, q, tip)["id"] != tip:
             continue  # rotated while we waited for the lock: retract from the new tip
-        if row["turn_live"] and row["turn_token"] != turn:
-            raise turn_held(cur, q, tip)
+        if (row["turn_live"] and row["turn_token"] != turn) or (turn is not None and not row["turn_live"]):
+            raise turn_held(cur, q, tip, turn)
         cur.execute(q["retract_last"], {"id": tip})
         return cur.fetchone()
     raise SessionEndedError(session_id, None, None, f"the lineage of {session_id!r} kept rotating")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from protocol import SessionNotFoundError, TurnHeldError, TurnLease
+from protocol import SessionNotFoundError, TurnHeldError, TurnLease, TurnLostError
 
 from ._lineage import ended_error, require_incarnation, resolve_tip
 
@@ -29,13 +29,19 @@ __all__ = [
 Queries = Mapping[str, str]
 
 
-def turn_held(cur: Any, q: Queries, session_id: str) -> TurnHeldError | SessionNotFoundError:
-    """The error for a write refused by another holder's live turn lease."""
+def turn_held(
+    cur: Any, q: Queries, session_id: str, turn: int | None = None
+) -> TurnHeldError | TurnLostError | SessionNotFoundError:
+    """The error for a write refused by the turn lease: another holder's is live, or
+    (``turn``: the token the write carried) that turn's lease is not."""
     cur.execute(q["turn_of"], {"id": session_id})
     row = cur.fetchone()
     if row is None:
         return SessionNotFoundError(session_id)
-    return TurnHeldError(session_id, row["turn_holder"], row["turn_expires_at"], row["turn_token"])
+    args = (session_id, row["turn_holder"], row["turn_expires_at"], row["turn_token"])
+    if turn is not None and not (row["turn_live"] and row["turn_token"] != turn):
+        return TurnLostError(*args, message=f"the turn lease {turn} on {session_id!r} lapsed")
+    return TurnHeldError(*args)
 
 
 def open_turn(

@@ -164,9 +164,11 @@ locked AS (
     SELECT id FROM sessions
     WHERE id = ANY(ARRAY(SELECT session_id FROM input)) AND ended_at IS NULL
       AND coalesce(%(wanted)s::jsonb ->> id = incarnation, true)
-      AND (turn_holder IS NULL
-           OR turn_expires_at <= extract(epoch FROM clock_timestamp())::double precision
-           OR turn_token = (%(turns)s::jsonb ->> id)::bigint)
+      AND CASE WHEN (%(turns)s::jsonb -> id) IS NULL
+               THEN turn_holder IS NULL
+                    OR turn_expires_at <= extract(epoch FROM clock_timestamp())::double precision
+               ELSE coalesce(turn_token = (%(turns)s::jsonb ->> id)::bigint, false) AND turn_holder IS NOT NULL
+                    AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision END
     ORDER BY id
     FOR NO KEY UPDATE
 ),

@@ -101,8 +101,9 @@ def retract_last(
     if tip["ended_at"] is not None and tip["end_reason"] != END_REASON_COMPRESSION:
         raise SessionEndedError(tip["id"], None, tip["end_reason"])
     held = conn.execute(q["turn_of"], {"session_id": tip["id"]}).fetchone()
-    if held["turn_holder"] is not None and held["turn_expires_at"] > now and held["turn_token"] != turn:
-        raise turn_held(conn, q, tip["id"])
+    live = held["turn_holder"] is not None and held["turn_expires_at"] > now
+    if (live and held["turn_token"] != turn) or (turn is not None and not live):
+        raise turn_held(conn, q, tip["id"], turn, now)
     row = conn.execute(q["last_live"], {"session_id": tip["id"]}).fetchone()
     if row is None:
         return None

@@ -18,6 +18,7 @@ from protocol import (
     StoredMessage,
     TranscriptError,
     TurnHeldError,
+    TurnLostError,
 )
 
 from .._rows import new_incarnation, stored_message_from_row
@@ -127,16 +128,23 @@ def append_rows(
     if reserved is None:  # unknown, another incarnation, ended or in another's turn: find out which
         row = require_incarnation(conn, q, session_id, incarnation)
         if row["ended_at"] is None:
-            raise turn_held(conn, q, session_id)
+            raise turn_held(conn, q, session_id, turn, now)
         raise ended_error(conn, q, row)
     first_seq = reserved["first_seq"]
     return first_seq, insert_rows(conn, q, session_id, params, now, first_seq, turn=turn)
 
 
-def turn_held(conn: sqlite3.Connection, q: Queries, session_id: str) -> TurnHeldError:
-    """The error for a write refused by another holder's live turn lease."""
+def turn_held(
+    conn: sqlite3.Connection, q: Queries, session_id: str, turn: int | None = None, now: float = 0.0
+) -> TurnHeldError | TurnLostError:
+    """The error for a write refused by the turn lease (at ``now``): another holder's
+    is live, or (``turn``: the token the write carried) that turn's lease is not."""
     row = conn.execute(q["turn_of"], {"session_id": session_id}).fetchone()
-    return TurnHeldError(session_id, row["turn_holder"], row["turn_expires_at"], row["turn_token"])
+    args = (session_id, row["turn_holder"], row["turn_expires_at"], row["turn_token"])
+    live = row["turn_holder"] is not None and row["turn_expires_at"] > now
+    if turn is not None and not (live and row["turn_token"] != turn):
+        return TurnLostError(*args, message=f"the turn lease {turn} on {session_id!r} lapsed")
+    return TurnHeldError(*args)
 
 
 def keyed_append(

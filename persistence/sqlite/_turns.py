@@ -59,7 +59,7 @@ def open_turn(
         session = require_incarnation(conn, q, session_id, incarnation)
         if session["ended_at"] is not None:
             raise ended_error(conn, q, session)
-        raise turn_held(conn, q, session_id)
+        raise turn_held(conn, q, session_id, now=now)
     rolled_back = 0 if rollback is None else _roll_back(conn, q, session_id, rollback, now)
     return _lease(row, rolled_back=rolled_back)
 

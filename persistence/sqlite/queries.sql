@@ -114,10 +114,12 @@ RETURNING next_seq - :count AS first_seq
 -- name: advance_live_next_seq
 -- The append fast path: matches nothing for an unknown or ended session, for
 -- another incarnation than the writer's (:incarnation NULL: any), nor while another
--- holder's turn lease is live (:turn, the token the append carries, NULL: none).
+-- holder's turn lease is live (:turn, the token the append carries, NULL: none;
+-- an append carrying a token needs that lease live).
 UPDATE sessions SET next_seq = next_seq + :count
 WHERE id = :session_id AND ended_at IS NULL AND coalesce(:incarnation = incarnation, 1)
-  AND (turn_holder IS NULL OR turn_expires_at <= :now OR turn_token = :turn)
+  AND CASE WHEN :turn IS NULL THEN turn_holder IS NULL OR turn_expires_at <= :now
+           ELSE coalesce(turn_token = :turn, 0) AND turn_holder IS NOT NULL AND turn_expires_at > :now END
 RETURNING next_seq - :count AS first_seq
 
 -- name: live_next_seqs
@@ -129,8 +131,9 @@ RETURNING next_seq - :count AS first_seq
 SELECT json_group_object(s.id, s.next_seq) AS next_seqs
 FROM json_each(:ids) AS wanted JOIN sessions AS s ON s.id = wanted.key
 WHERE s.ended_at IS NULL AND coalesce(wanted.value = s.incarnation, 1)
-  AND (s.turn_holder IS NULL OR s.turn_expires_at <= :now
-       OR s.turn_token = (SELECT t.value FROM json_each(:turns) AS t WHERE t.key = s.id))
+  AND coalesce((SELECT coalesce(s.turn_token = t.value, 0) AND s.turn_holder IS NOT NULL AND s.turn_expires_at > :now
+                 FROM json_each(:turns) AS t WHERE t.key = s.id),
+                s.turn_holder IS NULL OR s.turn_expires_at <= :now)
 
 -- name: insert_messages_head
 -- Group commit: many rows in one statement; the writer repeats insert_messages_row,
@@ -159,8 +162,10 @@ WITH checked AS MATERIALIZED (
     WHERE s.ended_at IS NULL
       AND CASE e.type WHEN 'integer' THEN s.next_seq = e.value
                       ELSE s.next_seq || ' ' || s.incarnation = e.value END
-      AND (s.turn_holder IS NULL OR s.turn_expires_at <= ?4
-           OR s.turn_token = (SELECT t.value FROM json_each(?3) AS t WHERE t.key = s.id)))
+      AND coalesce((SELECT coalesce(s.turn_token = t.value, 0) AND s.turn_holder IS NOT NULL
+                           AND s.turn_expires_at > ?4
+                    FROM json_each(?3) AS t WHERE t.key = s.id),
+                   s.turn_holder IS NULL OR s.turn_expires_at <= ?4))
 SELECT v.* FROM checked, (VALUES
 
 -- name: insert_checked_messages_tail

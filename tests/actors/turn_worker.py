@@ -2,7 +2,7 @@
 
 ``python -m tests.actors.turn_worker hold URL SESSION TTL``: open a turn, append
 "held-1", print "opened", then wait for a line on stdin; append "held-2", close
-the turn, print "closed" and exit. ``python -m tests.actors.turn_worker turns URL
+the turn, print "closed" and exit ("lost" when its lease lapsed meanwhile). ``python -m tests.actors.turn_worker turns URL
 SESSION NAME COUNT``: print "ready", wait for "go", then drive COUNT turns of two
 messages each (with an append_async outside a turn between them) and print "done".
 Each message's meta names its process and turn, so the parent checks contiguity.
@@ -15,7 +15,7 @@ import sys
 
 from actors import CompactionPolicy, SessionRegistry
 from persistence import open_store
-from protocol import Message
+from protocol import Message, TurnLostError
 
 
 def _hold(url: str, session: str, ttl: float) -> None:
@@ -23,12 +23,15 @@ def _hold(url: str, session: str, ttl: float) -> None:
         registry = SessionRegistry(store, policy=CompactionPolicy(lease_ttl_s=ttl), holder="worker")
         try:
             handle = registry.session(session)
-            with handle.turn():
-                handle.append(Message("user", "held-1"))
-                print("opened", flush=True)
-                sys.stdin.readline()
-                handle.append(Message("assistant", "held-2"))
-            print("closed", flush=True)
+            try:
+                with handle.turn():
+                    handle.append(Message("user", "held-1"))
+                    print("opened", flush=True)
+                    sys.stdin.readline()
+                    handle.append(Message("assistant", "held-2"))
+                print("closed", flush=True)
+            except TurnLostError:  # frozen past its lease: the rest of the turn is refused
+                print("lost", flush=True)
         finally:
             registry.close()
 

@@ -158,3 +158,26 @@ def test_ledger_reader_skips_a_torn_last_line(tmp_path) -> None:
     acks = list(ledger_acks([tmp_path / "w.ledger"]))
     assert [(a.root, a.id, a.content) for a in acks] == [("root-1", 1, "hello"), ("root-1", 2, "world")]
     assert json.loads((tmp_path / "w.ledger").read_text().splitlines()[0])[0] == "acks"
+
+
+@pytest.mark.timeout(180)
+def test_unrouted_chaos_run_splits_no_turn_and_duplicates_nothing(capsys, store_url: str) -> None:
+    result = run_cli(
+        capsys,
+        "--db",
+        store_url,
+        "simulate",
+        "--processes",
+        "3",
+        "--unrouted",
+        "--chaos",
+        "--faults",
+        "4",
+        "--json",
+        *SMALL,
+    )
+    doc = report_of(result)
+    assert result.code == 0, doc["examples"]
+    assert_clean(doc)
+    assert doc["violations"]["turns_split"] == 0 and doc["violations"]["duplicated_copies"] == 0
+    assert doc["chaos"]["kills"] + doc["chaos"]["freezes"] >= 4

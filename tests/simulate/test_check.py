@@ -175,3 +175,11 @@ def test_a_tool_result_carried_alone_into_a_compaction_is_separated(sqlite_path:
     finally:
         store.close()
     assert check(sqlite_path, acks).tool_results_separated == 1
+
+
+def test_a_key_stored_twice_is_a_duplicate(sqlite_path: str) -> None:
+    acks, _child = rotated_lineage(sqlite_path)
+    sql(sqlite_path, "UPDATE messages SET key = 'k' WHERE id IN (?, ?)", acks[0].id, acks[1].id)
+    report = check(sqlite_path, acks)
+    assert report.duplicated_copies == 1
+    assert any("key 'k'" in e for e in report.examples)

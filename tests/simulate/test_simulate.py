@@ -137,3 +137,24 @@ def test_simulate_with_the_llm_compressor(capsys, tmp_path) -> None:
     doc = report_of(result)
     assert_clean(doc)
     assert doc["compactions"]["committed"] > 0 and len(server.requests) > 0
+
+
+@pytest.mark.timeout(120)
+def test_simulate_unrouted_keeps_turns_whole_and_retries_store_once(capsys, store_url: str) -> None:
+    result = run_cli(capsys, "--db", store_url, "simulate", "--processes", "3", "--unrouted", "--json", *SMALL)
+    assert result.code == 0, result.out
+    doc = report_of(result)
+    assert_clean(doc)  # turns split and duplicated copies included
+    assert doc["unrouted"] is True and doc["processes"] == 3 and doc["turns"] == 4 * 8
+    store = open_store(store_url)
+    try:
+        rows = [m for s in store.sessions() for m in [*store.transcript(s.id), *store.archive(s.id)]]
+    finally:
+        store.close()
+    workers_of: dict[str, set[str]] = {}
+    for m in rows:  # a turn's tag: "<root> w<worker> t<turn> <nonce>"
+        if "turn" in m.meta:
+            root, worker = m.meta["turn"].split()[:2]
+            workers_of.setdefault(root, set()).add(worker)
+    assert len(workers_of) == 4 and all(len(w) >= 2 for w in workers_of.values()), workers_of  # unrouted
+    assert any(m.key for m in rows)  # the asks carry keys

@@ -15,6 +15,7 @@ from protocol import (
     SessionNotFoundError,
     TurnHeldError,
     TurnLease,
+    TurnLostError,
 )
 from tests.persistence.contract.db import execute, snapshot, wait_for
 
@@ -111,6 +112,20 @@ def test_expired_turn_admits_everyone_and_can_be_taken_over(store):
     taken = store.open_turn("s", "B", 30)
     assert taken.token > lease.token
     assert store.close_turn(lease) is False
+
+
+def test_an_append_under_a_lapsed_lease_is_refused_and_writes_nothing(store, store_url, backend):
+    store.create_session("s")
+    lease = store.open_turn("s", "A", SHORT_TTL)
+    store.append("s", Message("user", "in time"), turn=lease)
+    wait_for(lambda: store.current_turn("s") is None)
+    before = snapshot(backend, store_url)
+    with pytest.raises(TurnLostError):
+        store.append("s", Message("assistant", "too late"), turn=lease)
+    with pytest.raises(TurnLostError):
+        store.retract("s", turn=lease)
+    assert snapshot(backend, store_url) == before
+    assert _contents(store) == ["in time"]
 
 
 def test_same_holder_takes_its_own_lingering_lease(store):
