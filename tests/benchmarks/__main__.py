@@ -20,11 +20,11 @@ BENCHMARKS = {
     "actor": ("bench_actor", "append latency through a handle vs the store; p99 during a compaction"),
     "delete": ("bench_delete", "erasing a 10,000-message lineage while another process writes"),
     "items": ("bench_items", "CPU per Responses item converted to a message and back"),
+    "leases": ("bench_leases", "appends/s with turn leases vs without; turns/s across 2 processes; writes per turn"),
     "overhead": ("bench_overhead", "CPU a registry append costs over the store"),
     "postgres": ("bench_postgres", "PostgreSQL appends: registry and store vs a naive psycopg loop"),
     "starts": ("bench_starts", "new sessions/s vs the SDK's SQLiteSession, peak threads"),
     "telemetry": ("bench_telemetry", "what the OpenTelemetry hooks cost an append"),
-    "turns": ("bench_turns", "a 4-append turn bare vs inside handle.turn()"),
 }
 
 

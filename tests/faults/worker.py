@@ -77,6 +77,16 @@ def main(argv: list[str] | None = None) -> int:
         "--resume-file", default=None, help="after a failed append, wait until this file exists before going on"
     )
     parser.add_argument(
+        "--turns", action="store_true", help="each round's ask and reply are two appends inside one handle.turn()"
+    )
+    parser.add_argument(
+        "--turn-file",
+        default=None,
+        help="with --turns: in round 3, after the ask, write this file and wait for --go-file (a freeze point "
+        "inside a turn, outside any write)",
+    )
+    parser.add_argument("--go-file", default=None)
+    parser.add_argument(
         "--async",
         dest="use_async",
         action="store_true",
@@ -113,6 +123,9 @@ def _round(handle, ledger: Ledger, args: argparse.Namespace, n: int) -> None:
     """One round: append a question and its answer (acknowledged in the ledger), and
     every third round force a compaction."""
     try:  # a failed call (e.g. a terminated connection) is not acknowledged
+        if args.turns:
+            _in_turn(handle, ledger, args, n)
+            return
         _acknowledged(ledger, args.session, handle.append(_batch(args.holder, n)))
     except TranscriptError as exc:
         _failed(ledger, exc, args, n)
@@ -137,6 +150,18 @@ async def _rounds_async(handle, ledger: Ledger, args: argparse.Namespace) -> Non
                 _outcome(ledger, await handle.compress_async(force=True, mode=args.mode))
             except TranscriptError as exc:
                 ledger.record("error", type(exc).__name__, str(exc))
+
+
+def _in_turn(handle, ledger: Ledger, args: argparse.Namespace, n: int) -> None:
+    """The round's ask and reply as a turn of two appends (``meta["turn"]`` names it)."""
+    with handle.turn():
+        for index, message in enumerate(_batch(args.holder, n)):
+            turn = {"turn": f"{args.holder} {n}"}
+            stored = handle.append(Message(message.role, message.content, meta=turn))
+            _acknowledged(ledger, args.session, [stored])
+            if args.turn_file and n == 3 and index == 0:
+                Path(args.turn_file).write_text("in a turn", encoding="utf-8")
+                _wait_for(Path(args.go_file))
 
 
 def _batch(holder: str, n: int) -> list[Message]:
