@@ -57,7 +57,6 @@ from .._rows import (
     check_messages,
     check_open_flags,
     check_snapshot,
-    check_token,
     check_ttl,
     check_turn,
     checked_session_id,
@@ -72,7 +71,6 @@ from .._rows import (
 from .._store import WriteStats
 from .._submitted import completion, stored_messages
 from . import _lifecycle as lifecycle
-from . import _turns as turns
 from ._args import check_pool_options
 from ._batch import Wake, refusal
 from ._compaction import commit_in_transaction
@@ -81,6 +79,7 @@ from ._keys import keyed_append, rows_json
 from ._lineage import ended_error, require_incarnation, require_session, resolve_tip
 from ._notify import CompactionListener
 from ._schema import DIALECT, ensure_schema
+from ._turns import TurnMethods
 from ._writer import AppendJob, CreateJob, PgWriter
 
 __all__ = ["PostgresStore"]
@@ -88,7 +87,7 @@ __all__ = ["PostgresStore"]
 log = logging.getLogger("session_actors.postgres")
 
 
-class PostgresStore:
+class PostgresStore(TurnMethods):
     """The `Store` on PostgreSQL, through a ``psycopg_pool.ConnectionPool``.
 
     Options: ``min_size``/``max_size`` (pool), ``patience_s`` (how long a call
@@ -401,52 +400,6 @@ class PostgresStore:
             return [stored_message_from_row(r) for r in cur.fetchall()]
 
         return self._read(query, work)
-
-    # -- turns -----------------------------------------------------------------
-
-    def open_turn(
-        self,
-        session_id: str,
-        holder: str,
-        ttl_s: float,
-        *,
-        incarnation: str | None = None,
-        rollback: int | None = None,
-    ) -> TurnLease:
-        sid = validate_session_id(session_id)
-        check_text(holder, "holder")
-        ttl = check_ttl(ttl_s)
-        check_incarnation(incarnation)
-        check_token(rollback)
-        return self._write(
-            "open_turn", lambda cur: turns.open_turn(cur, self._q, sid, holder, ttl, incarnation, rollback)
-        )
-
-    def renew_turn(self, lease: TurnLease, ttl_s: float) -> TurnLease | None:
-        check_turn(lease)
-        ttl = check_ttl(ttl_s)
-        return self._write("renew_turn", lambda cur: turns.renew_turn(cur, self._q, lease, ttl))
-
-    def close_turn(self, lease: TurnLease) -> bool:
-        check_turn(lease)
-        return self._write("close_turn", lambda cur: turns.close_turn(cur, self._q, lease))
-
-    def interrupt_turn(self, session_id: str) -> bool:
-        sid = validate_session_id(session_id)
-        return self._write("interrupt_turn", lambda cur: turns.interrupt_turn(cur, self._q, sid))
-
-    def current_turn(self, session_id: str) -> TurnLease | None:
-        sid = validate_session_id(session_id)
-        return self._read("current_turn", lambda cur: turns.current_turn(cur, self._q, sid))
-
-    def turns(self, *, holder: str | None = None) -> list[TurnLease]:
-        if holder is not None:
-            check_text(holder, "holder")
-        return self._read("turns", lambda cur: turns.live_turns(cur, self._q, holder))
-
-    def interrupted_turns(self, holder: str) -> list[TurnLease]:
-        check_text(holder, "holder")
-        return self._read("interrupted_turns", lambda cur: turns.interrupted_turns(cur, self._q, holder))
 
     # -- leases ----------------------------------------------------------------
 

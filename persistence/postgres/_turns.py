@@ -1,4 +1,5 @@
-"""Turn leases on PostgreSQL: transaction bodies of a cursor.
+"""Turn leases on PostgreSQL: transaction bodies of a cursor, and the store methods
+that run them (`TurnMethods`, mixed into `PostgresStore`).
 
 A session row holds its turn lease (holder, token, expiry on the database clock,
 the interrupt flag); tokens come from the ``turn_tokens`` sequence, so a token names
@@ -9,13 +10,16 @@ session row, so they are ordered with appends by its row lock.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from protocol import SessionNotFoundError, TurnHeldError, TurnLease, TurnLostError
+from protocol import SessionNotFoundError, TurnHeldError, TurnLease, TurnLostError, validate_session_id
+from protocol._checks import check_text
 
+from .._rows import check_incarnation, check_token, check_ttl, check_turn
 from ._lineage import ended_error, require_incarnation, resolve_tip
 
 __all__ = [
+    "TurnMethods",
     "close_turn",
     "current_turn",
     "interrupt_turn",
@@ -121,3 +125,55 @@ def _lease(row: Mapping[str, Any], *, rolled_back: int = 0, first_seq: int | Non
         rolled_back,
         first_seq,
     )
+
+
+class TurnMethods:
+    """The turn-lease methods of `PostgresStore` (see `Store.open_turn`)."""
+
+    if TYPE_CHECKING:
+        _q: Queries
+
+        def _read(self, what: str, work: Any) -> Any: ...
+        def _write(self, what: str, work: Any) -> Any: ...
+
+    def open_turn(
+        self,
+        session_id: str,
+        holder: str,
+        ttl_s: float,
+        *,
+        incarnation: str | None = None,
+        rollback: int | None = None,
+    ) -> TurnLease:
+        sid = validate_session_id(session_id)
+        check_text(holder, "holder")
+        ttl = check_ttl(ttl_s)
+        check_incarnation(incarnation)
+        check_token(rollback)
+        return self._write("open_turn", lambda cur: open_turn(cur, self._q, sid, holder, ttl, incarnation, rollback))
+
+    def renew_turn(self, lease: TurnLease, ttl_s: float) -> TurnLease | None:
+        check_turn(lease)
+        ttl = check_ttl(ttl_s)
+        return self._write("renew_turn", lambda cur: renew_turn(cur, self._q, lease, ttl))
+
+    def close_turn(self, lease: TurnLease) -> bool:
+        check_turn(lease)
+        return self._write("close_turn", lambda cur: close_turn(cur, self._q, lease))
+
+    def interrupt_turn(self, session_id: str) -> bool:
+        sid = validate_session_id(session_id)
+        return self._write("interrupt_turn", lambda cur: interrupt_turn(cur, self._q, sid))
+
+    def current_turn(self, session_id: str) -> TurnLease | None:
+        sid = validate_session_id(session_id)
+        return self._read("current_turn", lambda cur: current_turn(cur, self._q, sid))
+
+    def turns(self, *, holder: str | None = None) -> list[TurnLease]:
+        if holder is not None:
+            check_text(holder, "holder")
+        return self._read("turns", lambda cur: live_turns(cur, self._q, holder))
+
+    def interrupted_turns(self, holder: str) -> list[TurnLease]:
+        check_text(holder, "holder")
+        return self._read("interrupted_turns", lambda cur: interrupted_turns(cur, self._q, holder))

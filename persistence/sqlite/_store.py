@@ -50,7 +50,6 @@ from .._rows import (
     check_open_flags,
     check_snapshot,
     check_store_options,
-    check_token,
     check_ttl,
     check_turn,
     checked_session_id,
@@ -67,7 +66,6 @@ from . import _compaction as compaction
 from . import _lifecycle as lifecycle
 from . import _lineage as lineage
 from . import _sessions as sessions
-from . import _turns as turns
 from ._batch import AloneAppends, AppendJob, RememberedCounters, bulk_append
 from ._driver import (
     SYNCHRONOUS_MODES,
@@ -80,6 +78,7 @@ from ._driver import (
     restrict_sidecars,
 )
 from ._schema import DIALECT, check_schema, prepare_database
+from ._turns import TurnMethods
 from ._writer import GroupCommitWriter, ReadOnlyWriter, Wake
 
 __all__ = ["SqliteStore", "WriteStats"]
@@ -93,7 +92,7 @@ MAX_BATCH = 256
 MAX_IDLE_READERS = 8
 
 
-class SqliteStore:
+class SqliteStore(TurnMethods):
     """A `Store` on one SQLite file (see the module docstring).
 
     Options: ``synchronous`` (``"FULL"`` by default: durable on return),
@@ -480,56 +479,6 @@ class SqliteStore:
     def leases(self) -> list[Lease]:
         rows = self._read(lambda c: c.execute(self._q["held_leases"]).fetchall())
         return [lease_from_row(r) for r in rows]
-
-    # -- turns ------------------------------------------------------------------
-
-    def open_turn(
-        self,
-        session_id: str,
-        holder: str,
-        ttl_s: float,
-        *,
-        incarnation: str | None = None,
-        rollback: int | None = None,
-    ) -> TurnLease:
-        checked_session_id(session_id)
-        check_text(holder, "holder")
-        ttl = check_ttl(ttl_s)
-        check_incarnation(incarnation)
-        check_token(rollback)
-        return self._write(
-            lambda c: turns.open_turn(c, self._q, session_id, holder, ttl, self.now(), incarnation, rollback),
-            session_id,
-            "open_turn",
-        )
-
-    def renew_turn(self, lease: TurnLease, ttl_s: float) -> TurnLease | None:
-        check_turn(lease)
-        ttl = check_ttl(ttl_s)
-        return self._write(lambda c: turns.renew_turn(c, self._q, lease, ttl, self.now()), lease.session_id, "renew")
-
-    def close_turn(self, lease: TurnLease) -> bool:
-        check_turn(lease)
-        return self._write(lambda c: turns.close_turn(c, self._q, lease, self.now()), lease.session_id, "close_turn")
-
-    def interrupt_turn(self, session_id: str) -> bool:
-        checked_session_id(session_id)
-        return self._write(
-            lambda c: turns.interrupt_turn(c, self._q, session_id, self.now()), session_id, "interrupt_turn"
-        )
-
-    def current_turn(self, session_id: str) -> TurnLease | None:
-        checked_session_id(session_id)
-        return self._read(lambda c: turns.current_turn(c, self._q, session_id, self.now()), session_id)
-
-    def turns(self, *, holder: str | None = None) -> list[TurnLease]:
-        if holder is not None:
-            check_text(holder, "holder")
-        return self._read(lambda c: turns.live_turns(c, self._q, holder, self.now()))
-
-    def interrupted_turns(self, holder: str) -> list[TurnLease]:
-        check_text(holder, "holder")
-        return self._read(lambda c: turns.interrupted_turns(c, self._q, holder))
 
     # -- compaction -------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""Turn leases on SQLite: transaction bodies of an open connection.
+"""Turn leases on SQLite: transaction bodies of an open connection, and the store
+methods that run them (`TurnMethods`, mixed into `SqliteStore`).
 
 A session row holds its turn lease (holder, token, expiry on the store's clock, the
 interrupt flag). Tokens come from the file's one counter, so a token names one turn
@@ -9,14 +10,18 @@ is held, so a check and the write it guards see the same rows.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, TypeVar
 
 from protocol import TurnLease
+from protocol._checks import check_text
 
+from .._rows import check_incarnation, check_token, check_ttl, check_turn, checked_session_id
 from ._lineage import ended_error, require_incarnation, resolve
 from ._sessions import turn_held
 
 __all__ = [
+    "TurnMethods",
     "close_turn",
     "current_turn",
     "interrupt_turn",
@@ -28,6 +33,7 @@ __all__ = [
 
 Queries = Mapping[str, str]
 Row = sqlite3.Row
+T = TypeVar("T")
 
 
 def open_turn(
@@ -121,3 +127,60 @@ def _lease(row: Row, *, rolled_back: int = 0, first_seq: int | None = None) -> T
         rolled_back,
         first_seq,
     )
+
+
+class TurnMethods:
+    """The turn-lease methods of `SqliteStore` (see `Store.open_turn`)."""
+
+    if TYPE_CHECKING:
+        _q: Queries
+
+        def now(self) -> float: ...
+        def _read(self, fn: Callable[[sqlite3.Connection], T], session_id: str = "?") -> T: ...
+        def _write(self, fn: Callable[[sqlite3.Connection], T], session_id: str = "?", what: str = "write") -> T: ...
+
+    def open_turn(
+        self,
+        session_id: str,
+        holder: str,
+        ttl_s: float,
+        *,
+        incarnation: str | None = None,
+        rollback: int | None = None,
+    ) -> TurnLease:
+        checked_session_id(session_id)
+        check_text(holder, "holder")
+        ttl = check_ttl(ttl_s)
+        check_incarnation(incarnation)
+        check_token(rollback)
+        return self._write(
+            lambda c: open_turn(c, self._q, session_id, holder, ttl, self.now(), incarnation, rollback),
+            session_id,
+            "open_turn",
+        )
+
+    def renew_turn(self, lease: TurnLease, ttl_s: float) -> TurnLease | None:
+        check_turn(lease)
+        ttl = check_ttl(ttl_s)
+        return self._write(lambda c: renew_turn(c, self._q, lease, ttl, self.now()), lease.session_id, "renew")
+
+    def close_turn(self, lease: TurnLease) -> bool:
+        check_turn(lease)
+        return self._write(lambda c: close_turn(c, self._q, lease, self.now()), lease.session_id, "close_turn")
+
+    def interrupt_turn(self, session_id: str) -> bool:
+        checked_session_id(session_id)
+        return self._write(lambda c: interrupt_turn(c, self._q, session_id, self.now()), session_id, "interrupt_turn")
+
+    def current_turn(self, session_id: str) -> TurnLease | None:
+        checked_session_id(session_id)
+        return self._read(lambda c: current_turn(c, self._q, session_id, self.now()), session_id)
+
+    def turns(self, *, holder: str | None = None) -> list[TurnLease]:
+        if holder is not None:
+            check_text(holder, "holder")
+        return self._read(lambda c: live_turns(c, self._q, holder, self.now()))
+
+    def interrupted_turns(self, holder: str) -> list[TurnLease]:
+        check_text(holder, "holder")
+        return self._read(lambda c: interrupted_turns(c, self._q, holder))
