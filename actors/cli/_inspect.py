@@ -253,13 +253,13 @@ def cmd_locks(args: argparse.Namespace) -> int:
     reap = bool(getattr(args, "reap", False))
     with open_existing(args, readonly=not reap) as store:
         reaped = store.reap_leases() if reap else None
-        leases, now = store.leases(), store.now()
+        leases, turns, now = store.leases(), store.turns(), store.now()
     rows = [lease_dict(lease, now) for lease in leases]
     out = Output(args)
     if reaped is not None:
         out.note(f"released {reaped} expired lease(s) (tokens kept)")
     if out.structured:
-        document: dict[str, Any] = {"now": now, "leases": rows}
+        document: dict[str, Any] = {"now": now, "leases": rows, "turns": [to_jsonable(t) for t in turns]}
         if reaped is not None:
             document["reaped"] = reaped
         out.emit(document, rows, LEASE_FIELDS)
@@ -278,6 +278,11 @@ def cmd_locks(args: argparse.Namespace) -> int:
             )
             for lease in leases
         ],
+    )
+    out.table(
+        f"{len(turns)} turn(s) open",
+        ["session", "holder", Column("token", "right"), "expires", "interrupted"],
+        [(t.session_id, t.holder, t.token, fmt_time(t.expires_at), "yes" if t.interrupted else "") for t in turns],
     )
     return 0
 

@@ -134,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
         common,
         "locks",
         inspect.cmd_locks,
-        "list compaction leases still held (live, or expired: garbage a crash left)",
+        "list compaction leases still held (live, or expired: garbage a crash left) and the turns open",
         f"{PROG} locks --reap",
     )
     p.add_argument(

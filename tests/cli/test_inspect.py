@@ -127,3 +127,25 @@ def test_keys_show_in_show_and_survive_export(tmp_path, capsys):
     assert exported.code == 0
     assert any('"key": "discord:123"' in line or '"key":"discord:123"' in line for line in exported.out.splitlines())
     assert json.dumps("discord:123") in exported.out
+
+
+def test_locks_lists_the_turns_open(tmp_path, capsys):
+    import json
+
+    from persistence import open_store
+
+    from .helpers import run_cli
+
+    url = str(tmp_path / "turns.db")
+    with open_store(url) as store:
+        store.create_session("s")
+        lease = store.open_turn("s", "gateway-7", 60)
+        store.interrupt_turn("s")
+        table = run_cli(capsys, "locks", "--db", url)
+        assert table.code == 0 and "1 turn(s) open" in table.out and "gateway-7" in table.out
+        doc = json.loads(run_cli(capsys, "locks", "--db", url, "--format", "json").out)
+        assert [(t["session_id"], t["holder"], t["token"], t["interrupted"]) for t in doc["turns"]] == [
+            ("s", "gateway-7", lease.token, True)
+        ]
+        store.close_turn(lease)
+        assert json.loads(run_cli(capsys, "locks", "--db", url, "--format", "json").out)["turns"] == []
