@@ -6,7 +6,10 @@ renewal; reads, in one query, which of this holder's turns another caller asked 
 end (``on_busy="interrupt"``), and sets their `Turn.interrupted`; and nudges each
 actor whose calls another holder's turn is holding (`RetryHeld`), which serves them
 again once that turn has ended. It does nothing while no turn is open and nothing
-is held, so an idle registry costs no reads.
+is held, so an idle registry costs no reads. On a store that offers it
+(``listen_turns``: PostgreSQL, not behind PgBouncer), it also waits on the
+closed-turn NOTIFY once it first holds calls, so a held call goes as soon as the
+turn closes rather than at the next tick.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pykka
 
@@ -43,19 +46,52 @@ class TurnKeeper:
         self._nudge = nudge  # the message an actor gets when held calls may go
         self._tick = min(0.1, policy.lease_ttl_s / 10)
         self._stop = threading.Event()
+        self._listen = callable(getattr(store, "listen_turns", None))
+        self._listener: Any = None
         self._thread = threading.Thread(target=self._run, name="registry-turns", daemon=True)
         self._thread.start()
 
     def close(self, timeout: float) -> None:
         self._stop.set()
         self._thread.join(timeout)
+        if self._listener is not None and not self._thread.is_alive():
+            self._listener.close()
 
     def _run(self) -> None:
-        while not self._stop.wait(self._tick):
+        while not self._stop.is_set():
+            self._wait()
+            if self._stop.is_set():
+                return
             try:
                 self._tend()
             except Exception:  # keep the keeper alive whatever a store wrapper does
                 logger.exception("tending turns failed")
+
+    def _wait(self) -> None:
+        """A tick, or less when a turn closed (the NOTIFY hint, where there is one)."""
+        listener = self._listener
+        if listener is None:
+            self._stop.wait(self._tick)
+            return
+        try:
+            listener.wait_closed(self._tick)
+        except Exception as exc:  # the hint is gone; polling alone is still correct
+            logger.info("listening for closed turns stopped (%s); polling only", exc)
+            self._drop_listener()
+
+    def _listen_from_now(self) -> None:
+        try:
+            self._listener = self._store.listen_turns()  # type: ignore[attr-defined]  # see _listen
+        except Exception as exc:  # e.g. behind PgBouncer: polling alone
+            logger.debug("no closed-turn hint (%s); polling only", exc)
+            self._listen = False
+
+    def _drop_listener(self) -> None:
+        listener, self._listener, self._listen = self._listener, None, False
+        try:
+            listener.close()
+        except Exception:
+            logger.debug("closing the closed-turn listener failed", exc_info=True)
 
     def _tend(self) -> None:
         open_turns, held = [], []
@@ -70,6 +106,8 @@ class TurnKeeper:
         if open_turns:
             self._renew(open_turns)
             self._flag_interrupted(open_turns)
+        if held and self._listen and self._listener is None:
+            self._listen_from_now()
         for slot in held:
             self._tell(slot)
 

@@ -1,10 +1,11 @@
-"""LISTEN/NOTIFY hints of committed compactions (PostgreSQL only).
+"""LISTEN/NOTIFY hints of committed compactions and closed turns (PostgreSQL only).
 
-Every `commit_compaction` queues a NOTIFY on ``session_actors_compaction``; the
-server delivers it on COMMIT. A `CompactionListener` holds one dedicated
-connection that LISTENs and yields the events of its own schema. It is a hint to
-refresh sooner, never the only signal: a listener that was not connected when a
-commit happened never hears of it, so readers still check the store.
+Every `commit_compaction` queues a NOTIFY on ``session_actors_compaction``, every
+`close_turn` one on ``session_actors_turn``; the server delivers them on COMMIT. A
+`CompactionListener` (a `TurnListener`) holds one dedicated connection that LISTENs
+and yields the events of its own schema. They are hints to look sooner, never the
+only signal: a listener that was not connected when a commit happened never hears
+of it, so readers still check the store (a registry polls its held calls anyway).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from protocol import ConfigurationError, TranscriptError
 
 from ._driver import import_driver, redact_url
 
-__all__ = ["CHANNEL", "CompactionEvent", "CompactionListener"]
+__all__ = ["CHANNEL", "CompactionEvent", "CompactionListener", "TurnListener"]
 
 log = logging.getLogger("session_actors.pg_notify")
 
@@ -38,6 +39,8 @@ class CompactionEvent:
 class CompactionListener:
     """A LISTENing connection; use as a context manager, or call `close`."""
 
+    _LISTEN = "listen_compactions"
+
     def __init__(self, url: str, queries: Any, *, connect_timeout_s: float = 5.0) -> None:
         psycopg, _ = import_driver()
         self._psycopg = psycopg
@@ -47,7 +50,7 @@ class CompactionListener:
             raise ConfigurationError(f"cannot connect to {redact_url(url)}: {exc}") from exc
         try:
             self._schema = self._conn.execute(queries["current_schema"]).fetchone()[0]
-            self._conn.execute(queries["listen_compactions"])
+            self._conn.execute(queries[self._LISTEN])
         except psycopg.Error as exc:
             self._conn.close()
             raise TranscriptError(f"LISTEN failed: {exc}") from exc
@@ -85,3 +88,30 @@ class CompactionListener:
     def close(self) -> None:
         """Close the listening connection. Idempotent."""
         self._conn.close()
+
+
+class TurnListener(CompactionListener):
+    """A LISTENing connection for closed turns: `wait_closed` returns the ids of the
+    sessions whose turn closed (this schema's)."""
+
+    _LISTEN = "listen_turns"
+
+    def wait_closed(self, timeout_s: float) -> set[str]:
+        closed: set[str] = set()
+        try:
+            for note in self._conn.notifies(timeout=timeout_s, stop_after=1):
+                data = _payload(note.payload)
+                if data is not None and data.get("schema") == self._schema:
+                    closed.add(str(data.get("session_id")))
+        except self._psycopg.Error as exc:
+            raise TranscriptError(f"listening for closed turns failed: {exc}") from exc
+        return closed
+
+
+def _payload(payload: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        log.warning("ignoring a malformed notification: %r", payload[:200])
+        return None
+    return data if isinstance(data, dict) else None

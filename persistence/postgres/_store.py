@@ -77,7 +77,7 @@ from ._compaction import commit_in_transaction
 from ._driver import PgDatabase
 from ._keys import keyed_append, rows_json
 from ._lineage import ended_error, require_incarnation, require_session, resolve_tip
-from ._notify import CompactionListener
+from ._notify import CompactionListener, TurnListener
 from ._schema import DIALECT, ensure_schema
 from ._turns import TurnMethods
 from ._writer import AppendJob, CreateJob, PgWriter
@@ -588,6 +588,18 @@ class PostgresStore(TurnMethods):
                 "the LISTEN/NOTIFY hint is off behind PgBouncer (pgbouncer=true); the store is correct without it"
             )
         return CompactionListener(self._url, self._q, connect_timeout_s=self._connect_timeout_s)
+
+    def listen_turns(self) -> TurnListener:
+        """A `TurnListener` on a dedicated connection: hints of turns closed from now on
+        (a registry holding calls behind another process's turn wakes on them).
+
+        Raises: `ConfigurationError` behind PgBouncer, as `listen_compactions`.
+        """
+        if self._db.pgbouncer:
+            raise ConfigurationError(
+                "the LISTEN/NOTIFY hint is off behind PgBouncer (pgbouncer=true); the store is correct without it"
+            )
+        return TurnListener(self._url, self._q, connect_timeout_s=self._connect_timeout_s)
 
     # -- lifecycle -------------------------------------------------------------
 

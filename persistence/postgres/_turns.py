@@ -82,8 +82,13 @@ def renew_turn(cur: Any, q: Queries, lease: TurnLease, ttl_s: float) -> TurnLeas
 
 
 def close_turn(cur: Any, q: Queries, lease: TurnLease) -> bool:
+    """Release the lease; on COMMIT, NOTIFY registries holding calls behind it."""
     cur.execute(q["close_turn"], {"token": lease.token, "holder": lease.holder})
-    return cur.fetchone() is not None
+    row = cur.fetchone()
+    if row is None:
+        return False
+    cur.execute(q["notify_turn_closed"], {"id": row["id"]})
+    return True
 
 
 def interrupt_turn(cur: Any, q: Queries, session_id: str) -> bool:

@@ -421,6 +421,16 @@ SELECT pg_notify('session_actors_compaction', json_build_object(
 -- name: listen_compactions
 LISTEN session_actors_compaction;
 
+-- name: notify_turn_closed
+-- A hint for registries holding calls behind this turn (delivered on COMMIT only).
+SELECT pg_notify('session_actors_turn', json_build_object(
+    'schema', current_schema(),
+    'session_id', %(id)s::text
+)::text);
+
+-- name: listen_turns
+LISTEN session_actors_turn;
+
 -- name: current_schema
 SELECT current_schema() AS schema;
 
