@@ -166,7 +166,11 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
         whole in the tail) nor into a trailing tool run still waiting for results."""
         if not transcript:
             return transcript
-        turn_messages, first_seq = self._turns.snapshot_bounds(transcript[0].session_id)
+        session_id = transcript[0].session_id
+        turn_messages, first_seq = self._turns.snapshot_bounds(session_id)
+        live = self._store.current_turn(session_id)  # any holder's (read after the transcript)
+        if live is not None and live.first_seq is not None:
+            first_seq = live.first_seq if first_seq is None else min(first_seq, live.first_seq)
         end = compactable_end(transcript, turn_messages=turn_messages, turn_first_seq=first_seq)
         return transcript[:end]
 

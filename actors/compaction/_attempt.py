@@ -33,6 +33,7 @@ from protocol import (
     SessionNotFoundError,
     SnapshotRetractedError,
     StoredMessage,
+    TurnHeldError,
     transcripts_equal,
 )
 from protocol._commands import Compress
@@ -336,6 +337,8 @@ class Attempt:
             return self._outcome(S.LEASE_LOST, None)
         except SnapshotRetractedError:  # a retract popped the snapshot's last message
             return self._outcome(S.CANCELLED, "retracted")
+        except TurnHeldError:  # the snapshot reached into a turn another holder opened: next time
+            return self._outcome(S.SKIPPED, "lease_held")
         except Exception as exc:
             logger.warning("commit of %s failed", self._base_id, exc_info=True)
             return self._outcome(S.FAILED, "commit_error", error=_describe(exc))

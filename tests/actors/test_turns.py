@@ -453,3 +453,22 @@ def test_a_redirected_append_whose_caller_gave_up_is_never_applied(make_registry
     asyncio.run(scenario())
     here.close()
     assert contents(store.transcript(child))[-2:] == ["in the turn", "after the turn"]
+
+
+def test_a_compaction_never_snapshots_into_another_processes_open_turn(make_registry, store):
+    from actors import HeadTailCompressor
+    from protocol import CompressionStatus, Message
+
+    store.create_session("x")
+    store.append("x", [Message("user", f"old {i}") for i in range(8)])
+    other = store.open_turn("x", "another-process", 30)  # that process's turn, mid-way
+    store.append("x", [Message("user", "their ask"), Message("assistant", "their half answer")], turn=other)
+    registry = make_registry(compressor=HeadTailCompressor(keep_last=1))
+    outcome = registry.session("x").compress(force=True, mode="rotate")
+    assert outcome.status is CompressionStatus.ROTATED, outcome
+    child = outcome.record.child_session_id
+    live = [m.content for m in store.transcript(child)]
+    assert live[-2:] == ["their ask", "their half answer"]  # the turn travelled whole in the tail
+    assert "their ask" not in [m.content for m in store.archive("x") if m.state == "compacted"]
+    store.append(child, Message("assistant", "the rest of their answer"), turn=other)  # its lease moved too
+    assert store.close_turn(other)
