@@ -338,6 +338,13 @@ class Turn:
                 raise
             logger.warning("closing turn %d of %r failed", ticket.number, self._handle, exc_info=True)
 
+    def _close_now(self) -> None:
+        """Close without waiting for the answer (any thread): the actor closes it in
+        mailbox order."""
+        ticket, self._ticket = self._ticket, None
+        if ticket is not None:
+            self._handle._send(CloseTurn(ticket.number))
+
     def _opened(self, ticket: TurnTicket) -> None:
         self._ticket, self._interrupted = ticket, ticket.interrupted
 

@@ -11,7 +11,6 @@ imported when a session is constructed, never when this module is imported.
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import threading
 from collections.abc import Awaitable, Callable
@@ -27,9 +26,10 @@ from protocol.errors import InvalidSessionSettingsError
 
 from ..compaction._policy import OnBusy, check_on_busy
 from ._response_items import item_to_message, message_to_items
+from ._run_turns import RUN_HANDLE, RunTurn, RunTurns
 
 if TYPE_CHECKING:
-    from .._handle import SessionHandle, Turn
+    from .._handle import SessionHandle
     from .._registry import SessionRegistry
 
 __all__ = ["SOURCE", "AgentsSession", "InvalidSessionSettingsError"]
@@ -65,7 +65,11 @@ class AgentsSession:
     ``async with session.turn():`` around ``Runner.run(...)`` keeps the run whole:
     the run's reads and writes through this session (in that task) are the turn's,
     and no other path, task or process appends inside it. ``on_busy`` (None: the
-    registry policy's) is what such a turn does when another is open.
+    registry policy's) is what such a turn does when another is open. With
+    ``run_turns=True`` the session opens a turn for each run by itself, from the run
+    context the SDK passes it (see `actors.integrations._run_turns`); leave it off when
+    a tool waits on a write to the same session through another handle (that write
+    would be held until the run's turn closes).
     """
 
     def __init__(
@@ -75,10 +79,14 @@ class AgentsSession:
         *,
         session_settings: Any = None,
         on_busy: OnBusy | None = None,
+        run_turns: bool = False,
     ) -> None:
         if on_busy is not None:
             check_on_busy(on_busy)
+        if not isinstance(run_turns, bool):
+            raise InvalidArgumentError(f"run_turns must be a bool, got {run_turns!r}")
         self.on_busy = on_busy
+        self._runs = RunTurns(self) if run_turns else None
         settings = _session_settings_module()
         self.session_id = validate_session_id(session_id)
         self.session_settings = _coerce(settings, session_settings)
@@ -93,11 +101,12 @@ class AgentsSession:
 
     # -- the Session protocol ---------------------------------------------------------------
 
-    async def get_items(self, limit: int | None = None) -> list[dict[str, Any]]:
-        """The conversation as items, oldest first; the latest ``limit`` when one is set."""
+    async def get_items(self, limit: int | None = None, *, wrapper: Any = None) -> list[dict[str, Any]]:
+        """The conversation as items, oldest first; the latest ``limit`` when one is set.
+        ``wrapper``: the run context the SDK passes (``run_turns``)."""
         self._check_open()
         limit = self._settings.resolve_session_limit(_check_limit(limit), self.session_settings)
-        messages = await self._with_handle(lambda handle: handle.transcript_async())
+        messages = await self._with_handle(lambda handle: handle.transcript_async(), wrapper)
         if limit is None:
             return [item for message in messages for item in message_to_items(message)]
         if limit <= 0:  # no items, as the SDK's sessions answer a limit below 1
@@ -111,23 +120,25 @@ class AgentsSession:
                 break
         return [item for chunk in reversed(chunks) for item in chunk][-limit:]
 
-    async def add_items(self, items: list[Any]) -> None:
+    async def add_items(self, items: list[Any], *, wrapper: Any = None) -> None:
         """Append ``items`` durably, in order, as one contiguous batch."""
         self._check_open()
         messages = [item_to_message(item) for item in items]  # all checked before any write
         if messages:
-            await self._with_handle(lambda handle: handle.append_async(messages))
+            await self._with_handle(lambda handle: handle.append_async(messages), wrapper)
+        if self._runs is not None:
+            await self._runs.after_add(wrapper, items)
 
-    async def pop_item(self) -> dict[str, Any] | None:
+    async def pop_item(self, *, wrapper: Any = None) -> dict[str, Any] | None:
         """Retract the most recent item and return it (None when the session is empty)."""
         self._check_open()
-        retracted = await self._with_handle(lambda handle: handle.retract_async())
+        retracted = await self._with_handle(lambda handle: handle.retract_async(), wrapper)
         if retracted is None:
             return None
         items = message_to_items(retracted)
         return items[-1] if items else None
 
-    async def clear_session(self) -> None:
+    async def clear_session(self, *, wrapper: Any = None) -> None:
         """Erase the whole lineage (`SessionRegistry.delete`); the next call starts afresh."""
         self._check_open()
         try:
@@ -141,14 +152,14 @@ class AgentsSession:
         self._closed = True
         self._forget(self._handle)
 
-    def turn(self, on_busy: OnBusy | None = None) -> _RunTurn:
+    def turn(self, on_busy: OnBusy | None = None) -> RunTurn:
         """A turn for one run: ``async with session.turn(): await Runner.run(agent, x,
         session=session)``. It yields the `Turn` (``interrupted``,
         ``wait_interrupted``). ``on_busy``: None for this session's."""
         self._check_open()
         if on_busy is not None:
             check_on_busy(on_busy)
-        return _RunTurn(self, on_busy or self.on_busy)
+        return RunTurn(self, on_busy or self.on_busy)
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -156,11 +167,15 @@ class AgentsSession:
         if self._closed:
             raise RuntimeError("AgentsSession is closed")
 
-    async def _with_handle(self, call: Callable[[SessionHandle], Awaitable[_T]]) -> _T:
+    async def _with_handle(self, call: Callable[[SessionHandle], Awaitable[_T]], wrapper: Any = None) -> _T:
         """Run ``call`` on the session's handle; a lineage erased meanwhile (by
         `clear_session` of another object, another process, or ``session-actors
         delete``) starts a fresh conversation, as SQLiteSession does after a clear."""
-        handle = _RUN_HANDLE.get() or self._handle  # inside a run's turn: the turn's handle
+        runs = self._runs
+        if runs is not None and wrapper is not None:
+            await runs.enter(wrapper)  # the run's first call opens its turn
+        # inside a run's turn: the turn's handle
+        handle = RUN_HANDLE.get() or (runs.handle(wrapper) if runs is not None else None) or self._handle
         if handle is None:  # awaited only until there is one: a coroutine per call costs the loop
             handle = await self._current_handle()
         try:
@@ -183,38 +198,6 @@ class AgentsSession:
         with self._lock:
             if self._handle is handle:
                 self._handle = None
-
-
-#: The handle of the run's turn in the current task (each request's task has its own).
-_RUN_HANDLE: contextvars.ContextVar[SessionHandle | None] = contextvars.ContextVar("session_actors_run", default=None)
-
-
-class _RunTurn:
-    """`AgentsSession.turn`: a turn on a handle of its own, which the session's calls
-    in this task use while it is open (two concurrent runs of one session object are
-    two turns, one after the other, not one)."""
-
-    def __init__(self, session: AgentsSession, on_busy: str | None) -> None:
-        self._session = session
-        self._on_busy = on_busy
-        self._turn: Turn | None = None
-        self._token: contextvars.Token[SessionHandle | None] | None = None
-
-    async def __aenter__(self) -> Turn:
-        session = self._session
-        handle = await session._registry.session_async(session.session_id, source=SOURCE)
-        turn = handle.turn(self._on_busy)  # type: ignore[arg-type]  # checked by AgentsSession.turn
-        await turn.__aenter__()
-        self._turn, self._token = turn, _RUN_HANDLE.set(handle)
-        return turn
-
-    async def __aexit__(self, *exc_info: Any) -> None:
-        turn, token = self._turn, self._token
-        self._turn = self._token = None
-        if token is not None:
-            _RUN_HANDLE.reset(token)
-        if turn is not None:
-            await turn.__aexit__(*exc_info)
 
 
 def _coerce(settings: Any, value: Any) -> Any:

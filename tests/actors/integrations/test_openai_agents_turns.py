@@ -76,3 +76,66 @@ def test_a_bad_on_busy_is_typed(registry):
         AgentsSession(registry, "g", on_busy="sometimes")
     with pytest.raises(InvalidArgumentError):
         AgentsSession(registry, "g").turn(on_busy="never")
+
+
+def _run_with_a_tool_and_a_review(registry, *, run_turns: bool) -> list[str]:
+    """One Runner run whose tool fires off a review note (not awaited: it lands when
+    the session lets it); the live items' text, in order."""
+    from agents import Agent, RunConfig, Runner, function_tool
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
+    session = AgentsSession(registry, "run", run_turns=run_turns)
+    review = registry.review("run")
+    notes: list[asyncio.Task] = []
+
+    @function_tool
+    async def lookup(n: int) -> str:
+        """Look something up."""
+        notes.append(asyncio.create_task(review.append_async("assistant", "review note")))
+        await asyncio.sleep(0)  # the note's task runs now: held, or written at once
+        return f"result {n}"
+
+    model = ScriptedModel()
+    model.extend([[function_call("lookup", {"n": 1}, call_id="call_1")], [assistant_message("answer", item_id="m1")]])
+    agent = Agent(name="assistant", model=model, tools=[lookup])
+
+    async def scenario() -> list[str]:
+        result = await Runner.run(agent, "question", session=session, run_config=RunConfig(tracing_disabled=True))
+        assert result.final_output == "answer"
+        await asyncio.gather(*notes)
+        return [
+            m.text or (m.tool_calls[0]["function"]["name"] if m.tool_calls else "")
+            for m in await registry.session("run").transcript_async()
+        ]
+
+    return asyncio.run(scenario())
+
+
+def test_run_turns_keep_a_run_whole_without_an_explicit_turn(registry):
+    texts = _run_with_a_tool_and_a_review(registry, run_turns=True)
+    assert texts == ["question", "lookup", "result 1", "answer", "review note"]
+
+
+def test_without_run_turns_the_same_note_lands_inside_the_run(make_registry):
+    texts = _run_with_a_tool_and_a_review(make_registry(), run_turns=False)
+    assert texts.index("review note") < texts.index("answer")  # what run_turns prevents
+
+
+def test_run_turns_close_after_each_run_so_others_go_on(registry):
+    from agents import Agent, RunConfig, Runner
+    from agents.testing import ScriptedModel, assistant_message
+
+    session = AgentsSession(registry, "runs", run_turns=True)
+    model = ScriptedModel()
+    agent = Agent(name="assistant", model=model)
+
+    async def scenario() -> None:
+        for n in range(3):
+            model.enqueue([assistant_message(f"reply {n}", item_id=f"m{n}")])
+            await Runner.run(agent, f"message {n}", session=session, run_config=RunConfig(tracing_disabled=True))
+            # the run's turn closed with its final output: another path appends at once
+            await asyncio.wait_for(registry.review("runs").append_async("assistant", f"note {n}"), 5)
+
+    asyncio.run(scenario())
+    texts = [m.text for m in registry.session("runs").transcript()]
+    assert texts == [t for n in range(3) for t in (f"message {n}", f"reply {n}", f"note {n}")]
