@@ -11,7 +11,7 @@ from protocol import ConfigurationError
 
 from ._store import Store
 
-__all__ = ["STORE_URL_OPTIONS", "display_url", "open_store", "parse_store_url", "split_store_options"]
+__all__ = ["STORE_URL_OPTIONS", "display_url", "open_store", "parse_store_url", "scrubbed", "split_store_options"]
 
 _POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 #: Query parameters whose values are masked when a URL is shown (libpq's
@@ -27,6 +27,7 @@ def parse_store_url(url_or_path: str | os.PathLike[str]) -> tuple[str, str]:
     text = os.fspath(url_or_path)
     if not isinstance(text, str) or not text.strip():
         raise ConfigurationError("empty database URL or path")
+    _check_characters(text)
     if text.startswith(_POSTGRES_SCHEMES):
         return "postgresql", text
     if text.startswith("sqlite://"):
@@ -44,6 +45,47 @@ def parse_store_url(url_or_path: str | os.PathLike[str]) -> tuple[str, str]:
     if text == ":memory:":
         raise ConfigurationError("in-memory SQLite is not durable; give a file path")
     return "sqlite", text
+
+
+def _check_characters(text: str) -> None:
+    """No NUL (neither SQLite nor libpq takes one) and no lone surrogate (not
+    encodable); the message names the position, never the text (it may hold a secret)."""
+    nul = text.find("\x00")
+    if nul >= 0:
+        raise ConfigurationError(f"the database URL or path holds a NUL character (at position {nul})")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ConfigurationError(
+            f"the database URL or path holds a lone surrogate (at position {exc.start}): not valid Unicode"
+        ) from None
+
+
+def scrubbed(message: str, url: str) -> str:
+    """``message`` (a driver's, say) with ``url`` and every secret in it masked: the
+    URL's password and the values of its secret-looking query parameters."""
+    message = message.replace(url, display_url(url))
+    for secret in _secrets(url):
+        message = message.replace(secret, "***")
+    return message
+
+
+def _secrets(url: str) -> list[str]:
+    if "://" not in url:
+        return []
+    rest = url.split("://", 1)[1]
+    found = []
+    netloc = rest.split("/", 1)[0].split("?", 1)[0]
+    if "@" in netloc and ":" in netloc.rsplit("@", 1)[0]:
+        found.append(netloc.rsplit("@", 1)[0].split(":", 1)[1])
+    if "?" in rest:
+        for pair in rest.split("?", 1)[1].split("#", 1)[0].split("&"):
+            key, equals, value = pair.partition("=")
+            if equals and value and _SECRET_KEY.search(unquote_plus(key)):
+                found += [value, unquote_plus(value)]
+            elif equals and "password" in unquote_plus(value).lower():  # options=-c password=...
+                found += [value, unquote_plus(value)]
+    return sorted({s for s in found if len(s) >= 3}, key=len, reverse=True)
 
 
 def display_url(url_or_path: str | os.PathLike[str]) -> str:
@@ -70,8 +112,9 @@ def _masked_query(query: str) -> str:
     """``key=value`` pairs with the value of every secret-looking key replaced by ``***``."""
     pairs = []
     for pair in query.split("&"):
-        key, equals, _value = pair.partition("=")
-        if equals and _SECRET_KEY.search(unquote_plus(key)):
+        key, equals, value = pair.partition("=")
+        # libpq's options=-c password=... hides a secret inside a value too
+        if equals and (_SECRET_KEY.search(unquote_plus(key)) or _SECRET_KEY.search(unquote_plus(value))):
             pair = f"{key}=***"
         pairs.append(pair)
     return "&".join(pairs)

@@ -19,7 +19,7 @@ from contextlib import closing, contextmanager
 from persistence import Store, open_store
 from persistence._migrations import latest_version
 from persistence._queries import load_queries
-from persistence._urls import parse_store_url, split_store_options
+from persistence._urls import parse_store_url, scrubbed, split_store_options
 from protocol import ConfigurationError, SchemaVersionError
 
 from ._output import Output
@@ -73,8 +73,8 @@ def _require_postgres(url: str, *, schema: bool) -> None:
     try:
         with psycopg.connect(url, connect_timeout=10, autocommit=True, prepare_threshold=None) as conn:
             row = conn.execute(load_queries("postgres")[_SCHEMA_QUERY]).fetchone()
-    except psycopg.Error as exc:
-        raise ConfigurationError(f"cannot connect to PostgreSQL: {exc}") from exc
+    except psycopg.Error as exc:  # libpq may quote the URL, password and all: masked, not chained
+        raise ConfigurationError(f"cannot connect to PostgreSQL: {scrubbed(str(exc), url)}") from None
     if schema and (not row or not row[0]):
         raise ConfigurationError("the PostgreSQL database has no session-actors schema")
 

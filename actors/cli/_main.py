@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+from persistence._urls import display_url
 from protocol import TranscriptError
 from protocol._checks import MAX_COUNT
 
@@ -35,10 +37,16 @@ EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
 PROG = "session-actors"
 
 
+#: A URL with a scheme inside a message (argparse's), up to whitespace or a quote.
+_URL_IN_TEXT = re.compile(r"[a-z][a-z0-9+.-]*://[^\s'\"]+", re.I)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that reports a usage error as one stderr line and exit status 2."""
 
     def error(self, message: str) -> NoReturn:
+        # argparse quotes stray arguments: a database URL given without --db holds a password
+        message = _URL_IN_TEXT.sub(lambda m: display_url(m.group(0)), message)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
 
 

@@ -29,6 +29,7 @@ from protocol import (
 
 from .. import _killpoints as killpoints
 from .. import _telemetry as telemetry
+from .._urls import display_url, scrubbed
 
 __all__ = [
     "DRIVER_LOGGER",
@@ -340,7 +341,8 @@ def _check_conninfo(psycopg: Any, url: str, where: str) -> None:
                 f"unknown URL option {unknown.group(1)!r} in {where}: neither session-actors "
                 "(pgbouncer) nor libpq knows it"
             ) from exc
-        raise ConfigurationError(f"invalid PostgreSQL URL {where}: {exc}") from exc
+        # libpq quotes the URI, password included: masked, and not chained either
+        raise ConfigurationError(f"invalid PostgreSQL URL {display_url(url)}: {scrubbed(str(exc), url)}") from None
 
 
 class _CommitUnknown(Exception):

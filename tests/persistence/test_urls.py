@@ -56,3 +56,36 @@ def test_display_url_masks_only_the_password():
 def test_display_url_masks_every_password(url, shown):
     assert display_url(url) == shown
     assert "s3cret" not in display_url(url)
+
+
+@pytest.mark.parametrize(
+    "bad", ["state\x00.db", "postgresql://u@h/d\x00b", "/tmp/x\ud800.db", "postgresql://u@h/d\udcff"]
+)
+def test_nul_and_lone_surrogates_are_configuration_errors_naming_no_text(bad):
+    from persistence import open_store
+
+    with pytest.raises(ConfigurationError) as caught:
+        open_store(bad)
+    assert "position" in str(caught.value) and bad not in str(caught.value)
+
+
+def test_a_malformed_postgresql_url_never_shows_its_password():
+    pytest.importorskip("psycopg")
+    from persistence import open_store
+
+    with pytest.raises(ConfigurationError) as caught:
+        open_store("postgresql://gw:hunter2-secret@[not-closed/db")
+    assert "hunter2" not in str(caught.value) and "***" in str(caught.value)
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__  # no chained driver text
+
+
+def test_a_password_inside_libpq_options_is_masked():
+    shown = display_url("postgresql://gw@db/gw?options=-c%20password%3Dhunter2&sslmode=require")
+    assert "hunter2" not in shown and shown.endswith("options=***&sslmode=require")
+
+
+def test_the_cli_masks_a_url_given_as_a_stray_argument(capsys):
+    from tests.cli.helpers import run_cli
+
+    result = run_cli(capsys, "sessions", "postgresql://gw:hunter2@db/gw")
+    assert result.code == 2 and "hunter2" not in result.err and "postgresql://gw:***@db/gw" in result.err

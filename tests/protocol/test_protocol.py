@@ -184,3 +184,10 @@ def test_tool_call_message_content_none_round_trips_as_null():
 def test_content_none_is_only_for_an_assistant_message_with_tool_calls(role, tool_calls):
     with pytest.raises(InvalidMessageError, match="None only"):
         Message(role, None, tool_calls=tool_calls)
+
+
+def test_from_dict_with_unknown_keys_of_mixed_types_is_typed():
+    from protocol import InvalidMessageError, Message
+
+    with pytest.raises(InvalidMessageError, match="unknown message fields"):
+        Message.from_dict({"role": "user", "content": "hi", 1: "x", "other": "y"})
