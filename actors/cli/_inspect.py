@@ -198,6 +198,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     title = f"transcript: {total} message(s)"
     if len(shown) < total:
         title = f"transcript: last {len(shown)} of {total} message(s)"
+    elif not total and tip is not None and tip != info.id:  # rotated: its live rows moved on
+        title += f"; the conversation is live in {tip} (`{PROG} show {tip}`)"
     _message_table(out, title, shown)
     return 0
 

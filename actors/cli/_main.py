@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -250,6 +251,21 @@ def _fail(message: str) -> int:
     return EXIT_USAGE
 
 
+#: The exit status of a command whose reader closed the pipe (128 + SIGPIPE, as a shell reports it).
+EXIT_SIGPIPE = 141
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null: what is still buffered for the closed pipe would fail
+    again when the interpreter flushes it at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real stdout (a test's capture): nothing to silence
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (the console script passes it to exit)."""
     parser = build_parser()
@@ -270,6 +286,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except TranscriptError as exc:
         return _fail(str(exc))
+    except BrokenPipeError:  # piped into head, say: the reader left; stop quietly, as a SIGPIPE would
+        _silence_stdout()
+        return EXIT_SIGPIPE
     except OSError as exc:  # unreadable path, permission denied, ...
         return _fail(f"{exc.strerror or exc}: {exc.filename or ''}".strip(": "))
     except KeyboardInterrupt:

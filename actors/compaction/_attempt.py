@@ -408,6 +408,15 @@ class Attempt:
                 logger.error("restoring the cooldown of %s failed", self._base_id, exc_info=True)
                 failure = exc
         if status is S.FAILED or (status is S.CANCELLED and reason == "timeout"):
+            # said out loud: until the cooldown ends the session only grows past its budget
+            logger.warning(
+                "compaction of %s %s (%s%s); next automatic attempt in %ss",
+                self._base_id,
+                "failed" if status is S.FAILED else "timed out",
+                reason,
+                f": {error_text}" if error_text else "",
+                self._policy.cooldown_s,
+            )
             try:
                 self._store.arm_cooldown(
                     self._base_id, self._policy.cooldown_s, reason if reason == "timeout" else (error_text or reason)

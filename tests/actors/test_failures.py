@@ -302,3 +302,12 @@ def test_failed_cooldown_restore_surfaces_and_still_frees_the_lease(make_registr
     with pytest.raises(OSError, match="restore failed"):
         result_of(thread, box)
     assert store.current_lease("restore-fail") is None
+
+
+def test_a_compressor_failure_is_logged_with_its_error_and_the_cooldown(make_registry, caplog):
+    session = make_registry(ScriptedCompressor(RuntimeError("model exploded")), cooldown_s=600).session("logged")
+    session.append(conversation(6))
+    with caplog.at_level("WARNING", logger="session_actors"):
+        assert session.compress().status is S.FAILED
+    lines = [r.getMessage() for r in caplog.records if "compaction of logged failed" in r.getMessage()]
+    assert lines and "model exploded" in lines[0] and "600" in lines[0]

@@ -150,3 +150,28 @@ def test_the_cli_reference_documents_every_command() -> None:
     for command in COMMANDS:
         assert f"session-actors {command}" in section, command
     assert "--db" in section and "--json" in section
+
+
+def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(tmp_path):
+    import subprocess
+    import sys
+
+    from persistence import open_store
+    from protocol import Message
+
+    db = str(tmp_path / "big.db")
+    with open_store(db) as store:
+        store.create_session("big")
+        store.append("big", [Message("user", "x" * 80) for _ in range(5000)])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "actors.cli", "--db", db, "export", "big"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()  # like `| head -1`
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait(60) == 141
+    assert "Broken pipe" not in err and "Traceback" not in err

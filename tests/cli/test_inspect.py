@@ -149,3 +149,20 @@ def test_locks_lists_the_turns_open(tmp_path, capsys):
         ]
         store.close_turn(lease)
         assert json.loads(run_cli(capsys, "locks", "--db", url, "--format", "json").out)["turns"] == []
+
+
+def test_show_of_a_rotated_id_says_where_the_conversation_lives(tmp_path, capsys):
+    from persistence import open_store
+    from protocol import Message
+
+    from .helpers import run_cli
+
+    url = str(tmp_path / "rotated.db")
+    with open_store(url) as store:
+        store.create_session("root")
+        store.append("root", [Message("user", "a"), Message("assistant", "b")])
+        lease = store.acquire_lease("root", "h", 30)
+        child = store.commit_compaction(lease, watermark=2, compacted=[Message("user", "sum")], mode="rotate")
+    shown = run_cli(capsys, "show", "root", "--db", url)
+    assert shown.code == 0
+    assert f"the conversation is live in {child.child_session_id}" in " ".join(shown.out.split())
