@@ -102,10 +102,17 @@ def _run_processes(base: WorkerConfig, processes: int, advance: Callable[[int], 
             proc.start()
             workers.append((proc, path))
         seen = 0
-        while any(proc.is_alive() for proc, _ in workers):
-            # wake when a worker exits, or at the poll interval to move the bar
-            wait_for([proc.sentinel for proc, _ in workers if proc.is_alive()], _PROCESS_POLL_S)
-            seen = _advance_to(counter.value, seen, advance)
+        try:
+            while any(proc.is_alive() for proc, _ in workers):
+                # wake when a worker exits, or at the poll interval to move the bar
+                wait_for([proc.sentinel for proc, _ in workers if proc.is_alive()], _PROCESS_POLL_S)
+                seen = _advance_to(counter.value, seen, advance)
+        except KeyboardInterrupt:  # Ctrl-C: the workers stop too, without a traceback each
+            for proc, _ in workers:
+                proc.terminate()
+            for proc, _ in workers:
+                proc.join()
+            raise
         _advance_to(counter.value, seen, advance)
         for index, (proc, path) in enumerate(workers):
             proc.join()
@@ -167,7 +174,10 @@ def process_main(config: WorkerConfig, result_path: str, counter: Any) -> None:
         with counter.get_lock():
             counter.value += n
 
-    with open_gateway(config) as gateway:
-        result = run_worker(config, gateway, progress)
+    try:
+        with open_gateway(config) as gateway:
+            result = run_worker(config, gateway, progress)
+    except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: the parent reports it
+        raise SystemExit(130) from None
     with open(result_path, "w", encoding="utf-8") as fh:
         fh.write(result.to_json())

@@ -158,3 +158,41 @@ def test_simulate_unrouted_keeps_turns_whole_and_retries_store_once(capsys, stor
             workers_of.setdefault(root, set()).add(worker)
     assert len(workers_of) == 4 and all(len(w) >= 2 for w in workers_of.values()), workers_of  # unrouted
     assert any(m.key for m in rows)  # the asks carry keys
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_of_a_multi_process_run_prints_no_traceback(tmp_path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(  # its own process group, as a terminal's foreground job
+        [
+            sys.executable,
+            "-m",
+            "actors.cli",
+            "--db",
+            str(tmp_path / "int.db"),
+            "simulate",
+            "--processes",
+            "2",
+            "--sessions",
+            "20",
+            "--turns",
+            "400",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:  # the workers are running once the bar moves
+        if line.startswith("simulating:"):
+            break
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: the whole group
+    rest = proc.stderr.read()
+    proc.stderr.close()
+    assert proc.wait(60) == 130
+    assert "Traceback" not in rest and "interrupted" in rest
