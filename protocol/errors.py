@@ -36,6 +36,7 @@ __all__ = [
     "SnapshotRetractedError",
     "StorageFullError",
     "StoreBusyError",
+    "StoreReplacedError",
     "TranscriptError",
     "TurnHeldError",
     "TurnLostError",
@@ -182,6 +183,11 @@ class TurnLostError(SessionBusyError):
 
 class StoreBusyError(TranscriptError):
     """The store stayed busy (locked) past the patience budget."""
+
+
+class StoreReplacedError(TranscriptError):
+    """The SQLite file the store opened was deleted or replaced under it: its writes
+    would land in a file nobody reads any more, so each is refused (nothing written)."""
 
 
 class StorageFullError(TranscriptError):

@@ -52,6 +52,7 @@ SQLite write lock). That is one transaction per request, the plain design.
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import random
 import sqlite3
@@ -64,6 +65,7 @@ from protocol import (
     ReadOnlyStoreError,
     StorageFullError,
     StoreBusyError,
+    StoreReplacedError,
     TranscriptError,
 )
 
@@ -235,6 +237,10 @@ class GroupCommitWriter:
         self._alone = alone
         self._patience_s = patience_s
         self._path = path
+        # the file this store opened (device, inode): writes refuse any other (see `_moved`);
+        # absolute, so that a chdir of the process is not taken for a replaced file
+        self._abspath = os.path.abspath(path)
+        self._identity = _identity(self._abspath)
         self._on_full = on_full  # after a write failed for space (the store checkpoints)
         self._checkpoint_pending = False  # until a checkpoint after a full disk succeeds
         self._max_batch = max_batch
@@ -399,6 +405,12 @@ class GroupCommitWriter:
         live = self._expired_dropped(batch, None)  # waited out its patience in the queue
         if not live:
             return live
+        moved = self._moved()
+        if moved is not None:  # an open connection would write on into a file nobody reads
+            logger.error("%s", moved)
+            for request in live:
+                request.error = moved
+            return live
         if self._checkpoint_pending and self._on_full is not None:  # room again, maybe
             self._release_held()  # a checkpoint may take long: nobody waits on it for an answer
             self._checkpoint_pending = not self._on_full()
@@ -423,6 +435,20 @@ class GroupCommitWriter:
         if self._on_full is not None and any(isinstance(r.error, StorageFullError) for r in live):
             self._checkpoint_pending = not self._on_full()
         return live
+
+    def _moved(self) -> StoreReplacedError | None:
+        """The error for a database file deleted or replaced since the store opened it
+        (one stat a batch), or None."""
+        if self._identity is None:
+            return None
+        now = _identity(self._abspath)
+        if now == self._identity:
+            return None
+        what = "deleted" if now is None else "replaced by another file"
+        return StoreReplacedError(
+            f"the database file {self._path!r} was {what} while this store had it open; nothing was written "
+            "(reopen the store)"
+        )
 
     def _retrying(self, live: list[_Request], *, isolate: bool) -> tuple[object, list[_Request]]:
         """`_attempt` until it is not busy, dropping each request whose deadline has
@@ -636,6 +662,15 @@ def _completed(submitted: list[_Request]) -> None:
 def _sweep(batch: list[_Request]) -> None:
     for request in batch:
         request.release()
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of ``path``, None when it does not exist."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
 
 
 def _job_run(batch: list[_Request], start: int) -> list[_Request]:
