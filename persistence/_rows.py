@@ -454,6 +454,8 @@ def derive_child_id(parent_id: str, epoch: int) -> str:
     root, generation = (match["root"], int(match["generation"])) if match else (parent_id, 0)
     digest = hashlib.sha256(f"{parent_id}\x00{epoch}".encode("utf-8", "surrogatepass")).hexdigest()
     suffix = f"~g{generation + 1}-{digest[:12]}"
+    if len(suffix) > MAX_SESSION_ID_LENGTH // 2:  # a counter grown absurdly wide: count again from 1
+        root, suffix = parent_id, f"~g1-{digest[:12]}"
     return root[: MAX_SESSION_ID_LENGTH - len(suffix)].rstrip() + suffix
 
 

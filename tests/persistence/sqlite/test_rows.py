@@ -114,3 +114,11 @@ def test_text_content_column_is_the_encoders_json(text):
     if size:
         with pytest.raises(InvalidMessageError):
             message_params(Message("user", text), size - 1)  # one byte short
+
+
+def test_derived_child_ids_stay_valid_whatever_the_parents_generation_counter():
+    for width in range(1, 115):  # every counter width a valid parent id can hold
+        suffix = f"~g{'9' * width}-0123456789ab"
+        for parent in (suffix, ("r" * 128 + suffix)[-128:]):
+            child = derive_child_id(parent, 1)
+            assert validate_session_id(child) == child and len(child) <= 128 and child != parent, (width, parent)
