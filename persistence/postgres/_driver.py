@@ -136,6 +136,7 @@ class PgDatabase:
         self._connect_timeout_s = connect_timeout_s
         self._where = redact_url(url)
         _check_conninfo(self._psycopg, url, self._where)
+        self._probe()  # a wrong URL fails now, with libpq's reason, not after the pool's wait
         self._pool = pool_mod.ConnectionPool(
             url,
             min_size=min_size,
@@ -150,7 +151,24 @@ class PgDatabase:
             self._pool.open(wait=True, timeout=connect_timeout_s)
         except Exception as exc:
             self._pool.close(timeout=1.0)
-            raise ConfigurationError(f"cannot connect to {self._where}: {exc}") from exc
+            # the pool only says it timed out: one connection of our own says why
+            raise ConfigurationError(f"cannot connect to {self._where}: {self._why_not(exc)}") from None
+
+    def _probe(self) -> None:
+        try:
+            self._psycopg.connect(self._url, **self._connection_options(self._connect_timeout_s)).close()
+        except self._psycopg.Error as exc:
+            raise ConfigurationError(
+                f"cannot connect to {self._where}: {scrubbed(str(exc).strip(), self._url)}"
+            ) from None
+
+    def _why_not(self, pool_error: Exception) -> str:
+        """What libpq says when connecting, masked (the pool's error hides it)."""
+        try:
+            self._psycopg.connect(self._url, **self._connection_options(self._connect_timeout_s)).close()
+        except self._psycopg.Error as exc:
+            return scrubbed(str(exc).strip(), self._url)
+        return scrubbed(str(pool_error), self._url)
 
     def _connection_options(self, connect_timeout_s: float) -> dict[str, Any]:
         from psycopg.rows import dict_row

@@ -89,3 +89,17 @@ def test_the_cli_masks_a_url_given_as_a_stray_argument(capsys):
 
     result = run_cli(capsys, "sessions", "postgresql://gw:hunter2@db/gw")
     assert result.code == 2 and "hunter2" not in result.err and "postgresql://gw:***@db/gw" in result.err
+
+
+def test_a_wrong_postgresql_url_says_why_and_shows_no_password():
+    pytest.importorskip("psycopg")
+    from persistence import open_store
+    from tests.pg import PG_URL
+
+    wrong = PG_URL.replace("postgres@", "nobody-here:hunter2@", 1)
+    if wrong == PG_URL:
+        pytest.skip("the test PostgreSQL URL has no user to replace")
+    with pytest.raises(ConfigurationError) as caught:
+        open_store(wrong)
+    assert "nobody-here" in str(caught.value) and "does not exist" in str(caught.value)
+    assert "hunter2" not in str(caught.value) and caught.value.__cause__ is None
