@@ -122,17 +122,36 @@ def restrict_sidecars(path: str) -> None:
             logger.warning("cannot restrict permissions of %s: %s", side, exc)
 
 
+def _on_read_only_filesystem(path: str) -> bool:
+    try:
+        return bool(os.statvfs(os.path.dirname(os.path.abspath(path))).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # no statvfs (not POSIX): assume writable
+        return False
+
+
+def _has_wal(path: str) -> bool:
+    try:
+        return os.path.getsize(path + "-wal") > 0
+    except OSError:
+        return False
+
+
 def connect(path: str, *, synchronous: str, readonly: bool = False) -> sqlite3.Connection:
     """A connection in autocommit mode (we issue BEGIN ourselves), WAL, foreign keys on.
 
     ``readonly`` opens the file ``mode=ro`` with ``query_only`` on: such a connection
     can never take the write lock nor write, so it works while another connection
-    holds ``BEGIN IMMEDIATE``. SQLite's own busy handler is kept short: waiting is
+    holds ``BEGIN IMMEDIATE``; on a read-only filesystem it is also ``immutable``. SQLite's own busy handler is kept short: waiting is
     done by `BusyRetry`, with jitter and a patience budget, so a caller gets
     `StoreBusyError`, never a hang.
     """
     conn = None
     target, uri = (f"file:{quote(os.path.abspath(path))}?mode=ro", True) if readonly else (path, False)
+    if readonly and _on_read_only_filesystem(path) and not _has_wal(path):
+        # WAL readers need the -shm file, which cannot be made here; nobody can write
+        # the file either, so SQLite may read it as immutable (no locks, no -shm). Not
+        # with a WAL left over: immutable would not read it (commits would go missing)
+        target += "&immutable=1"
     try:
         conn = sqlite3.connect(
             target,
