@@ -45,6 +45,7 @@ PROBLEM_KINDS: tuple[str, ...] = (
     "seq_gap",
     "lineage_cycle",
     "missing_parent",
+    "corrupt",
 )
 WARNING_KINDS: tuple[str, ...] = ("stranded_live_rows", "expired_lease")
 #: Most seqs listed in one detail (a seq gap, stranded live rows).
@@ -96,6 +97,11 @@ def check_store(
     infos = {info.id: info for info in store.sessions()}
     children = _children_by_parent(infos.values())
     report = FsckReport()
+    physical = getattr(store, "_physical_check", None)  # SQLite's page-level check
+    if callable(physical):
+        report.problems += [Problem("corrupt", "", detail) for detail in physical()]
+        if report.problems:  # the logical checks would read the damaged pages: stop here
+            return report
     checked = [info for sid, info in sorted(infos.items()) if in_scope(sid)]
     for info in checked:
         messages = [*store.transcript(info.id), *store.archive(info.id)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import shlex
+import sqlite3
 from typing import Any
 
 from persistence import Store
@@ -16,6 +17,7 @@ from protocol import (
     SessionInfo,
     SessionNotFoundError,
     StoredMessage,
+    TranscriptError,
     validate_session_id,
 )
 
@@ -291,11 +293,37 @@ def cmd_locks(args: argparse.Namespace) -> int:
 
 # -- fsck -------------------------------------------------------------------------
 
+#: What SQLite says of a damaged file (its messages carry no stored text).
+_CORRUPT = ("malformed", "database disk image", "file is not a database", "corrupt")
+
+
+def _corrupt(exc: BaseException) -> bool:
+    text = " ".join(str(e) for e in (exc, exc.__cause__) if e is not None).lower()
+    return any(marker in text for marker in _CORRUPT)
+
+
+def _sqlite_reason(exc: BaseException) -> str:
+    cause = exc.__cause__
+    return str(cause) if isinstance(cause, sqlite3.Error) else "malformed database"
+
 
 def cmd_fsck(args: argparse.Namespace) -> int:
-    with open_existing(args, readonly=True) as store:
-        report = check_store(store)
-        now = store.now()
+    try:
+        with open_existing(args, readonly=True) as store:
+            report = check_store(store)
+            now = store.now()
+    except TranscriptError as exc:
+        if not _corrupt(exc):
+            raise
+        # damage found, not a usage error: exit 1 like any other problem, content unshown
+        out = Output(args)
+        detail = f"the database file cannot be read: {_sqlite_reason(exc)}"
+        if out.structured:
+            problem = {"kind": "corrupt", "session_id": "", "detail": detail}
+            out.emit({"ok": False, "problems": [problem]}, [{"severity": "problem"} | problem], FINDING_FIELDS)
+        else:
+            out.line(f"problem: corrupt: {detail}")
+        return 1
     code = 0 if report.ok else 1
     out = Output(args)
     if out.structured:

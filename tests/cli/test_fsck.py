@@ -202,3 +202,36 @@ def test_expired_lease_is_a_warning_and_locks_reap_releases_it(capsys, store_url
     finally:
         store.close()
     assert run_cli(capsys, "--db", store_url, "locks", "--reap").out.startswith("released 0 expired")
+
+
+def _damaged_copy(tmp_path, where: str) -> str:
+    """A database of 400 messages with one page damaged: an index page's cells
+    (``index``) or a table page's header (``header``)."""
+    import sqlite3
+
+    from persistence import open_store
+    from protocol import Message
+
+    path = str(tmp_path / f"{where}.db")
+    with open_store(path) as store:
+        store.create_session("s")
+        store.append("s", [Message("user", f"secret text {i} " * 20) for i in range(400)])
+    with sqlite3.connect(path) as conn:
+        name = "sqlite_autoindex_messages_1" if where == "index" else "messages"
+        pages = [r[0] for r in conn.execute("SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf'", (name,))]
+    with open(path, "r+b") as fh:
+        page = pages[len(pages) // 2]
+        fh.seek(4096 * page - 40 if where == "index" else 4096 * (page - 1))
+        fh.write(b"\x01" * 8 if where == "index" else b"\x07" * 12)
+    return path
+
+
+@pytest.mark.parametrize("where", ["index", "header"])
+def test_fsck_of_a_damaged_file_exits_1_and_shows_no_stored_text(capsys, tmp_path, where) -> None:
+    path = _damaged_copy(tmp_path, where)
+    result = run_cli(capsys, "--db", path, "fsck")
+    assert result.code == 1, (result.out, result.err)
+    assert "corrupt" in result.out
+    assert "secret text" not in result.out + result.err and "Traceback" not in result.err
+    as_json = run_cli(capsys, "--db", path, "fsck", "--format", "json")
+    assert as_json.code == 1 and json.loads(as_json.out)["ok"] is False
