@@ -155,6 +155,10 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
     def live_id(self) -> str:
         return self._slot.session_id
 
+    @property
+    def incarnation(self) -> str:
+        return self._incarnation
+
     def adopt(self, live_id: str, epoch: int) -> None:
         self._move(live_id)
         self._baseline = (live_id, epoch)

@@ -307,8 +307,11 @@ class Store(Protocol):
         mode: CompactionMode,
         child_session_id: str | None = None,
         compressor: str = "",
+        incarnation: str | None = None,
     ) -> CompactionRecord:
-        """Publish a compaction in one fenced transaction.
+        """Publish a compaction in one fenced transaction. ``incarnation``: commit only
+        into that conversation (an erased and re-created id is another one, whose lease
+        tokens began anew): `SessionNotFoundError` otherwise, nothing written.
 
         The lease check (holder, token, not expired) is part of the write itself.
         Live rows with ``seq <= watermark`` become ``compacted``; live rows above it
@@ -338,9 +341,12 @@ class Store(Protocol):
         """The raw cooldown row, live or expired; None when none is set."""
         ...
 
-    def arm_cooldown(self, session_id: str, seconds: float, error: str | None) -> Cooldown:
+    def arm_cooldown(
+        self, session_id: str, seconds: float, error: str | None, *, incarnation: str | None = None
+    ) -> Cooldown:
         """Set ``until = max(old, now + seconds)``; ``error`` is replaced only when the
-        new ``until`` wins."""
+        new ``until`` wins. ``incarnation``: only on that conversation
+        (`SessionNotFoundError` otherwise, nothing written)."""
         ...
 
     def clear_cooldown(self, session_id: str) -> None:

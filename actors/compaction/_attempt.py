@@ -64,6 +64,11 @@ class AttemptHost(Protocol):
     @property
     def live_id(self) -> str: ...
 
+    @property
+    def incarnation(self) -> str:
+        """The conversation the host serves: every write of the attempt names it."""
+        ...
+
     def adopt(self, live_id: str, epoch: int) -> None: ...
 
     def compactable(self, transcript: list[StoredMessage]) -> list[StoredMessage]: ...
@@ -332,6 +337,7 @@ class Attempt:
                     compacted=compacted,
                     mode=self.mode,
                     compressor=getattr(self._compressor, "name", "") or "",
+                    incarnation=self._host.incarnation or None,
                 )
         except LeaseLostError:
             return self._outcome(S.LEASE_LOST, None)
@@ -419,9 +425,12 @@ class Attempt:
             )
             try:
                 self._store.arm_cooldown(
-                    self._base_id, self._policy.cooldown_s, reason if reason == "timeout" else (error_text or reason)
+                    self._base_id,
+                    self._policy.cooldown_s,
+                    reason if reason == "timeout" else (error_text or reason),
+                    incarnation=self._host.incarnation or None,
                 )
-            except Exception as exc:
+            except Exception as exc:  # SessionNotFoundError: erased (or re-created), not armed
                 logger.error("arming the cooldown of %s failed", self._base_id, exc_info=True)
                 failure = failure or exc
         lease = self.decision.take_lease()

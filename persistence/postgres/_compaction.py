@@ -27,7 +27,7 @@ from protocol import (
 )
 
 from .. import _killpoints as killpoints
-from .._rows import check_watermark, compaction_from_row, derive_child_id
+from .._rows import check_watermark, compaction_from_row, derive_child_id, other_incarnation
 from ._lineage import ended_error, require_session
 
 __all__ = ["column_arrays", "commit_in_transaction"]
@@ -56,6 +56,7 @@ def commit_in_transaction(
     child_session_id: str | None,
     compressor: str,
     unique_violation: type[Exception],
+    incarnation: str | None = None,
 ) -> CompactionRecord:
     """Publish one compaction; raise (and so roll back) on any refusal."""
     sid = lease.session_id
@@ -64,6 +65,9 @@ def commit_in_transaction(
     session = cur.fetchone()
     if session is None:
         raise ended_error(cur, queries, sid)
+    if incarnation is not None and session["incarnation"] != incarnation:
+        # erased and re-created: another conversation, whose lease tokens began anew
+        raise other_incarnation(sid)
     check_watermark(sid, watermark, int(session["next_seq"]))
     _check_snapshot_live(cur, queries, sid, watermark)
     _check_outside_turn(cur, queries, sid, watermark, session["live_turn"])

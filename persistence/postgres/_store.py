@@ -65,6 +65,7 @@ from .._rows import (
     keyed,
     lease_from_row,
     new_incarnation,
+    other_incarnation,
     session_from_row,
     stored_message_from_row,
 )
@@ -476,7 +477,9 @@ class PostgresStore(TurnMethods):
         mode: CompactionMode,
         child_session_id: str | None = None,
         compressor: str = "",
+        incarnation: str | None = None,
     ) -> CompactionRecord:
+        check_incarnation(incarnation)
         params = check_commit_args(
             lease,
             watermark=watermark,
@@ -498,6 +501,7 @@ class PostgresStore(TurnMethods):
                 child_session_id=child_session_id,
                 compressor=compressor,
                 unique_violation=self._unique_violation,
+                incarnation=incarnation,
             )
 
         record = self._write("commit_compaction", work)
@@ -536,13 +540,21 @@ class PostgresStore(TurnMethods):
 
         return self._read("cooldown", work)
 
-    def arm_cooldown(self, session_id: str, seconds: float, error: str | None) -> Cooldown:
+    def arm_cooldown(
+        self, session_id: str, seconds: float, error: str | None, *, incarnation: str | None = None
+    ) -> Cooldown:
         sid = validate_session_id(session_id)
         seconds = check_cooldown_seconds(seconds)
         check_cooldown_error(error)
+        check_incarnation(incarnation)
         params = {"session_id": sid, "seconds": seconds, "error": error}
 
         def work(cur: Any) -> Cooldown:
+            if incarnation is not None:  # the conversation meant, not one re-created under its id
+                cur.execute(self._q["lock_session"], {"id": sid})
+                row = cur.fetchone()
+                if row is None or row["incarnation"] != incarnation:
+                    raise other_incarnation(sid) if row is not None else SessionNotFoundError(sid)
             try:
                 cur.execute(self._q["arm_cooldown"], params)
             except self._fk_violation as exc:

@@ -301,7 +301,7 @@ RETURNING acquired_at;
 -- live_turn: the token of the session's live turn lease, if any.
 UPDATE sessions SET epoch = epoch + 1
 WHERE id = %(id)s AND ended_at IS NULL
-RETURNING source, epoch, next_seq,
+RETURNING source, epoch, next_seq, incarnation,
           CASE WHEN turn_holder IS NOT NULL
                     AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision
                THEN turn_token END AS live_turn;

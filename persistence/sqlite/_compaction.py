@@ -29,7 +29,7 @@ from protocol import (
 
 from .. import _killpoints as killpoints
 from .._rows import check_watermark, compaction_from_row, derive_child_id
-from ._lineage import ended_error, require_session
+from ._lineage import ended_error, require_incarnation, require_session
 from ._sessions import insert_rows, reserve_seqs
 
 __all__ = ["commit_compaction"]
@@ -53,9 +53,11 @@ def commit_compaction(
     child_session_id: str | None,
     compressor: str,
     now: float,
+    incarnation: str | None = None,
 ) -> CompactionRecord:
     sid = lease.session_id
-    session = require_session(conn, q, sid)
+    # the conversation meant (an erased and re-created id is another one, its tokens anew)
+    session = require_incarnation(conn, q, sid, incarnation)
     # The fence is the transaction's first write: a stale holder writes nothing.
     fence = conn.execute(
         q["fence_lease"],

@@ -499,7 +499,9 @@ class SqliteStore(TurnMethods):
         mode: CompactionMode,
         child_session_id: str | None = None,
         compressor: str = "",
+        incarnation: str | None = None,
     ) -> CompactionRecord:
+        check_incarnation(incarnation)
         params = check_commit_args(
             lease,
             watermark=watermark,
@@ -520,6 +522,7 @@ class SqliteStore(TurnMethods):
                 child_session_id=child_session_id,
                 compressor=compressor,
                 now=self.now(),
+                incarnation=incarnation,
             ),
             lease.session_id,
             "commit_compaction",
@@ -546,13 +549,16 @@ class SqliteStore(TurnMethods):
         row = self._read(body, session_id)
         return None if row is None else cooldown_from_row(row)
 
-    def arm_cooldown(self, session_id: str, seconds: float, error: str | None) -> Cooldown:
+    def arm_cooldown(
+        self, session_id: str, seconds: float, error: str | None, *, incarnation: str | None = None
+    ) -> Cooldown:
         checked_session_id(session_id)
         seconds = check_cooldown_seconds(seconds)
         check_cooldown_error(error)
+        check_incarnation(incarnation)
 
         def body(c: sqlite3.Connection) -> sqlite3.Row:
-            lineage.require_session(c, self._q, session_id)
+            lineage.require_incarnation(c, self._q, session_id, incarnation)
             params = {"session_id": session_id, "until": self.now() + seconds, "error": error}
             return c.execute(self._q["arm_cooldown"], params).fetchone()
 

@@ -166,3 +166,29 @@ def test_a_resident_actor_never_retracts_from_a_conversation_started_again_elsew
     with pytest.raises(SessionNotFoundError):
         old.retract()
     assert [m.content for m in store.transcript("s")] == ["second conversation"]
+
+
+def test_an_attempt_across_an_erasure_and_re_creation_touches_nothing_of_the_new_conversation(make_registry, store):
+    from protocol import Message
+
+    def fails(messages):
+        raise RuntimeError("the model failed on the old conversation")
+
+    gated = GatedCompressor(fails)  # a failure arms a cooldown: on which conversation?
+    elsewhere = make_registry(gated, cooldown_s=600)  # stands for another process
+    remote = elsewhere.session("s")
+    remote.append(conversation(6))
+    thread, box = run_in_thread(lambda: remote.compress())
+    assert gated.wait_started(10)
+    assert store.delete_session("s") == 6  # erased, and the id used again at once
+    store.create_session("s")
+    store.append("s", [Message("user", "a new conversation")])
+    gated.release()
+    try:  # refused at its commit (erased), or its lease found gone first (lost): never committed
+        outcome = result_of(thread, box)
+    except SessionNotFoundError:
+        outcome = None
+    assert outcome is None or outcome.status in (CompressionStatus.LEASE_LOST, CompressionStatus.FAILED), outcome
+    assert [m.content for m in store.transcript("s")] == ["a new conversation"]  # no summary of the old
+    assert store.cooldown("s") is None  # nor its cooldown
+    assert store.compactions("s") == []

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from protocol import InvalidArgumentError, Message, SessionNotFoundError
-from tests.persistence.contract.db import execute
+from tests.persistence.contract.db import execute, snapshot
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -116,3 +116,30 @@ def test_sessions_from_before_incarnations_share_the_empty_one(store, store_url,
     assert store.create_session("legacy").incarnation != ""
     with pytest.raises(SessionNotFoundError):
         store.append("legacy", Message("user", "stale"), incarnation="")
+
+
+def test_commit_and_cooldown_name_the_conversation_they_mean(store, store_url, backend):
+    from protocol import Message, SessionNotFoundError
+
+    store.create_session("s")
+    store.append("s", [Message("user", "old a"), Message("assistant", "old b")])
+    old = store.get_session("s").incarnation
+    stale = store.acquire_lease("s", "A", 30)
+    store.delete_session("s")  # erased by another process, then the id used again
+    store.create_session("s")
+    store.append("s", [Message("user", "new a"), Message("assistant", "new b")])
+    fresh = store.acquire_lease("s", "A", 30)
+    assert fresh.token == stale.token  # tokens of the new conversation began anew...
+    before = snapshot(backend, store_url)
+    with pytest.raises(SessionNotFoundError):  # ...so the commit checks the conversation itself
+        store.commit_compaction(
+            fresh, watermark=2, compacted=[Message("user", "summary of the old")], mode="in_place", incarnation=old
+        )
+    with pytest.raises(SessionNotFoundError):
+        store.arm_cooldown("s", 600, "the old attempt failed", incarnation=old)
+    assert snapshot(backend, store_url) == before
+    new = store.get_session("s").incarnation
+    record = store.commit_compaction(
+        fresh, watermark=2, compacted=[Message("user", "summary")], mode="in_place", incarnation=new
+    )
+    assert record.token == fresh.token and store.arm_cooldown("s", 1, "x", incarnation=new).error == "x"
