@@ -293,8 +293,9 @@ def cmd_locks(args: argparse.Namespace) -> int:
 
 # -- fsck -------------------------------------------------------------------------
 
-#: What SQLite says of a damaged file (its messages carry no stored text).
-_CORRUPT = ("malformed", "database disk image", "file is not a database", "corrupt")
+#: What SQLite says of a damaged file (its messages carry no stored text); "file is not
+#: a database" is not among them: that is the wrong file given, a usage error.
+_CORRUPT = ("malformed", "database disk image", "corrupt")
 
 
 def _corrupt(exc: BaseException) -> bool:
