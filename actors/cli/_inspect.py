@@ -6,6 +6,7 @@ import argparse
 import logging
 import shlex
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
 from persistence import Store
@@ -298,6 +299,16 @@ def cmd_locks(args: argparse.Namespace) -> int:
 _CORRUPT = ("malformed", "database disk image", "corrupt")
 
 
+def _lineages_scope(store: Store, ids: list[str] | None) -> Callable[[str], bool] | None:
+    """``fsck --session``: only the sessions of the lineages holding ``ids``."""
+    if not ids:
+        return None
+    from ._lifecycle import lineage_of  # the lineage walk export uses too
+
+    wanted = {info.id for sid in ids for info in lineage_of(store, validate_session_id(sid))}
+    return wanted.__contains__
+
+
 def _corrupt(exc: BaseException) -> bool:
     text = " ".join(str(e) for e in (exc, exc.__cause__) if e is not None).lower()
     return any(marker in text for marker in _CORRUPT)
@@ -311,7 +322,7 @@ def _sqlite_reason(exc: BaseException) -> str:
 def cmd_fsck(args: argparse.Namespace) -> int:
     try:
         with open_existing(args, readonly=True) as store:
-            report = check_store(store)
+            report = check_store(store, scope=_lineages_scope(store, getattr(args, "sessions", None)))
             now = store.now()
     except TranscriptError as exc:
         if not _corrupt(exc):

@@ -84,7 +84,15 @@ def add_sessions_filters(parser: argparse.ArgumentParser) -> None:
 
 
 def add_export_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("session_id", metavar="ID", help="any id of the conversation (resolved to its live tip)")
+    parser.add_argument(
+        "session_id", metavar="ID", nargs="?", help="any id of the conversation (resolved to its live tip)"
+    )
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="every conversation instead of one ID: each live session's transcript (with --archive, every "
+        "row of every session), each line tagged with session_id, seq and state",
+    )
     parser.add_argument(
         "--archive",
         action="store_true",
@@ -131,6 +139,10 @@ def _argument(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.all == (args.session_id is not None):
+        raise InvalidArgumentError("export takes one ID or --all")
+    if args.all:
+        return _export_all(args)
     with open_existing(args, readonly=True) as store:
         existing_session(store, args.session_id)
         if args.lineage:
@@ -141,6 +153,20 @@ def cmd_export(args: argparse.Namespace) -> int:
     tagged = args.archive or args.lineage
     for message in rows:
         sys.stdout.write(json.dumps(_export_line(message, tagged), ensure_ascii=False) + "\n")
+    return 0
+
+
+def _export_all(args: argparse.Namespace) -> int:
+    """Every conversation in one pass (one process, one store): live sessions' transcripts,
+    or with ``--archive`` every row of every session, oldest session first."""
+    if args.lineage:
+        raise InvalidArgumentError("--all already covers every lineage: drop --lineage")
+    with open_existing(args, readonly=True) as store:
+        infos = list(reversed(store.sessions(live=None if args.archive else True)))
+        for info in infos:
+            rows = _all_rows(store, info.id) if args.archive else store.transcript(info.id)
+            for message in rows:
+                sys.stdout.write(json.dumps(_export_line(message, True), ensure_ascii=False) + "\n")
     return 0
 
 

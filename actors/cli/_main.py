@@ -150,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--reap", action="store_true", help="release the expired leases first (tokens are kept; live leases untouched)"
     )
 
-    _add_command(
+    p = _add_command(
         sub,
         common,
         "fsck",
@@ -159,6 +159,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(exit 1 when any); warnings such as expired leases and stranded live rows are "
         "listed, not counted",
         f"{PROG} fsck --db postgresql://localhost/agents",
+    )
+    p.add_argument(
+        "--session",
+        dest="sessions",
+        metavar="ID",
+        action="append",
+        help="check only the lineages holding these ids (repeat it; one process for any number)",
     )
 
     p = _add_command(

@@ -235,3 +235,44 @@ def test_fsck_of_a_damaged_file_exits_1_and_shows_no_stored_text(capsys, tmp_pat
     assert "secret text" not in result.out + result.err and "Traceback" not in result.err
     as_json = run_cli(capsys, "--db", path, "fsck", "--format", "json")
     assert as_json.code == 1 and json.loads(as_json.out)["ok"] is False
+
+
+def test_fsck_session_checks_only_those_lineages_in_one_process(capsys, tmp_path) -> None:
+    import sqlite3
+
+    from persistence import open_store
+    from protocol import Message
+
+    path = str(tmp_path / "many.db")
+    with open_store(path) as store:
+        for i in range(20):
+            store.create_session(f"s{i}")
+            store.append(f"s{i}", [Message("user", "q"), Message("assistant", "a")])
+    with sqlite3.connect(path) as conn:  # damage one lineage: a seq gap in s7
+        conn.execute("UPDATE messages SET seq = 9 WHERE session_id = 's7' AND seq = 2")
+    clean = run_cli(capsys, "--db", path, "fsck", "--session", "s1", "--session", "s2", "--format", "json")
+    doc = json.loads(clean.out)
+    assert clean.code == 0 and doc["sessions_checked"] == 2 and doc["messages_checked"] == 4
+    damaged = run_cli(capsys, "--db", path, "fsck", "--session", "s1", "--session", "s7", "--format", "json")
+    assert damaged.code == 1 and [p["session_id"] for p in json.loads(damaged.out)["problems"]] == ["s7"]
+    missing = run_cli(capsys, "--db", path, "fsck", "--session", "nope")
+    assert missing.code == 2
+
+
+def test_export_all_writes_every_conversation_in_one_pass(capsys, tmp_path) -> None:
+    from persistence import open_store
+    from protocol import Message
+
+    path = str(tmp_path / "all.db")
+    with open_store(path) as store:
+        for i in range(3):
+            store.create_session(f"c{i}")
+            store.append(f"c{i}", [Message("user", f"q{i}"), Message("assistant", f"a{i}")])
+    result = run_cli(capsys, "--db", path, "export", "--all")
+    lines = [json.loads(line) for line in result.out.splitlines()]
+    assert result.code == 0 and len(lines) == 6
+    assert {(line["session_id"], line["content"]) for line in lines} == {
+        (f"c{i}", text) for i in range(3) for text in (f"q{i}", f"a{i}")
+    }
+    assert run_cli(capsys, "--db", path, "export").code == 2  # one ID or --all
+    assert run_cli(capsys, "--db", path, "export", "c1", "--all").code == 2
