@@ -5,8 +5,8 @@ store's turn lease of every turn open here a third of ``lease_ttl_s`` after its 
 renewal; reads, in one query, which of this holder's turns another caller asked to
 end (``on_busy="interrupt"``), and sets their `Turn.interrupted`; and nudges each
 actor whose calls another holder's turn is holding (`RetryHeld`), which serves them
-again once that turn has ended. It does nothing while no turn is open and nothing
-is held, so an idle registry costs no reads. On a store that offers it
+again once that turn has ended. While no turn is open and nothing is held it only
+scans the resident slots (no store reads), so an idle registry costs no I/O. On a store that offers it
 (``listen_turns``: PostgreSQL, not behind PgBouncer), it also waits on the
 closed-turn NOTIFY once it first holds calls, so a held call goes as soon as the
 turn closes rather than at the next tick.

@@ -28,7 +28,9 @@ from protocol import (
     SessionInfo,
     SessionNotFoundError,
     StoredMessage,
+    TurnHeldError,
     TurnLease,
+    TurnLostError,
     validate_session_id,
 )
 from protocol._checks import (
@@ -415,6 +417,38 @@ def lease_from_row(row: RowLike) -> Lease:
         acquired_at=row["acquired_at"],
         expires_at=row["expires_at"],
     )
+
+
+def turn_lease_from_row(row: RowLike, *, rolled_back: int = 0, first_seq: int | None = None) -> TurnLease:
+    """A session row's turn columns (``id`` and ``turn_*``) as a `TurnLease`."""
+    return TurnLease(
+        row["id"],
+        row["turn_holder"],
+        int(row["turn_token"]),
+        float(row["turn_expires_at"]),
+        bool(row["turn_interrupted"]),
+        rolled_back,
+        first_seq,
+    )
+
+
+def turn_refusal(session_id: str, row: RowLike, *, live: bool, turn: int | None) -> TurnHeldError | TurnLostError:
+    """Why the turn lease of ``row`` refused a write carrying ``turn`` (None: none):
+    another holder's lease is live (`TurnHeldError`), or the write's own lease is not
+    (`TurnLostError`)."""
+    args = (session_id, row["turn_holder"], row["turn_expires_at"], row["turn_token"])
+    if turn is not None and not (live and row["turn_token"] != turn):
+        return TurnLostError(*args, message=f"the turn lease {turn} on {session_id!r} lapsed")
+    return TurnHeldError(*args)
+
+
+def check_open_turn(holder: object, ttl_s: object, incarnation: object, rollback: object) -> float:
+    """`Store.open_turn`'s arguments past the session id; the TTL."""
+    check_text(holder, "holder")
+    ttl = check_ttl(ttl_s)
+    check_incarnation(incarnation)
+    check_token(rollback)
+    return ttl
 
 
 def cooldown_from_row(row: RowLike) -> Cooldown:

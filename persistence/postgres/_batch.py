@@ -11,7 +11,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from protocol import (
@@ -193,7 +193,7 @@ def append_run(cur: Any, queries: Mapping[str, str], appends: list[Pending], psy
     appends, later = one_incarnation_each(appends)
     if later:  # requests meaning another incarnation of an id: their own statement
         append_run(cur, queries, later, psycopg)
-    rows, wanted, turns = append_payload(appends)
+    rows, wanted, turns = append_payload(p.job for p in appends)
     sql = queries["append_batch"]
     if len(rows) > JSONB_TEXT_LIMIT:  # too big for jsonb
         sql = _read_as_json(sql)
@@ -213,12 +213,14 @@ def _read_as_json(sql: str) -> str:
     return sql.replace(_AS_JSONB, "json_array_elements(%(rows)s::json)")
 
 
-def append_payload(appends: list[Pending]) -> tuple[str, str, str]:
+def append_payload(jobs: Iterable[AppendJob]) -> tuple[str, str, str]:
     """The ``rows``, ``wanted`` and ``turns`` parameters of the batch statement for
-    ``appends`` (one incarnation and turn meant per id: `one_incarnation_each`). Keys
-    are never written here: a keyed append runs alone (`postgres._keys`)."""
-    wanted = {p.job.session_id: p.job.incarnation for p in appends}
-    turns = {p.job.session_id: p.job.turn for p in appends if p.job.turn is not None}
+    ``jobs`` (one incarnation and turn meant per id: `one_incarnation_each`). Keys
+    are None in a group-commit batch: a keyed append runs alone (`postgres._keys`),
+    through this statement too."""
+    jobs = list(jobs)
+    wanted = {job.session_id: job.incarnation for job in jobs}
+    turns = {job.session_id: job.turn for job in jobs if job.turn is not None}
     rows = [
         (
             job.session_id,
@@ -229,9 +231,9 @@ def append_payload(appends: list[Pending]) -> tuple[str, str, str]:
             p["tool_calls"],
             p["meta"],
             job.turn,
-            None,
+            p["key"],
         )
-        for job in (pending.job for pending in appends)
+        for job in jobs
         for p in job.params
     ]
     return _ROWS.encode(rows), _ROWS.encode(wanted), _ROWS.encode(turns)

@@ -151,8 +151,8 @@ class PgDatabase:
             self._pool.open(wait=True, timeout=connect_timeout_s)
         except Exception as exc:
             self._pool.close(timeout=1.0)
-            # the pool only says it timed out: one connection of our own says why
-            raise ConfigurationError(f"cannot connect to {self._where}: {self._why_not(exc)}") from None
+            # after a good probe (a race with max_connections, say): what the pool says, masked
+            raise ConfigurationError(f"cannot connect to {self._where}: {scrubbed(str(exc), url)}") from None
 
     def _probe(self) -> None:
         try:
@@ -161,14 +161,6 @@ class PgDatabase:
             raise ConfigurationError(
                 f"cannot connect to {self._where}: {scrubbed(str(exc).strip(), self._url)}"
             ) from None
-
-    def _why_not(self, pool_error: Exception) -> str:
-        """What libpq says when connecting, masked (the pool's error hides it)."""
-        try:
-            self._psycopg.connect(self._url, **self._connection_options(self._connect_timeout_s)).close()
-        except self._psycopg.Error as exc:
-            return scrubbed(str(exc).strip(), self._url)
-        return scrubbed(str(pool_error), self._url)
 
     def _connection_options(self, connect_timeout_s: float) -> dict[str, Any]:
         from psycopg.rows import dict_row

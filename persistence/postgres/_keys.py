@@ -1,20 +1,19 @@
 """Idempotent appends on PostgreSQL: an append whose messages carry keys.
 
-It runs as one transaction of its own (not in a group-commit batch): each key is
-claimed first, in key order (two appends claiming the same keys cannot deadlock),
-in the claim table whose primary key makes a key unique per conversation. A claim
-of a key another open transaction holds waits for it, then finds it taken. A
-message whose key was taken is not written and answers as the stored row.
+It runs as one transaction of its own (not in a group-commit batch). What it writes
+and answers is `persistence._keys`'s; here, the claims: in key order (two appends
+claiming the same keys cannot deadlock), and a claim of a key another open
+transaction holds waits for it, then finds it taken.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from protocol import StoredMessage, TranscriptError
+from protocol import StoredMessage
 
+from .. import _keys as keys
 from .._rows import stored_message_from_row
 from ._lineage import require_incarnation
 
@@ -35,32 +34,18 @@ def keyed_append(
     """``append_rows(cur, fresh)`` appends the messages to write (the batch statement,
     its checks included) and returns their ids, or raises why it was refused."""
     conversation = require_incarnation(cur, q, session_id, incarnation)["incarnation"]
-    claimed = _claim(cur, q, conversation, {p["key"] for p in params if p["key"] is not None})
-    fresh: list[Mapping[str, Any]] = []
-    first_of: dict[str, int] = {}
-    plan: list[tuple[str, Any]] = []
-    for p in params:
-        key = p["key"]
-        if key is not None and key in first_of:
-            plan.append(("new", first_of[key]))
-        elif key is None or key in claimed:
-            if key is not None:
-                first_of[key] = len(fresh)
-            plan.append(("new", len(fresh)))
-            fresh.append(p)
-        else:
-            plan.append(("stored", key))
+    fresh, steps = keys.plan(params, _claim(cur, q, conversation, keys.keys_of(params)))
     written: list[StoredMessage] = []
     if fresh:
         ids = append_rows(cur, fresh)
         cur.execute(q["rows_by_id"], {"ids": ids})
         written = [stored_message_from_row(r) for r in cur.fetchall()]
-    return [written[i] if kind == "new" else _stored(cur, q, conversation, i) for kind, i in plan]
+    return keys.answers(steps, written, lambda key: _stored(cur, q, conversation, key))
 
 
-def _claim(cur: Any, q: Queries, conversation: str, keys: set[str]) -> set[str]:
+def _claim(cur: Any, q: Queries, conversation: str, wanted: list[str]) -> set[str]:
     claimed = set()
-    for key in sorted(keys):
+    for key in wanted:  # in key order: see `persistence._keys.keys_of`
         cur.execute(q["claim_key"], {"incarnation": conversation, "key": key})
         if cur.fetchone() is not None:
             claimed.add(key)
@@ -70,15 +55,6 @@ def _claim(cur: Any, q: Queries, conversation: str, keys: set[str]) -> set[str]:
 def _stored(cur: Any, q: Queries, conversation: str, key: str) -> StoredMessage:
     cur.execute(q["keyed_row"], {"incarnation": conversation, "key": key})
     row = cur.fetchone()
-    if row is None:  # claimed, yet no row: only a hand-edited database
-        raise TranscriptError(f"idempotency key {key!r} is claimed but no message carries it")
+    if row is None:
+        raise keys.missing_row(key)
     return stored_message_from_row(row)
-
-
-def rows_json(session_id: str, params: Sequence[Mapping[str, Any]], turn: int | None) -> str:
-    """The batch statement's ``rows`` for one append."""
-    rows = [
-        (session_id, p["role"], p["content"], p["name"], p["tool_call_id"], p["tool_calls"], p["meta"], turn, p["key"])
-        for p in params
-    ]
-    return json.dumps(rows, ensure_ascii=True, separators=(",", ":"))

@@ -17,7 +17,6 @@ per-schema one taken while migrating (see `persistence.postgres._schema`).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -73,10 +72,10 @@ from .._store import WriteStats
 from .._submitted import completion, stored_messages
 from . import _lifecycle as lifecycle
 from ._args import check_pool_options
-from ._batch import Wake, refusal
+from ._batch import Wake, append_payload, refusal
 from ._compaction import commit_in_transaction
 from ._driver import PgDatabase
-from ._keys import keyed_append, rows_json
+from ._keys import keyed_append
 from ._lineage import ended_error, require_incarnation, require_session, resolve_tip
 from ._notify import CompactionListener, TurnListener
 from ._schema import DIALECT, ensure_schema
@@ -314,17 +313,12 @@ class PostgresStore(TurnMethods):
         q = self._q
 
         def append_rows(cur: Any, fresh: Sequence[Mapping[str, Any]]) -> list[int]:
-            cur.execute(
-                q["append_batch"],
-                {
-                    "rows": rows_json(sid, fresh, token),
-                    "wanted": json.dumps({sid: incarnation}),
-                    "turns": json.dumps({} if token is None else {sid: token}),
-                },
-            )
+            job = AppendJob(sid, fresh, incarnation, token)
+            rows, wanted, turns = append_payload([job])
+            cur.execute(q["append_batch"], {"rows": rows, "wanted": wanted, "turns": turns})
             ids = [row["id"] for row in cur.fetchall()]
             if not ids:
-                raise refusal(cur, q, AppendJob(sid, fresh, incarnation, token), self._db.psycopg)
+                raise refusal(cur, q, job, self._db.psycopg)
             return ids
 
         return self._write("append", lambda cur: keyed_append(cur, q, sid, params, incarnation, token, append_rows))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from protocol import SessionNotFoundError, TurnHeldError, TurnLease, TurnLostError, validate_session_id
 from protocol._checks import check_text
 
-from .._rows import check_incarnation, check_token, check_ttl, check_turn
+from .._rows import check_open_turn, check_ttl, check_turn, turn_lease_from_row, turn_refusal
 from ._lineage import ended_error, require_incarnation, resolve_tip
 
 __all__ = [
@@ -42,10 +42,7 @@ def turn_held(
     row = cur.fetchone()
     if row is None:
         return SessionNotFoundError(session_id)
-    args = (session_id, row["turn_holder"], row["turn_expires_at"], row["turn_token"])
-    if turn is not None and not (row["turn_live"] and row["turn_token"] != turn):
-        return TurnLostError(*args, message=f"the turn lease {turn} on {session_id!r} lapsed")
-    return TurnHeldError(*args)
+    return turn_refusal(session_id, row, live=row["turn_live"], turn=turn)
 
 
 def open_turn(
@@ -72,13 +69,13 @@ def open_turn(
     if rollback is not None:
         cur.execute(q["roll_back_turn"], {"id": session_id, "token": rollback})
         rolled_back = cur.rowcount
-    return _lease(row, rolled_back=rolled_back)
+    return turn_lease_from_row(row, rolled_back=rolled_back)
 
 
 def renew_turn(cur: Any, q: Queries, lease: TurnLease, ttl_s: float) -> TurnLease | None:
     cur.execute(q["renew_turn"], {"token": lease.token, "holder": lease.holder, "ttl": ttl_s})
     row = cur.fetchone()
-    return None if row is None else _lease(row)
+    return None if row is None else turn_lease_from_row(row)
 
 
 def close_turn(cur: Any, q: Queries, lease: TurnLease) -> bool:
@@ -107,29 +104,17 @@ def current_turn(cur: Any, q: Queries, session_id: str) -> TurnLease | None:
         return None
     cur.execute(q["turn_first_seq"], {"id": session_id, "token": row["turn_token"]})
     first = cur.fetchone()["first_seq"]
-    return _lease(row, first_seq=None if first is None else int(first))
+    return turn_lease_from_row(row, first_seq=None if first is None else int(first))
 
 
 def live_turns(cur: Any, q: Queries, holder: str | None) -> list[TurnLease]:
     cur.execute(q["live_turns"], {"holder": holder})
-    return [_lease(r) for r in cur.fetchall()]
+    return [turn_lease_from_row(r) for r in cur.fetchall()]
 
 
 def interrupted_turns(cur: Any, q: Queries, holder: str) -> list[TurnLease]:
     cur.execute(q["interrupted_turns"], {"holder": holder})
-    return [_lease(r) for r in cur.fetchall()]
-
-
-def _lease(row: Mapping[str, Any], *, rolled_back: int = 0, first_seq: int | None = None) -> TurnLease:
-    return TurnLease(
-        row["id"],
-        row["turn_holder"],
-        int(row["turn_token"]),
-        float(row["turn_expires_at"]),
-        bool(row["turn_interrupted"]),
-        rolled_back,
-        first_seq,
-    )
+    return [turn_lease_from_row(r) for r in cur.fetchall()]
 
 
 class TurnMethods:
@@ -151,10 +136,7 @@ class TurnMethods:
         rollback: int | None = None,
     ) -> TurnLease:
         sid = validate_session_id(session_id)
-        check_text(holder, "holder")
-        ttl = check_ttl(ttl_s)
-        check_incarnation(incarnation)
-        check_token(rollback)
+        ttl = check_open_turn(holder, ttl_s, incarnation, rollback)
         return self._write("open_turn", lambda cur: open_turn(cur, self._q, sid, holder, ttl, incarnation, rollback))
 
     def renew_turn(self, lease: TurnLease, ttl_s: float) -> TurnLease | None:

@@ -255,7 +255,7 @@ class PgWriter:
         """Send ``batch`` down the pipeline; a late one (see `_bound_lock_waits`) with
         timeouts of its own, for its transaction alone. False, nothing sent, for a
         batch too big for the prepared statement's jsonb (the plain way reads it as json)."""
-        rows, wanted, turns = append_payload(batch)
+        rows, wanted, turns = append_payload(p.job for p in batch)
         if len(rows) > JSONB_TEXT_LIMIT:
             return False
         remaining = min(p.queued_at for p in batch) + self._patience_s - time.monotonic()

@@ -16,12 +16,12 @@ from protocol import (
     InvalidLineageError,
     SessionExistsError,
     StoredMessage,
-    TranscriptError,
     TurnHeldError,
     TurnLostError,
 )
 
-from .._rows import new_incarnation, stored_message_from_row
+from .. import _keys as keys
+from .._rows import new_incarnation, stored_message_from_row, turn_refusal
 from ._lineage import ended_error, require_incarnation, require_session
 
 __all__ = [
@@ -140,11 +140,8 @@ def turn_held(
     """The error for a write refused by the turn lease (at ``now``): another holder's
     is live, or (``turn``: the token the write carried) that turn's lease is not."""
     row = conn.execute(q["turn_of"], {"session_id": session_id}).fetchone()
-    args = (session_id, row["turn_holder"], row["turn_expires_at"], row["turn_token"])
     live = row["turn_holder"] is not None and row["turn_expires_at"] > now
-    if turn is not None and not (live and row["turn_token"] != turn):
-        return TurnLostError(*args, message=f"the turn lease {turn} on {session_id!r} lapsed")
-    return TurnHeldError(*args)
+    return turn_refusal(session_id, row, live=live, turn=turn)
 
 
 def keyed_append(
@@ -162,35 +159,25 @@ def keyed_append(
     conversation or earlier in this append, is not written and answers as stored.
     Nothing is written when every key was stored."""
     conversation = require_incarnation(conn, q, session_id, incarnation)["incarnation"]
-    fresh: list[Mapping[str, Any]] = []
-    first_of: dict[str, int] = {}  # key -> index in fresh
-    plan: list[tuple[str, Any]] = []  # ("new", index in fresh) or ("stored", key)
-    for p in params:
-        key = p["key"]
-        if key is None:
-            plan.append(("new", len(fresh)))
-            fresh.append(p)
-        elif key in first_of:
-            plan.append(("new", first_of[key]))
-        elif conn.execute(q["claim_key"], {"incarnation": conversation, "key": key}).rowcount == 1:
-            first_of[key] = len(fresh)
-            plan.append(("new", len(fresh)))
-            fresh.append(p)
-        else:
-            plan.append(("stored", key))
+    claimed = {
+        key
+        for key in keys.keys_of(params)
+        if conn.execute(q["claim_key"], {"incarnation": conversation, "key": key}).rowcount == 1
+    }
+    fresh, steps = keys.plan(params, claimed)
     written: list[StoredMessage] = []
     if fresh:
         _, ids = append_rows(conn, q, session_id, fresh, now, incarnation, turn)
         written = [stored_message_from_row(r) for r in _rows_by_id(conn, q, ids)]
-    return [written[i] if kind == "new" else stored_by_key(conn, q, conversation, i) for kind, i in plan]
+    return keys.answers(steps, written, lambda key: stored_by_key(conn, q, conversation, key))
 
 
 def stored_by_key(conn: sqlite3.Connection, q: Queries, incarnation: str, key: str) -> StoredMessage:
     """The stored message carrying ``key``: its live copy if a compaction carried it,
     else the original."""
     row = conn.execute(q["keyed_rows"], {"incarnation": incarnation, "key": key}).fetchone()
-    if row is None:  # claimed, yet no row: only a hand-edited database
-        raise TranscriptError(f"idempotency key {key!r} is claimed but no message carries it")
+    if row is None:
+        raise keys.missing_row(key)
     return stored_message_from_row(row)
 
 

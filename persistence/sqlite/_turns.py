@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, TypeVar
 from protocol import TurnLease
 from protocol._checks import check_text
 
-from .._rows import check_incarnation, check_token, check_ttl, check_turn, checked_session_id
+from .._rows import check_open_turn, check_ttl, check_turn, checked_session_id, turn_lease_from_row
 from ._lineage import ended_error, require_incarnation, resolve
 from ._sessions import turn_held
 
@@ -66,19 +66,11 @@ def open_turn(
         if session["ended_at"] is not None:
             raise ended_error(conn, q, session)
         raise turn_held(conn, q, session_id, now=now)
-    rolled_back = 0 if rollback is None else _roll_back(conn, q, session_id, rollback, now)
-    return _lease(row, rolled_back=rolled_back)
-
-
-def _roll_back(conn: sqlite3.Connection, q: Queries, session_id: str, token: int, now: float) -> int:
-    """Retract the trailing live rows appended under ``token``; how many."""
-    count = 0
-    while True:
-        last = conn.execute(q["last_live"], {"session_id": session_id}).fetchone()
-        if last is None or last["turn"] != token:
-            return count
-        conn.execute(q["retract_message"], {"id": last["id"], "now": now})
-        count += 1
+    rolled_back = 0
+    if rollback is not None:
+        params = {"session_id": session_id, "token": rollback, "now": now}
+        rolled_back = conn.execute(q["roll_back_turn"], params).rowcount
+    return turn_lease_from_row(row, rolled_back=rolled_back)
 
 
 def renew_turn(conn: sqlite3.Connection, q: Queries, lease: TurnLease, ttl_s: float, now: float) -> TurnLease | None:
@@ -86,7 +78,7 @@ def renew_turn(conn: sqlite3.Connection, q: Queries, lease: TurnLease, ttl_s: fl
         q["renew_turn"],
         {"token": lease.token, "holder": lease.holder, "expires_at": now + ttl_s, "now": now},
     ).fetchone()
-    return None if row is None else _lease(row)
+    return None if row is None else turn_lease_from_row(row)
 
 
 def close_turn(conn: sqlite3.Connection, q: Queries, lease: TurnLease, now: float) -> bool:
@@ -106,27 +98,15 @@ def current_turn(conn: sqlite3.Connection, q: Queries, session_id: str, now: flo
     if row is None or row["turn_holder"] is None or row["turn_expires_at"] <= now or row["ended_at"] is not None:
         return None
     first = conn.execute(q["turn_first_seq"], {"session_id": session_id, "token": row["turn_token"]}).fetchone()
-    return _lease(row, first_seq=first["first_seq"])
+    return turn_lease_from_row(row, first_seq=first["first_seq"])
 
 
 def live_turns(conn: sqlite3.Connection, q: Queries, holder: str | None, now: float) -> list[TurnLease]:
-    return [_lease(r) for r in conn.execute(q["live_turns"], {"holder": holder, "now": now})]
+    return [turn_lease_from_row(r) for r in conn.execute(q["live_turns"], {"holder": holder, "now": now})]
 
 
 def interrupted_turns(conn: sqlite3.Connection, q: Queries, holder: str) -> list[TurnLease]:
-    return [_lease(r) for r in conn.execute(q["interrupted_turns"], {"holder": holder})]
-
-
-def _lease(row: Row, *, rolled_back: int = 0, first_seq: int | None = None) -> TurnLease:
-    return TurnLease(
-        row["id"],
-        row["turn_holder"],
-        row["turn_token"],
-        row["turn_expires_at"],
-        bool(row["turn_interrupted"]),
-        rolled_back,
-        first_seq,
-    )
+    return [turn_lease_from_row(r) for r in conn.execute(q["interrupted_turns"], {"holder": holder})]
 
 
 class TurnMethods:
@@ -149,10 +129,7 @@ class TurnMethods:
         rollback: int | None = None,
     ) -> TurnLease:
         checked_session_id(session_id)
-        check_text(holder, "holder")
-        ttl = check_ttl(ttl_s)
-        check_incarnation(incarnation)
-        check_token(rollback)
+        ttl = check_open_turn(holder, ttl_s, incarnation, rollback)
         return self._write(
             lambda c: open_turn(c, self._q, session_id, holder, ttl, self.now(), incarnation, rollback),
             session_id,

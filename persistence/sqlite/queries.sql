@@ -335,6 +335,16 @@ UPDATE sessions SET turn_interrupted = 1
 WHERE id = :session_id AND turn_holder IS NOT NULL AND turn_expires_at > :now
 RETURNING turn_token
 
+-- name: roll_back_turn
+-- The rows of turn :token still at the end of the live transcript leave it
+-- (retracted, archived), as a retract of each would.
+UPDATE messages SET state = 'retracted', archived_at = :now
+WHERE session_id = :session_id AND state = 'live' AND turn = :token
+  AND seq >= (SELECT live_from FROM sessions WHERE id = :session_id)
+  AND seq > coalesce((SELECT max(o.seq) FROM messages AS o
+                      WHERE o.session_id = :session_id AND o.state = 'live' AND o.turn IS NOT :token
+                        AND o.seq >= (SELECT live_from FROM sessions WHERE id = :session_id)), 0)
+
 -- name: turn_first_seq
 -- The first live row appended under token :token (NULL before the turn appended).
 SELECT min(m.seq) AS first_seq FROM messages AS m

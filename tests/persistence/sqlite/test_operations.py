@@ -16,6 +16,8 @@ import pytest
 from persistence.sqlite import SqliteStore
 from protocol import Message, StorageFullError, StoreBusyError
 
+from .tmpfs import mounted_tmpfs
+
 pytestmark = pytest.mark.timeout(120)
 
 PATIENCE_S = 1.0
@@ -65,19 +67,8 @@ def test_patience_is_a_deadline_for_the_whole_call(sqlite_path, group_commit):
 @pytest.fixture
 def small_disk(tmp_path):
     """A real 4 MiB tmpfs (needs root and mount(2)); skipped where it cannot be mounted."""
-    mount = tmp_path / f"tmpfs-{uuid.uuid4().hex[:6]}"
-    mount.mkdir()
-    if shutil.which("mount") is None or os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root and mount(8)")
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
+    with mounted_tmpfs(tmp_path, "4m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def fill(path, keep_free: int = 0) -> None:

@@ -4,7 +4,6 @@ skipped where mounting is not allowed): reads work, every write is refused."""
 from __future__ import annotations
 
 import subprocess
-import uuid
 from pathlib import Path
 
 import pytest
@@ -12,18 +11,13 @@ import pytest
 from persistence import open_store
 from protocol import Message, ReadOnlyStoreError
 
+from .tmpfs import mounted_tmpfs
+
 
 @pytest.fixture
 def mount(tmp_path):
-    point = tmp_path / f"ro-{uuid.uuid4().hex[:6]}"
-    point.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(point)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
+    with mounted_tmpfs(tmp_path, "8m") as point:
         yield point
-    finally:
-        subprocess.run(["umount", "-l", str(point)], check=False)
 
 
 def _remount_read_only(point: Path) -> None:
