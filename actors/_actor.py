@@ -13,7 +13,6 @@ No handler lets an exception escape: pykka would stop every actor on a
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from typing import Any
 
 import pykka
 
-from persistence import Store
+from persistence import Store, _mutations
 from persistence._store import submits
 from protocol import (
     CompactionRecord,
@@ -50,6 +49,7 @@ from protocol._commands import (
 )
 from protocol._turns import compactable_end
 
+from . import _sched
 from ._admission import Forwarded, runs_here
 from ._pool import WorkerPool
 from ._pooled import PooledActor
@@ -66,7 +66,6 @@ __all__ = ["SessionActor"]
 
 logger = logging.getLogger("session_actors.actor")
 
-_monotonic = time.monotonic
 
 #: An append following successors more often than this is a lineage bug, not a race.
 MAX_REDIRECTS = 16
@@ -191,6 +190,13 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
         self.actor_ref.tell(_AttemptResult(attempt, result, error))
 
     # -- mailbox ----------------------------------------------------------------------
+
+    def _step_name(self) -> str:
+        return f"actor {self.live_id}"
+
+    def _step_label(self, message: Any) -> str:
+        command = message.command if isinstance(message, Request) else message
+        return f"actor {self.live_id} {type(command).__name__}"
 
     def on_receive(self, message: Any) -> None:
         """Handle ``message`` holding the exclusive lock; its callers are answered only
@@ -366,7 +372,7 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
             slot = self._slot
             if not runs_here(slot, self._mailbox, self._turns, sender):
                 return None
-            slot.last_used = _monotonic()
+            slot.last_used = _sched.monotonic()
             try:
                 stored = self._append(messages, sender)
             except TurnHeldError as exc:
@@ -495,7 +501,8 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
         if command.origin == "review":
             raise CompressionDisabledError(self.live_id, "review handles never compact")
         attempt = self._attempt
-        if attempt is not None and attempt.in_flight:  # step 1: join, whatever force/mode
+        joins = "join" not in _mutations.DISABLED  # a test proving the join matters
+        if attempt is not None and attempt.in_flight and joins:  # step 1: join, whatever force/mode
             _chain(attempt.outcome, reply)
             return
         attempt = self._start_attempt(command)
@@ -548,7 +555,7 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
             last is not None
             and not last.committed
             and last.finished_at is not None
-            and time.monotonic() - last.finished_at < self._policy.auto_retry_after_s
+            and _sched.monotonic() - last.finished_at < self._policy.auto_retry_after_s
         ):
             return
         if self._tokens is None:

@@ -24,7 +24,6 @@ import functools
 import itertools
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -55,6 +54,7 @@ from protocol._messages import Role
 from protocol._records import CompactionMode
 from protocol.errors import AskTimeoutError
 
+from . import _sched
 from ._reply import LoopReplies, Reply
 from ._routing import Request, Router
 from ._turns import TurnTicket
@@ -229,7 +229,7 @@ class _Handle:
         had already claimed: it still gets applied, and nobody is waiting for it.
         """
         timeout = self._registry.policy.ask_timeout_s if timeout is None else timeout
-        sent = time.monotonic()
+        sent = _sched.monotonic()
         request = self._send(command, Reply())  # a lock latch: much cheaper than a Future
         reply = request.reply
         for wait in _waits(request, self._registry.policy, timeout, sent, abandoned):
@@ -238,14 +238,14 @@ class _Handle:
             except FutureTimeout:
                 if reply.done():  # the command itself raised a TimeoutError
                     raise
-        raise self._timed_out(command, time.monotonic() - sent)
+        raise self._timed_out(command, _sched.monotonic() - sent)
 
     async def _ask_async(
         self, command: Any, timeout: float | None = None, abandoned: Callable[[Any], None] | None = None
     ) -> Any:
         policy = self._registry.policy
         timeout = policy.ask_timeout_s if timeout is None else timeout
-        sent = time.monotonic()
+        sent = _sched.monotonic()
         if self._slot.current().closed:
             # restarting an evicted actor reads the store: keep that off the event loop
             request = await asyncio.to_thread(self._send, command)
@@ -262,7 +262,7 @@ class _Handle:
             if not _withdrawn(request):
                 _when_answered(reply, abandoned)
             raise
-        raise self._timed_out(command, time.monotonic() - sent)
+        raise self._timed_out(command, _sched.monotonic() - sent)
 
     def _timed_out(self, command: Any, waited: float) -> AskTimeoutError:
         return AskTimeoutError(f"no answer for {type(command).__name__} on {self.session_id!r} within {waited:.3g}s")
@@ -299,7 +299,7 @@ class Turn:
         """Wait until another caller asks this turn to end (at most ``timeout``
         seconds); True if it did. False at once when the turn is not open."""
         event = self._interrupted
-        return event is not None and event.wait(timeout)
+        return event is not None and _sched.wait(event, timeout, "wait interrupted")
 
     def __enter__(self) -> Any:
         self._check_not_open()
@@ -459,7 +459,7 @@ def _waits(
     its way, after which ``abandoned`` gets the answer whenever it comes."""
     yield timeout
     if request.held:  # behind another handle's turn: it applies when that closes
-        yield max(0.0, sent + policy.held_wait_s - time.monotonic())
+        yield max(0.0, sent + policy.held_wait_s - _sched.monotonic())
     if _withdrawn(request):
         return
     yield policy.ask_timeout_s  # the actor claimed it just now: its answer is coming

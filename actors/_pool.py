@@ -30,6 +30,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from . import _sched
+
 __all__ = ["WorkerPool"]
 
 logger = logging.getLogger("session_actors.pool")
@@ -73,6 +75,7 @@ class WorkerPool:
     def submit(self, task: Task) -> None:
         """Run ``task`` on a worker: a waiting one, a new one while under the cap, or
         the next busy one to finish."""
+        task = _sched.task(task)  # a harness's scheduler counts it from here
         with self._cond:
             if not self._closed:
                 self._ready.append(task)

@@ -41,6 +41,8 @@ import pykka
 from pykka import ActorDeadError
 from pykka.messages import _ActorStop
 
+from . import _sched
+
 if TYPE_CHECKING:
     from pykka._envelope import Envelope
 
@@ -189,7 +191,12 @@ class PooledActor(pykka.Actor):
     def _drain(self) -> None:
         """Handle queued messages, one at a time, on a pool worker (never two at once)."""
         inbox = self.actor_inbox
+        pointed = False  # a harness's scheduling point for the first message is taken
         if not self._setup_done:
+            if _sched.controlled():
+                queued = inbox.queue
+                _sched.point(self._step_label(queued[0].message) if queued else f"{self._step_name()} start")
+                pointed = True
             self._setup_done = True
             try:
                 self._actor_loop_setup()  # on_start; an Exception stops the actor
@@ -199,6 +206,9 @@ class PooledActor(pykka.Actor):
             if self.actor_stopped.is_set():
                 self._teardown()
                 return
+            if _sched.controlled() and inbox.queue and not pointed:
+                _sched.point(self._step_label(inbox.queue[0].message))
+            pointed = False
             envelope = inbox._take()
             if envelope is None:
                 return
@@ -210,6 +220,14 @@ class PooledActor(pykka.Actor):
             self._teardown()
         else:
             self._pool.submit(self._drain)  # still scheduled: to the back of the queue
+
+    def _step_name(self) -> str:
+        """Names this actor in a harness's schedule strings (stable from run to run)."""
+        return type(self).__name__
+
+    def _step_label(self, message: Any) -> str:
+        """The scheduling point before handling ``message``."""
+        return f"{self._step_name()} {type(message).__name__}"
 
     def _stop_here(self) -> bool:
         """Stop an idle actor on the calling thread, as a drain handling an

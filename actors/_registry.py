@@ -16,7 +16,6 @@ import os
 import secrets
 import socket
 import threading
-import time
 from types import TracebackType
 from typing import Any
 
@@ -36,6 +35,7 @@ from protocol import (
 )
 from protocol.errors import RegistryClosedError
 
+from . import _sched
 from ._actor import CheckTurn, RetryHeld, SessionActor
 from ._handle import ReviewHandle, SessionHandle
 from ._notifier import OutcomeHook, OutcomeNotifier
@@ -109,7 +109,7 @@ class SessionRegistry:
         self._pool = WorkerPool(self.policy.max_resident + POOL_SLACK, core=1, name="session-actors")
         self._notifier = OutcomeNotifier(on_outcome) if on_outcome is not None else None
         self._janitor_stop = threading.Event()
-        self._janitor = threading.Thread(target=self._janitor_loop, name="registry-janitor", daemon=True)
+        self._janitor = _sched.Thread(target=self._janitor_loop, name="registry-janitor", daemon=True)
         self._janitor.start()
         self._turn_keeper = TurnKeeper(self.store, self.holder, self.policy, self._resident_slots, RetryHeld())
         telemetry.track_resident(self)  # the resident-actors gauge reads stats()["resident"]
@@ -157,7 +157,7 @@ class SessionRegistry:
             attempt = slot.attempt
             if attempt is not None and attempt.in_flight:
                 attempt.abort(CompressionStatus.CANCELLED, "interrupted", wait=True)
-        deadline = time.monotonic() + self.policy.ask_timeout_s
+        deadline = _sched.monotonic() + self.policy.ask_timeout_s
         for future in [_stop(slot) for slot in slots if slot.actor_ref is not None]:
             _wait(future, deadline)
         return self.store.delete_session(session_id)
@@ -200,17 +200,17 @@ class SessionRegistry:
                 attempt.abort(CompressionStatus.CANCELLED, "interrupted", wait=True)
         # idle actors stop on this thread; the others after what their mailbox holds
         self._stopping.extend(_stop(slot) for slot in slots if slot.runner is None or not slot.runner._stop_here())
-        deadline = time.monotonic() + self.policy.ask_timeout_s
+        deadline = _sched.monotonic() + self.policy.ask_timeout_s
         for future in self._stopping:
             _wait(future, deadline)
         with self._lock:  # a queued Compress may have started one more before the stop
             attempts = list(dict.fromkeys(attempts + self._attempts))
         for attempt in attempts:
             attempt.join_threads(deadline)
-        self._pool.close(max(1.0, deadline - time.monotonic()))  # after the stops it ran
-        self._compressor_loop.close(max(1.0, deadline - time.monotonic()))
+        self._pool.close(max(1.0, deadline - _sched.monotonic()))  # after the stops it ran
+        self._compressor_loop.close(max(1.0, deadline - _sched.monotonic()))
         if self._notifier is not None:  # after the stops: held outcomes of aborted attempts
-            self._notifier.close(max(0.0, deadline - time.monotonic()))
+            self._notifier.close(max(0.0, deadline - _sched.monotonic()))
         logger.debug("registry %s closed", self.holder)
 
     def __enter__(self) -> SessionRegistry:
@@ -303,7 +303,7 @@ class SessionRegistry:
             with slot.lock:
                 if not slot.closed and slot.actor_ref is not None:
                     slot.pending += 1
-                    slot.last_used = time.monotonic()
+                    slot.last_used = _sched.monotonic()
                     try:
                         slot.actor_ref.tell(request)
                         return slot
@@ -322,7 +322,7 @@ class SessionRegistry:
     def _request_done(self, slot: Slot) -> None:
         with slot.lock:
             slot.pending -= 1
-            slot.last_used = time.monotonic()
+            slot.last_used = _sched.monotonic()
 
     def _relocate(self, slot: Slot, live_id: str, turns: TurnGate) -> bool:
         """Point ``slot`` at ``live_id``; False if another slot serves it (hand-over done).
@@ -519,15 +519,15 @@ class SessionRegistry:
     def _janitor_loop(self) -> None:
         shortest = min(self.policy.idle_timeout_s, self.policy.max_turn_s)
         interval = min(max(shortest / 4, 0.02), 1.0)
-        next_reap = time.monotonic() + self.policy.lease_ttl_s
-        while not self._janitor_stop.wait(min(interval, self.policy.lease_ttl_s)):
+        next_reap = _sched.monotonic() + self.policy.lease_ttl_s
+        while not _sched.wait(self._janitor_stop, min(interval, self.policy.lease_ttl_s), "janitor"):
             try:
                 self._evict_idle()
                 self._close_overdue_turns()
             except Exception:  # keep the janitor alive whatever a store wrapper does
                 logger.exception("idle eviction failed")
-            if time.monotonic() >= next_reap:
-                next_reap = time.monotonic() + self.policy.lease_ttl_s
+            if _sched.monotonic() >= next_reap:
+                next_reap = _sched.monotonic() + self.policy.lease_ttl_s
                 self._reap_leases()
 
     def _reap_leases(self) -> None:
@@ -544,7 +544,7 @@ class SessionRegistry:
     def _close_overdue_turns(self) -> None:
         """A turn open past ``max_turn_s`` is closed by its actor: nudge it (no traffic
         may come to make it look)."""
-        now = time.monotonic()
+        now = _sched.monotonic()
         with self._lock:
             overdue = [s for s in self._resident if s.turns is not None and s.turns.overdue(now)]
         for slot in overdue:
@@ -557,7 +557,7 @@ class SessionRegistry:
                     pass
 
     def _evict_idle(self) -> None:
-        cutoff = time.monotonic() - self.policy.idle_timeout_s
+        cutoff = _sched.monotonic() - self.policy.idle_timeout_s
         with self._lock:
             for slot in self._resident.idle_since(cutoff):
                 self._retire(slot)
@@ -588,7 +588,8 @@ def _done(future: pykka.Future[Any]) -> bool:
 
 def _wait(future: pykka.Future[Any], deadline: float) -> None:
     try:
-        future.get(timeout=max(0.0, deadline - time.monotonic()))
+        left = max(0.0, deadline - _sched.monotonic())
+        future.get(timeout=_sched.park("actor stop", lambda: _done(future), left))
     except Exception:
         logger.warning("an actor did not stop in time")
 

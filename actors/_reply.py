@@ -29,6 +29,8 @@ from concurrent.futures import CancelledError, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
+from . import _sched
+
 __all__ = ["LoopReplies", "Reply"]
 
 logger = logging.getLogger("session_actors.reply")
@@ -97,6 +99,7 @@ class Reply:
 
     def result(self, timeout: float | None = None) -> Any:
         """The answer (or its exception); `TimeoutError` if none within ``timeout``."""
+        timeout = _sched.park("reply", self.done, timeout)
         if not self._latch.acquire(timeout=-1 if timeout is None else timeout):
             raise FutureTimeout()
         self._latch.release()  # stays open: a second result() answers at once

@@ -9,8 +9,9 @@ follow ``successor`` (or ask the registry again) once it is closed.
 from __future__ import annotations
 
 import threading
-import time
 from typing import TYPE_CHECKING, Any
+
+from . import _sched
 
 if TYPE_CHECKING:
     import pykka
@@ -53,7 +54,7 @@ class Slot:
         self.closed = False  # no more requests may be enqueued
         self.successor: Slot | None = None  # where requests go after a hand-over
         self.pending = 0  # requests enqueued and not yet handled
-        self.last_used = time.monotonic()
+        self.last_used = _sched.monotonic()
         self.attempt: Attempt | None = None  # the actor's latest attempt (set on its thread)
         self.turns: TurnGate | None = None  # the actor's turn gate (set when it starts)
         # (id, created_at) of the session the actor started on: a later session under the

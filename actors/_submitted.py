@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -26,6 +25,7 @@ from protocol import (
     TurnLostError,
 )
 
+from . import _sched
 from ._admission import Forwarded, runs_here
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ class SubmittedAppends:
             if not runs_here(self._slot, self._mailbox, self._turns, sender):
                 self._exclusive.release()
                 return False
-            self._slot.last_used = time.monotonic()
+            self._slot.last_used = _sched.monotonic()
             session_id = self.live_id
             self._count_tokens(messages)  # here: the loop has time, the writer not
             done = functools.partial(self._submitted_done, messages, sender, session_id, answer)

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import pykka
+
+from . import _sched
 
 if TYPE_CHECKING:
     from persistence import Store
@@ -48,12 +49,12 @@ class TurnKeeper:
         self._stop = threading.Event()
         self._listen = callable(getattr(store, "listen_turns", None))
         self._listener: Any = None
-        self._thread = threading.Thread(target=self._run, name="registry-turns", daemon=True)
+        self._thread = _sched.Thread(target=self._run, name="registry-turns", daemon=True)
         self._thread.start()
 
     def close(self, timeout: float) -> None:
         self._stop.set()
-        self._thread.join(timeout)
+        _sched.join(self._thread, timeout, "join turn-keeper")
         if self._listener is not None and not self._thread.is_alive():
             self._listener.close()
 
@@ -71,7 +72,7 @@ class TurnKeeper:
         """A tick, or less when a turn closed (the NOTIFY hint, where there is one)."""
         listener = self._listener
         if listener is None:
-            self._stop.wait(self._tick)
+            _sched.wait(self._stop, self._tick, "turn-keeper")
             return
         try:
             listener.wait_closed(self._tick)
@@ -112,7 +113,7 @@ class TurnKeeper:
             self._tell(slot)
 
     def _renew(self, slots: list[Slot]) -> None:
-        due = time.monotonic() - self._policy.renew_interval_s
+        due = _sched.monotonic() - self._policy.renew_interval_s
         for slot in slots:
             turn = slot.turns.turn if slot.turns is not None else None
             runner = slot.runner

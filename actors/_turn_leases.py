@@ -14,12 +14,12 @@ refuse (``"reject"``: `SessionBusyError`), or ask the holder to end it first
 from __future__ import annotations
 
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 
 from protocol import SessionBusyError, SessionEndedError, TurnHeldError, TurnLease, TurnLostError
 from protocol._commands import OpenTurn
 
+from . import _sched
 from ._routing import Request
 
 if TYPE_CHECKING:
@@ -153,8 +153,8 @@ class TurnLeases:
             return
         self._turns.foreign = exc
         if not request.held_since:
-            request.held_since = time.monotonic()
-        if self._stopping or time.monotonic() - request.held_since > self._policy.held_wait_s:
+            request.held_since = _sched.monotonic()
+        if self._stopping or _sched.monotonic() - request.held_since > self._policy.held_wait_s:
             self._answer(request.reply, error=SessionBusyError(self.live_id, exc.holder, exc.expires_at, exc.token))
             return
         if request.reply.running() and not request.forwarding():  # claimed: see Request.gate
@@ -182,7 +182,7 @@ class TurnLeases:
     def _expire_held(self) -> bool:
         """Answer held calls that waited past ``held_wait_s``; True when none is left."""
         for request in self._turns.take_held():
-            if request.held_since and time.monotonic() - request.held_since > self._policy.held_wait_s:
+            if request.held_since and _sched.monotonic() - request.held_since > self._policy.held_wait_s:
                 foreign = self._turns.foreign
                 holder, expires = (None, None) if foreign is None else (foreign.holder, foreign.expires_at)
                 self._answer(request.reply, error=SessionBusyError(self.live_id, holder, expires))
@@ -218,6 +218,6 @@ class TurnLeases:
                 )
                 turn.lost, turn.lease = True, None
             return
-        turn.renewed_at = time.monotonic()
+        turn.renewed_at = _sched.monotonic()
         if renewed.interrupted:
             turn.interrupted.set()

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from typing import cast
 from protocol import StoredMessage, TurnHeldError, TurnLease
 from protocol._commands import Append, OpenTurn, Retract
 
+from . import _sched
 from ._routing import Request
 
 __all__ = ["HELD_COMMANDS", "MovedTurn", "ResumeTurn", "TurnGate", "TurnTicket"]
@@ -165,7 +165,7 @@ class TurnGate:
         if joined is not None:
             return joined
         self._last_number += 1
-        now = time.monotonic()
+        now = _sched.monotonic()
         self.turn = _Turn(self._last_number, sender, now, lease=lease, renewed_at=now)
         return TurnTicket(self.turn.number, self.turn.interrupted)
 
@@ -188,7 +188,7 @@ class TurnGate:
     def close_overdue(self) -> _Turn | None:
         """Close a turn open longer than ``max_turn_s``; the turn if one was closed."""
         turn = self.turn
-        if turn is None or not self.overdue(time.monotonic()):
+        if turn is None or not self.overdue(_sched.monotonic()):
             return None
         logger.warning(
             "turn %d open for more than %ss: closed by the actor (%d message(s) appended, %d call(s) held)",

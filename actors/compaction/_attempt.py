@@ -14,7 +14,6 @@ import inspect
 import logging
 import re
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, Protocol
@@ -39,6 +38,7 @@ from protocol import (
 from protocol._commands import Compress
 from protocol._transcript import invalid_tool_pairing
 
+from .. import _sched
 from ..compressors._base import Compressor
 from ._decision import AttemptDecision, AttemptState
 from ._lease_keeper import LeaseKeeper
@@ -116,7 +116,7 @@ class Attempt:
         self._worker: threading.Thread | None = None
         self._snapshot: list[StoredMessage] = []
         self._watermark = 0
-        self._proven_at = time.monotonic()
+        self._proven_at = _sched.monotonic()
         self._trace = telemetry.compaction(
             self._base_id, mode=self.mode, forced=command.force, automatic=command.automatic
         )
@@ -144,10 +144,10 @@ class Attempt:
     def join_threads(self, deadline: float) -> None:
         """Wait (until the monotonic ``deadline``) for the keeper and worker threads."""
         if self._keeper is not None:
-            self._keeper.join(max(0.0, deadline - time.monotonic()))
+            self._keeper.join(max(0.0, deadline - _sched.monotonic()))
         worker = self._worker
         if worker is not None and worker is not threading.current_thread():
-            worker.join(max(0.0, deadline - time.monotonic()))
+            _sched.join(worker, max(0.0, deadline - _sched.monotonic()), f"join compressor {self._base_id}")
 
     # -- steps 2-5, on the actor thread -------------------------------------------
 
@@ -201,7 +201,7 @@ class Attempt:
 
     def _acquire_lease(self) -> CompressionOutcome | None:
         """Step 3. Any failure of the lease machinery fails closed (lease_error)."""
-        proven_at = time.monotonic()
+        proven_at = _sched.monotonic()
         try:
             lease = self._store.acquire_lease(self._base_id, self._holder, self._policy.lease_ttl_s)
         except Exception:
@@ -266,7 +266,7 @@ class Attempt:
         if not self.decision.start_running():
             raise _Aborted
         self._keeper.start()
-        self._worker = threading.Thread(target=self._run_compressor, name=f"compressor:{self._base_id}", daemon=True)
+        self._worker = _sched.Thread(target=self._run_compressor, name=f"compressor:{self._base_id}", daemon=True)
         self._worker.start()
 
     def _run_compressor(self) -> None:
@@ -274,6 +274,7 @@ class Attempt:
         result: list[Message] | None = None
         error: BaseException | None = None
         try:
+            _sched.point(f"compress {self._base_id}")
             with self._trace.phase("compress"):
                 output = self._compressor.compress(  # type: ignore[union-attr]
                     self._snapshot, target_tokens=self._policy.target_tokens, cancel=self.cancel
@@ -284,6 +285,7 @@ class Attempt:
         except BaseException as exc:  # delivered as FAILED, never escapes the thread
             error = exc
         try:
+            _sched.point(f"compressed {self._base_id}")
             self._host.post_result(self, result, error)
         except Exception:  # the actor is gone (registry closing): finish here
             logger.debug("actor gone before the compressor returned", exc_info=True)
@@ -378,7 +380,8 @@ class Attempt:
         if previous is None:
             if wait and self.decision.state is AttemptState.ADMITTED:
                 try:
-                    self.outcome.exception(timeout=self._policy.ask_timeout_s)
+                    patience = _sched.park("admitted commit", self.outcome.done, self._policy.ask_timeout_s)
+                    self.outcome.exception(timeout=patience)
                 except Exception:  # timed out or cancelled: we waited as long as allowed
                     logger.warning("admitted commit of %s still running", self._base_id)
             return False
@@ -445,7 +448,7 @@ class Attempt:
             logger.warning("releasing the lease on %s failed", lease.session_id, exc_info=True)
 
     def _complete(self, outcome: CompressionOutcome) -> None:
-        self.finished_at = time.monotonic()
+        self.finished_at = _sched.monotonic()
         self._trace.finish(outcome)  # first: a caller woken by the outcome finds the span ended
         try:
             self.outcome.set_result(outcome)  # runs the joined callers' callbacks: woken now
@@ -458,7 +461,7 @@ class Attempt:
                 logger.exception("posting the outcome of %s failed", self._base_id)
 
     def _complete_error(self, exc: BaseException) -> None:
-        self.finished_at = time.monotonic()
+        self.finished_at = _sched.monotonic()
         if not isinstance(exc, Exception):
             wrapped = RuntimeError(f"compaction aborted by {exc!r}")
             wrapped.__cause__ = exc

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 
 from persistence import Store
 from protocol import Lease
 
+from .. import _sched
 from ._policy import CompactionPolicy
 
 __all__ = ["LeaseKeeper"]
@@ -44,12 +44,12 @@ class LeaseKeeper:
         self._on_timeout = on_timeout
         # Monotonic time the lease was last proven ours (acquired or renewed). It is
         # taken *before* the store call, so the self-fence errs on the safe side.
-        self._proven_at = time.monotonic() if renewed_at is None else renewed_at
+        self._proven_at = _sched.monotonic() if renewed_at is None else renewed_at
         self._deadline = self._proven_at + policy.max_compaction_s
         self._lost = False
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name=f"lease-keeper:{lease.session_id}", daemon=True)
+        self._thread = _sched.Thread(target=self._run, name=f"lease-keeper:{lease.session_id}", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
@@ -61,7 +61,7 @@ class LeaseKeeper:
 
     def join(self, timeout: float) -> None:
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            self._thread.join(timeout=timeout)
+            _sched.join(self._thread, timeout, f"join lease-keeper {self._lease.session_id}")
 
     @property
     def thread(self) -> threading.Thread:
@@ -77,7 +77,7 @@ class LeaseKeeper:
         with self._lock:
             if self._lost:
                 return False
-            return time.monotonic() - self._proven_at <= self._policy.self_fence_s
+            return _sched.monotonic() - self._proven_at <= self._policy.self_fence_s
 
     def _run(self) -> None:
         try:
@@ -91,13 +91,13 @@ class LeaseKeeper:
         interval = self._policy.renew_interval_s
         next_renew = self._proven_at + interval
         while True:
-            now = time.monotonic()
+            now = _sched.monotonic()
             with self._lock:
                 fence_at = self._proven_at + self._policy.self_fence_s
             wake = min(next_renew, fence_at, self._deadline)
-            if self._stop.wait(max(0.0, wake - now)):
+            if _sched.wait(self._stop, max(0.0, wake - now), f"lease-keeper {self._lease.session_id}"):
                 return
-            now = time.monotonic()
+            now = _sched.monotonic()
             if now >= self._deadline:
                 self._on_timeout()
                 return
@@ -117,7 +117,7 @@ class LeaseKeeper:
     def _renew_once(self) -> bool | None:
         """Renew: True when renewed, False after a transient error, None when the
         lease is definitively gone."""
-        started = time.monotonic()
+        started = _sched.monotonic()
         try:
             renewed = self._store.renew_lease(self.lease, self._policy.lease_ttl_s)
         except Exception:  # transient: keep trying until the self-fence says otherwise

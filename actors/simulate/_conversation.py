@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import groupby
 
 from protocol import Message, StoredMessage
@@ -23,14 +23,19 @@ from protocol._transcript import call_ids, in_tool_run
 __all__ = ["separated_tool_results", "split_turns"]
 
 
-def split_turns(acked: Iterable[StoredMessage]) -> list[str]:
-    """The turns (``meta["turn"]`` values) another path's message landed inside."""
+def _meta_turn(row: StoredMessage) -> object:
+    return row.meta.get("turn")
+
+
+def split_turns(acked: Iterable[StoredMessage], turn_of: Callable[[StoredMessage], object] = _meta_turn) -> list[str]:
+    """The turns (``turn_of(row)`` values, by default ``meta["turn"]``) another path's
+    message landed inside."""
     split: set[str] = set()
     by_session = sorted(acked, key=lambda m: (m.session_id, m.seq))
     for _, rows in groupby(by_session, key=lambda m: m.session_id):
         positions: dict[str, list[int]] = {}
         for index, row in enumerate(rows):
-            turn = row.meta.get("turn")
+            turn = turn_of(row)
             if isinstance(turn, str):
                 positions.setdefault(turn, []).append(index)
         split.update(turn for turn, found in positions.items() if found[-1] - found[0] != len(found) - 1)

@@ -1,0 +1,311 @@
+"""`Harness`: runs paths against the real registry, actors and a real SQLite file,
+one schedule at a time, and checks the invariants after each.
+
+Each schedule starts from a fresh copy of a template database (the session and its
+``prefill``), installs a `DeterministicScheduler`, opens a `SessionRegistry` on it,
+starts one thread per path and lets the scheduler run them to the end. Then it
+releases the threads, closes the registry (so a lease still held is a leak) and
+checks the invariants. Every decision the scheduler made is in the schedule string,
+so `replay` runs the same schedule again, step for step.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import tempfile
+import threading
+import time
+import traceback
+import weakref
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from persistence.sqlite import SqliteStore
+from protocol import InvalidArgumentError, Message, StoredMessage, TranscriptError
+
+from .. import _sched
+from .._registry import SessionRegistry
+from ..compaction import CompactionPolicy
+from ..compressors import Compressor
+from ._choosers import Exhaustive, Priorities, Replay, ScheduleMismatchError, join
+from ._invariants import Failure, check_schedule
+from ._paths import Ledger, PathHandle
+from ._scheduler import Chooser, DeadlockError, DeterministicScheduler, HarnessStuckError
+
+__all__ = ["Harness", "Report"]
+
+Path_ = Callable[[PathHandle], object]
+Check = Callable[[list[StoredMessage]], object]
+
+#: The store's wall clock at the start of every schedule (epoch seconds).
+EPOCH = 1_800_000_000.0
+#: Every registry the harness opens holds leases as this holder.
+HOLDER = "harness"
+#: Real seconds a path thread gets to finish once its schedule is over.
+_JOIN_S = 10.0
+
+
+@dataclass(slots=True)
+class Report:
+    """What `Harness.explore` ran and found."""
+
+    schedules_run: int = 0
+    failures: list[Failure] = field(default_factory=list)
+    complete: bool = False  # exhaustive: every schedule was visited
+    steps: int = 0  # scheduling steps over all schedules
+    seconds: float = 0.0
+    schedules: set[str] = field(default_factory=set)  # the distinct schedule strings
+
+    def assert_ok(self) -> None:
+        """AssertionError naming the first failure (its invariant and schedule)."""
+        if self.failures:
+            first = self.failures[0]
+            raise AssertionError(
+                f"{len(self.failures)} failure(s) in {self.schedules_run} schedule(s); first: "
+                f"{first.invariant}: {first.detail}\n  replay with schedule={first.schedule!r}"
+            )
+
+
+@dataclass(slots=True)
+class _Run:
+    decisions: str
+    broken: list[tuple[str, str]]
+    transcript: list[StoredMessage]
+    steps: int
+
+
+class Harness:
+    """Explores the schedules of paths on one session; see ``docs/testing.md``.
+
+    ``store``: None for a temporary directory (removed with the harness), or a
+    directory to keep each schedule's database in. ``prefill``: messages the session
+    holds before every schedule.
+    """
+
+    def __init__(
+        self,
+        compressor: Compressor | None = None,
+        policy: CompactionPolicy | None = None,
+        store: str | Path | None = None,
+        prefill: Sequence[Message] = (),
+    ) -> None:
+        if store is not None and not Path(store).is_dir():
+            raise InvalidArgumentError(f"store must be None or an existing directory, got {store!r}")
+        if any(not isinstance(m, Message) for m in prefill):
+            raise InvalidArgumentError("prefill must be a sequence of Message")
+        self.compressor = compressor
+        self.policy = policy or CompactionPolicy()
+        self.prefill = list(prefill)
+        self._dir = Path(tempfile.mkdtemp(prefix="session-harness-")) if store is None else Path(store)
+        # a temporary directory goes with the harness (or at exit); yours stays
+        self._cleanup: Callable[[], object] | None = None
+        if store is None:
+            self._cleanup = weakref.finalize(self, shutil.rmtree, self._dir, ignore_errors=True)
+        self._templates: dict[str, Path] = {}
+        self._local = threading.local()  # the path running on this thread
+        self._runs = 0
+
+    def close(self) -> None:
+        """Remove the temporary directory (a no-op for a directory you gave)."""
+        if self._cleanup is not None:
+            self._cleanup()
+
+    def __enter__(self) -> Harness:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the API ------------------------------------------------------------------------
+
+    def explore(
+        self,
+        paths: Mapping[str, Path_],
+        *,
+        review: Collection[str] = (),
+        session_id: str = "S",
+        schedules: int = 200,
+        seed: int = 0,
+        exhaustive: bool = False,
+        max_schedules: int = 10_000,
+        check: Check | None = None,
+        stop_at_first: bool = False,
+    ) -> Report:
+        """Run ``schedules`` seeded random schedules, or (``exhaustive``) every schedule
+        up to ``max_schedules``, checking the invariants after each."""
+        self._check_paths(paths, review)
+        budget = max_schedules if exhaustive else schedules
+        if not isinstance(budget, int) or budget < 1:
+            raise InvalidArgumentError(f"the number of schedules must be a positive int, got {budget!r}")
+        report = Report()
+        started = time.perf_counter()
+        prefix: list[int] | None = []
+        while prefix is not None and report.schedules_run < budget:
+            chooser: Chooser = Exhaustive(prefix) if exhaustive else Priorities(seed * 1_000_003 + report.schedules_run)
+            run = self._run(paths, review, session_id, chooser, check)
+            report.schedules_run += 1
+            report.steps += run.steps
+            report.schedules.add(run.decisions)
+            report.failures += [Failure(run.decisions, name, detail) for name, detail in run.broken]
+            if run.broken and stop_at_first:
+                break
+            if exhaustive:
+                assert isinstance(chooser, Exhaustive)
+                prefix = chooser.next_prefix()
+        report.complete = exhaustive and prefix is None
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def replay(
+        self,
+        paths: Mapping[str, Path_],
+        schedule: str,
+        *,
+        review: Collection[str] = (),
+        session_id: str = "S",
+        check: Check | None = None,
+    ) -> list[StoredMessage]:
+        """Run ``schedule`` again: AssertionError naming the invariant if it breaks one,
+        else the session's final live transcript."""
+        self._check_paths(paths, review)
+        chooser = Replay(schedule)
+        run = self._run(paths, review, session_id, chooser, check)
+        if not chooser.finished():
+            raise ScheduleMismatchError(f"the run ended before the schedule did: {schedule!r}")
+        if run.broken:
+            name, detail = run.broken[0]
+            raise AssertionError(f"{name}: {detail}\n  schedule={schedule!r}")
+        return run.transcript
+
+    def advance(self, seconds: float) -> None:
+        """From a path: sleep ``seconds`` on the virtual clock (`PathHandle.advance`)."""
+        path: PathHandle | None = getattr(self._local, "path", None)
+        if path is None:
+            raise InvalidArgumentError("harness.advance() is called from a path, while it runs")
+        path.advance(seconds)
+
+    # -- one schedule ------------------------------------------------------------------
+
+    def _check_paths(self, paths: Mapping[str, Path_], review: Collection[str]) -> None:
+        if not paths or not all(isinstance(n, str) and n and callable(f) for n, f in paths.items()):
+            raise InvalidArgumentError("paths must map non-empty names to functions of a handle")
+        unknown = set(review) - set(paths)
+        if unknown:
+            raise InvalidArgumentError(f"review names paths that do not exist: {sorted(unknown)}")
+
+    def _run(
+        self,
+        paths: Mapping[str, Path_],
+        review: Collection[str],
+        session_id: str,
+        chooser: Chooser,
+        check: Check | None,
+    ) -> _Run:
+        db = self._fresh_database(session_id)
+        scheduler = DeterministicScheduler(chooser)
+        store = SqliteStore(str(db), clock=lambda: EPOCH + scheduler.wall_offset(), group_commit=False)
+        ledger = Ledger()
+        errors: dict[str, str] = {}
+        broken: list[tuple[str, str]] = []
+        threads: list[_sched.Thread] = []
+        _sched.install(scheduler)
+        try:
+            registry = SessionRegistry(store, compressor=self.compressor, policy=self.policy, holder=HOLDER)
+            try:
+                for name in sorted(paths):
+                    handle = registry.review(session_id) if name in review else registry.session(session_id)
+                    path = PathHandle(name, handle, ledger)
+                    threads.append(self._start_path(path, paths[name], errors))
+                try:
+                    scheduler.run(alive=lambda: not all(t.finished.is_set() for t in threads))
+                except (DeadlockError, HarnessStuckError) as exc:
+                    broken.append(("deadlock", str(exc)))
+            finally:
+                scheduler.release()
+                registry.close()
+                for thread in threads:
+                    thread.join(_JOIN_S)
+        except BaseException:
+            store.close()
+            _remove_database(db)
+            raise
+        finally:
+            _sched.uninstall(scheduler)
+        try:
+            broken = [("path_error", f"{n}: {e}") for n, e in sorted(errors.items())] + broken
+            broken += check_schedule(store, session_id, ledger, _turn_tokens(db, ledger), check)
+            transcript = _live_transcript(store, session_id)
+        finally:
+            store.close()
+            _remove_database(db)
+        return _Run(join(scheduler.decisions), broken, transcript, scheduler.steps)
+
+    def _start_path(self, path: PathHandle, fn: Path_, errors: dict[str, str]) -> _sched.Thread:
+        def run() -> None:
+            self._local.path = path
+            try:
+                _sched.point(f"{path.name} start")
+                fn(path)
+            except BaseException as exc:  # the path did not expect it: a failure of the run
+                errors[path.name] = "".join(traceback.format_exception_only(exc)).strip()
+            finally:
+                self._local.path = None
+
+        thread = _sched.Thread(target=run, name=f"harness-path:{path.name}", daemon=True)
+        thread.start()
+        return thread
+
+    # -- databases -------------------------------------------------------------------
+
+    def _fresh_database(self, session_id: str) -> Path:
+        template = self._templates.get(session_id) or self._make_template(session_id)
+        self._runs += 1
+        db = self._dir / f"schedule-{self._runs}.db"
+        os.close(os.open(db, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600))  # transcripts are private
+        with sqlite3.connect(template) as src, sqlite3.connect(db) as dst:
+            src.backup(dst)
+        src.close()
+        dst.close()
+        return db
+
+    def _make_template(self, session_id: str) -> Path:
+        template = self._dir / f"template-{len(self._templates) + 1}.db"
+        store = SqliteStore(str(template), clock=lambda: EPOCH)
+        try:
+            registry = SessionRegistry(store, compressor=self.compressor, policy=self.policy, holder=HOLDER)
+            try:
+                handle = registry.session(session_id)
+                if self.prefill:
+                    handle.append(list(self.prefill))
+                else:
+                    handle.transcript()  # creates the session
+            finally:
+                registry.close()
+        finally:
+            store.close()
+        self._templates[session_id] = template
+        return template
+
+
+def _turn_tokens(db: Path, ledger: Ledger) -> dict[int, str]:
+    """Row id -> the token of the turn it was appended in (rows outside a turn: none)."""
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        rows = conn.execute("SELECT id, turn FROM messages WHERE turn IS NOT NULL").fetchall()
+    conn.close()
+    return {row_id: str(token) for row_id, token in rows if row_id in ledger.rows}
+
+
+def _live_transcript(store: SqliteStore, session_id: str) -> list[StoredMessage]:
+    """The transcript a gateway reads next; none when the lineage has no one tip (a fork)."""
+    try:
+        return store.transcript(store.resolve(session_id))
+    except TranscriptError:
+        return []
+
+
+def _remove_database(db: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)

@@ -1,0 +1,86 @@
+"""What the harness checks after every schedule: the invariants ``simulate`` checks,
+read from the database against the run's ledger, and the user's own ``check``."""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from persistence import Store
+from protocol import StoredMessage
+
+from ..simulate._check import Ack, IntegrityReport, check_run
+from ..simulate._conversation import split_turns
+from ._paths import Ledger
+
+__all__ = ["INVARIANTS", "Failure", "check_schedule"]
+
+#: Every `Failure.invariant` name.
+INVARIANTS: tuple[str, ...] = (
+    "fork",
+    "lost",
+    "duplicate",
+    "turn_split",
+    "tool_pair",
+    "seq_gap",
+    "leaked_lease",
+    "fsck",
+    "path_error",
+    "deadlock",
+    "check",
+)
+
+#: Invariant name -> (the report's counters, the prefix of its examples).
+_COUNTED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "fork": (("forks",), ("fork",)),
+    "lost": (("lost_messages",), ("lost",)),
+    "duplicate": (("duplicated_copies",), ("duplicated",)),
+    "tool_pair": (("tool_results_separated",), ("tool result",)),
+    "seq_gap": (("seq_gaps",), ("seq_gap",)),
+    "leaked_lease": (("leaked_leases",), ()),
+    "fsck": (("orphan_writes", "lineage_cycles"), ("orphan_write", "lineage_cycle", "missing_parent")),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """One broken invariant of one schedule; `Harness.replay` runs ``schedule`` again."""
+
+    schedule: str
+    invariant: str
+    detail: str
+
+
+def check_schedule(
+    store: Store,
+    session_id: str,
+    ledger: Ledger,
+    turns: Mapping[int, object],
+    check: Callable[[list[StoredMessage]], object] | None,
+) -> list[tuple[str, str]]:
+    """The (invariant, detail) pairs this run broke, in `INVARIANTS` order. ``turns``:
+    the turn each acknowledged row was appended in, as the database recorded it (a
+    turn closed for running past ``max_turn_s`` ends there, whatever its holder thinks)."""
+    acks = [Ack(session_id, row.id, row.text) for row in ledger.rows.values()]
+    report = check_run(store, session_id, [session_id], acks)
+    broken = [(name, _detail(report, name)) for name, (counters, _) in _COUNTED.items() if _count(report, counters)]
+    split = split_turns(ledger.rows.values(), turn_of=lambda row: turns.get(row.id))
+    if split:
+        broken.append(("turn_split", f"another path wrote inside the turn(s) with token(s) {', '.join(split)}"))
+    if check is not None and not any(name == "fork" for name, _ in broken):  # a fork has no one transcript
+        try:
+            check(store.transcript(store.resolve(session_id)))
+        except Exception as exc:
+            broken.append(("check", "".join(traceback.format_exception_only(exc)).strip()))
+    return sorted(broken, key=lambda b: INVARIANTS.index(b[0]))
+
+
+def _count(report: IntegrityReport, counters: tuple[str, ...]) -> int:
+    return sum(getattr(report, name) for name in counters)
+
+
+def _detail(report: IntegrityReport, name: str) -> str:
+    counters, prefixes = _COUNTED[name]
+    examples = [e for e in report.examples if prefixes and e.startswith(prefixes)]
+    return "; ".join(examples) or f"{_count(report, counters)} found"

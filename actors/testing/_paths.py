@@ -1,0 +1,132 @@
+"""`PathHandle`: what a harness path gets instead of a session or review handle.
+
+It forwards every call to the real handle, after a scheduling point named
+``"<path> <call>"``, and writes what the store acknowledged in the run's `Ledger`:
+the rows each append returned, minus what a retract took back. The invariants are
+checked against that ledger.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from types import TracebackType
+from typing import Any
+
+from actors import _sched
+from protocol import CompressionOutcome, InvalidArgumentError, StoredMessage
+
+__all__ = ["Ledger", "PathHandle", "PathTurn"]
+
+
+class Ledger:
+    """The acknowledged appends of one run, in acknowledgement order."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.rows: dict[int, StoredMessage] = {}
+
+    def acked(self, rows: list[StoredMessage]) -> None:
+        with self._lock:
+            for row in rows:
+                self.rows[row.id] = row
+
+    def retracted(self, row: StoredMessage | None) -> None:
+        if row is not None:
+            with self._lock:
+                self.rows.pop(row.id, None)
+
+
+class PathHandle:
+    """A path's handle: the real handle's calls, each one a scheduling point."""
+
+    def __init__(self, name: str, handle: Any, ledger: Ledger) -> None:
+        self.name = name
+        self._handle = handle
+        self._ledger = ledger
+        self._started = False  # the path's start was its first point
+
+    @property
+    def session_id(self) -> str:
+        return str(self._handle.session_id)
+
+    @property
+    def handle(self) -> Any:
+        """The real `SessionHandle` or `ReviewHandle` (calls on it are not points)."""
+        return self._handle
+
+    def _step(self, call: str) -> None:
+        if not self._started:  # nothing happened since the start point: not a new one
+            self._started = True
+            return
+        _sched.point(f"{self.name} {call}")
+
+    def append(self, *args: Any, **fields: Any) -> Any:
+        self._step("append")
+        stored = self._handle.append(*args, **fields)
+        self._ledger.acked(stored if isinstance(stored, list) else [stored])
+        return stored
+
+    def retract(self) -> StoredMessage | None:
+        self._step("retract")
+        popped = self._handle.retract()
+        self._ledger.retracted(popped)
+        return popped
+
+    def transcript(self) -> list[StoredMessage]:
+        self._step("transcript")
+        return list(self._handle.transcript())
+
+    def archive(self) -> list[StoredMessage]:
+        self._step("archive")
+        return list(self._handle.archive())
+
+    def compress(self, *, force: bool = False, mode: Any = None) -> CompressionOutcome:
+        self._step("compress")
+        return self._handle.compress(force=force, mode=mode)
+
+    def interrupt(self) -> bool:
+        self._step("interrupt")
+        return bool(self._handle.interrupt())
+
+    def advance(self, seconds: float) -> None:
+        """Sleep ``seconds`` on the harness's virtual clock: the other paths go on
+        meanwhile, and every timer due fires in its order (a holder frozen past its
+        lease, say). Takes no real time."""
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < math.inf:
+            raise InvalidArgumentError(f"advance() takes a finite number of seconds >= 0, got {seconds!r}")
+        self._started = True
+        _sched.park(f"{self.name} advance", _never, float(seconds))
+
+    def turn(self, on_busy: str | None = None) -> PathTurn:
+        return PathTurn(self, self._handle.turn(on_busy))
+
+
+def _never() -> bool:
+    return False
+
+
+class PathTurn:
+    """``with h.turn():`` on a path: opening and closing are scheduling points."""
+
+    def __init__(self, path: PathHandle, turn: Any) -> None:
+        self._path = path
+        self._turn = turn
+
+    @property
+    def interrupted(self) -> bool:
+        return bool(self._turn.interrupted)
+
+    def wait_interrupted(self, timeout: float | None = None) -> bool:
+        return bool(self._turn.wait_interrupted(timeout))
+
+    def __enter__(self) -> PathHandle:
+        self._path._step("turn")
+        self._turn.__enter__()
+        return self._path
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._path._step("end turn")
+        self._turn.__exit__(exc_type, exc, tb)
