@@ -331,6 +331,8 @@ class Attempt:
         if problem is not None:
             logger.warning("compaction of %s refused: %s", self._base_id, problem)
             return self._outcome(S.FAILED, "invalid_result", error=problem)
+        # a pause here (GC, SIGSTOP) outlives the lease: only the commit's fence stops it
+        _sched.point(f"commit {self._base_id}")
         try:
             with self._trace.phase("commit"):
                 record = self._store.commit_compaction(

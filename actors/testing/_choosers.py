@@ -32,7 +32,11 @@ def split(schedule: str) -> list[str]:
 class Priorities:
     """PCT (Burckhardt et al., 2010): each thread gets a random priority, the highest
     candidate runs, and at ``depth - 1`` random decisions the chosen thread drops
-    below every other. Finds any bug of depth ``depth`` with a known probability."""
+    below every other. Finds any bug of depth ``depth`` with a known probability.
+
+    A pause (a candidate with a negative ``seq``) is not a thread: it is taken at the
+    first decision it is offered from a random decision on, so each moment of a
+    run is about as likely to be the one a process freezes at."""
 
     def __init__(self, seed: int, *, depth: int = 3, horizon: int = 60) -> None:
         self._rng = random.Random(seed)
@@ -40,8 +44,17 @@ class Priorities:
         self._changes = set(self._rng.sample(range(horizon), min(depth - 1, horizon)))
         self._decision = 0
         self._lowest = 0.0
+        self._pause_from = self._rng.randrange(max(1, horizon // 3))
 
     def choose(self, labels: list[str], seqs: list[int]) -> int:
+        pauses = [i for i, seq in enumerate(seqs) if seq < 0]
+        if pauses and self._decision >= self._pause_from:
+            self._decision += 1
+            return pauses[0]
+        threads = [i for i, seq in enumerate(seqs) if seq >= 0]
+        return threads[self._choose_thread([seqs[i] for i in threads])]
+
+    def _choose_thread(self, seqs: list[int]) -> int:
         for seq in seqs:
             if seq not in self._priority:
                 self._priority[seq] = 1.0 + self._rng.random()

@@ -11,6 +11,7 @@ so `replay` runs the same schedule again, step for step.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import sqlite3
@@ -77,6 +78,51 @@ class _Run:
     steps: int
 
 
+@dataclass(frozen=True, slots=True)
+class _Setup:
+    """What one exploration runs: its paths and options, checked once."""
+
+    paths: Mapping[str, Path_]
+    review: frozenset[str]
+    session_id: str
+    check: Check | None
+    process_of: dict[str, str]  # path -> the process it runs in
+    pauses: dict[str, float]
+
+    @staticmethod
+    def of(
+        paths: Mapping[str, Path_],
+        review: Collection[str],
+        session_id: str,
+        check: Check | None,
+        processes: Mapping[str, str] | None,
+        pauses: Mapping[str, float] | None,
+    ) -> _Setup:
+        if not paths or not all(isinstance(n, str) and n and callable(f) for n, f in paths.items()):
+            raise InvalidArgumentError("paths must map non-empty names to functions of a handle")
+        _check_names("review", review, paths)
+        _check_names("processes", processes or {}, paths)
+        process_of = {name: (processes or {}).get(name, "main") for name in paths}
+        if not all(isinstance(p, str) and p for p in process_of.values()):
+            raise InvalidArgumentError("processes must map paths to non-empty process names")
+        pauses = dict(pauses or {})
+        _check_names("pauses", pauses, process_of.values())
+        for process, seconds in pauses.items():
+            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds < math.inf:
+                raise InvalidArgumentError(
+                    f"pauses[{process!r}] must be a finite number of seconds > 0, got {seconds!r}"
+                )
+        if check is not None and not callable(check):
+            raise InvalidArgumentError(f"check must be callable or None, got {check!r}")
+        return _Setup(paths, frozenset(review), session_id, check, process_of, {p: float(s) for p, s in pauses.items()})
+
+
+def _check_names(what: str, names: Collection[str], known: Collection[str]) -> None:
+    unknown = set(names) - set(known)
+    if unknown:
+        raise InvalidArgumentError(f"{what} names what does not exist: {sorted(unknown)}")
+
+
 class Harness:
     """Explores the schedules of paths on one session; see ``docs/testing.md``.
 
@@ -133,27 +179,34 @@ class Harness:
         max_schedules: int = 10_000,
         check: Check | None = None,
         stop_at_first: bool = False,
+        processes: Mapping[str, str] | None = None,
+        pauses: Mapping[str, float] | None = None,
     ) -> Report:
         """Run ``schedules`` seeded random schedules, or (``exhaustive``) every schedule
-        up to ``max_schedules``, checking the invariants after each."""
-        self._check_paths(paths, review)
+        up to ``max_schedules``, checking the invariants after each.
+
+        ``processes`` puts paths in processes of their own (path -> process name; the
+        others share ``"main"``): each process has its own registry, holder and store
+        connection on the one database. ``pauses`` (process -> seconds) lets the
+        scheduler freeze a process once per schedule, at any decision, for that many
+        virtual seconds: SIGSTOP, as a schedule."""
+        setup = _Setup.of(paths, review, session_id, check, processes, pauses)
         budget = max_schedules if exhaustive else schedules
-        if not isinstance(budget, int) or budget < 1:
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise InvalidArgumentError(f"the number of schedules must be a positive int, got {budget!r}")
         report = Report()
         started = time.perf_counter()
         prefix: list[int] | None = []
         while prefix is not None and report.schedules_run < budget:
             chooser: Chooser = Exhaustive(prefix) if exhaustive else Priorities(seed * 1_000_003 + report.schedules_run)
-            run = self._run(paths, review, session_id, chooser, check)
+            run = self._run(setup, chooser)
             report.schedules_run += 1
             report.steps += run.steps
             report.schedules.add(run.decisions)
             report.failures += [Failure(run.decisions, name, detail) for name, detail in run.broken]
             if run.broken and stop_at_first:
                 break
-            if exhaustive:
-                assert isinstance(chooser, Exhaustive)
+            if isinstance(chooser, Exhaustive):
                 prefix = chooser.next_prefix()
         report.complete = exhaustive and prefix is None
         report.seconds = time.perf_counter() - started
@@ -167,12 +220,14 @@ class Harness:
         review: Collection[str] = (),
         session_id: str = "S",
         check: Check | None = None,
+        processes: Mapping[str, str] | None = None,
+        pauses: Mapping[str, float] | None = None,
     ) -> list[StoredMessage]:
         """Run ``schedule`` again: AssertionError naming the invariant if it breaks one,
         else the session's final live transcript."""
-        self._check_paths(paths, review)
+        setup = _Setup.of(paths, review, session_id, check, processes, pauses)
         chooser = Replay(schedule)
-        run = self._run(paths, review, session_id, chooser, check)
+        run = self._run(setup, chooser)
         if not chooser.finished():
             raise ScheduleMismatchError(f"the run ended before the schedule did: {schedule!r}")
         if run.broken:
@@ -189,59 +244,69 @@ class Harness:
 
     # -- one schedule ------------------------------------------------------------------
 
-    def _check_paths(self, paths: Mapping[str, Path_], review: Collection[str]) -> None:
-        if not paths or not all(isinstance(n, str) and n and callable(f) for n, f in paths.items()):
-            raise InvalidArgumentError("paths must map non-empty names to functions of a handle")
-        unknown = set(review) - set(paths)
-        if unknown:
-            raise InvalidArgumentError(f"review names paths that do not exist: {sorted(unknown)}")
-
-    def _run(
-        self,
-        paths: Mapping[str, Path_],
-        review: Collection[str],
-        session_id: str,
-        chooser: Chooser,
-        check: Check | None,
-    ) -> _Run:
-        db = self._fresh_database(session_id)
-        scheduler = DeterministicScheduler(chooser)
-        store = SqliteStore(str(db), clock=lambda: EPOCH + scheduler.wall_offset(), group_commit=False)
+    def _run(self, setup: _Setup, chooser: Chooser) -> _Run:
+        db = self._fresh_database(setup.session_id)
+        scheduler = DeterministicScheduler(chooser, pauses=dict(setup.pauses))
+        groups = sorted(set(setup.process_of.values()))
+        stores = {
+            g: SqliteStore(str(db), clock=lambda: EPOCH + scheduler.wall_offset(), group_commit=False) for g in groups
+        }
         ledger = Ledger()
         errors: dict[str, str] = {}
         broken: list[tuple[str, str]] = []
-        threads: list[_sched.Thread] = []
         _sched.install(scheduler)
         try:
-            registry = SessionRegistry(store, compressor=self.compressor, policy=self.policy, holder=HOLDER)
-            try:
-                for name in sorted(paths):
-                    handle = registry.review(session_id) if name in review else registry.session(session_id)
-                    path = PathHandle(name, handle, ledger)
-                    threads.append(self._start_path(path, paths[name], errors))
-                try:
-                    scheduler.run(alive=lambda: not all(t.finished.is_set() for t in threads))
-                except (DeadlockError, HarnessStuckError) as exc:
-                    broken.append(("deadlock", str(exc)))
-            finally:
-                scheduler.release()
-                registry.close()
-                for thread in threads:
-                    thread.join(_JOIN_S)
+            broken += self._schedule(setup, scheduler, stores, ledger, errors)
         except BaseException:
-            store.close()
-            _remove_database(db)
+            _close(stores, db)
             raise
         finally:
             _sched.uninstall(scheduler)
         try:
             broken = [("path_error", f"{n}: {e}") for n, e in sorted(errors.items())] + broken
-            broken += check_schedule(store, session_id, ledger, _turn_tokens(db, ledger), check)
-            transcript = _live_transcript(store, session_id)
+            store = stores[groups[0]]
+            broken += check_schedule(store, setup.session_id, ledger, _turn_tokens(db, ledger), setup.check)
+            transcript = _live_transcript(store, setup.session_id)
         finally:
-            store.close()
-            _remove_database(db)
+            _close(stores, db)
         return _Run(join(scheduler.decisions), broken, transcript, scheduler.steps)
+
+    def _schedule(
+        self,
+        setup: _Setup,
+        scheduler: DeterministicScheduler,
+        stores: dict[str, SqliteStore],
+        ledger: Ledger,
+        errors: dict[str, str],
+    ) -> list[tuple[str, str]]:
+        """Start a registry per process and a thread per path; run them to the end."""
+        registries: dict[str, SessionRegistry] = {}
+        threads: list[_sched.Thread] = []
+        try:
+            for group, store in stores.items():
+                scheduler.spawn_group = group
+                holder = HOLDER if group == "main" else f"{HOLDER}:{group}"
+                registries[group] = SessionRegistry(
+                    store, compressor=self.compressor, policy=self.policy, holder=holder
+                )
+            for name, fn in sorted(setup.paths.items()):
+                scheduler.spawn_group = group = setup.process_of[name]
+                registry = registries[group]
+                handle = (
+                    registry.review(setup.session_id) if name in setup.review else registry.session(setup.session_id)
+                )
+                threads.append(self._start_path(PathHandle(name, handle, ledger), fn, errors))
+            try:
+                scheduler.run(alive=lambda: not all(t.finished.is_set() for t in threads))
+            except (DeadlockError, HarnessStuckError) as exc:
+                return [("deadlock", str(exc))]
+            return []
+        finally:
+            scheduler.release()
+            for registry in registries.values():
+                registry.close()
+            for thread in threads:
+                thread.join(_JOIN_S)
 
     def _start_path(self, path: PathHandle, fn: Path_, errors: dict[str, str]) -> _sched.Thread:
         def run() -> None:
@@ -304,6 +369,12 @@ def _live_transcript(store: SqliteStore, session_id: str) -> list[StoredMessage]
         return store.transcript(store.resolve(session_id))
     except TranscriptError:
         return []
+
+
+def _close(stores: Mapping[str, SqliteStore], db: Path) -> None:
+    for store in stores.values():
+        store.close()
+    _remove_database(db)
 
 
 def _remove_database(db: Path) -> None:

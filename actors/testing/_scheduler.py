@@ -45,10 +45,11 @@ class DeadlockError(RuntimeError):
 class Candidate:
     """A controlled thread or task (``seq``: its order of creation in this run)."""
 
-    __slots__ = ("deadline", "go", "label", "ready", "seq", "state")
+    __slots__ = ("deadline", "go", "group", "label", "ready", "seq", "state")
 
-    def __init__(self, seq: int) -> None:
+    def __init__(self, seq: int, group: str) -> None:
         self.seq = seq
+        self.group = group  # the harness process it belongs to (a pause stops them all)
         self.go = threading.Event()  # set when picked (only this thread wakes)
         self.state = _STARTING
         self.label = ""
@@ -71,8 +72,19 @@ class Chooser(Protocol):
 class DeterministicScheduler:
     """One run's scheduler: install it (`actors._sched.install`), start the paths, `run`."""
 
-    def __init__(self, chooser: Chooser, *, stuck_after_s: float = 30.0, max_steps: int = 50_000) -> None:
+    def __init__(
+        self,
+        chooser: Chooser,
+        *,
+        pauses: dict[str, float] | None = None,
+        stuck_after_s: float = 30.0,
+        max_steps: int = 50_000,
+    ) -> None:
         self._chooser = chooser
+        self._pauses = dict(pauses or {})  # group -> seconds: one pause each, at a decision's choice
+        self._frozen: dict[str, float] = {}  # group -> virtual time its pause ends
+        #: The group of threads spawned by a thread the scheduler does not control.
+        self.spawn_group = "main"
         self._stuck_after_s = stuck_after_s
         self._max_steps = max_steps
         self._cond = threading.Condition()
@@ -93,7 +105,8 @@ class DeterministicScheduler:
             if self._free:
                 return None
             self._seq += 1
-            candidate = Candidate(self._seq)
+            parent = self.current()
+            candidate = Candidate(self._seq, self.spawn_group if parent is None else parent.group)
             self._live.append(candidate)
             self._running += 1
             return candidate
@@ -143,7 +156,10 @@ class DeterministicScheduler:
         with self._cond:
             while True:
                 self._settle()
-                candidates = sorted((c for c in self._live if c.runnable(self._now)), key=lambda c: (c.label, c.seq))
+                candidates = sorted(
+                    (c for c in self._live if c.runnable(self._now) and not self._is_frozen(c.group)),
+                    key=lambda c: (c.label, c.seq),
+                )
                 if not candidates:
                     if not alive():
                         return
@@ -155,7 +171,12 @@ class DeterministicScheduler:
                 woken = [c for c in candidates if c.ready is not None]
                 # A wake-up is not a decision: what a woken thread does before its next
                 # point is its own, and a deadline only passes when nothing else could run.
-                self._grant(woken[0] if woken else self._pick(candidates))
+                if woken:
+                    self._grant(woken[0])
+                    continue
+                picked = self._pick(candidates)
+                if picked is not None:
+                    self._grant(picked)
 
     def release(self) -> None:
         """Let every controlled thread run freely (to close the registry after a run)."""
@@ -195,19 +216,35 @@ class DeterministicScheduler:
                 raise HarnessStuckError(f"threads blocked outside a scheduling point: {running}")
             self._cond.wait(left)
 
+    def _is_frozen(self, group: str) -> bool:
+        return self._frozen.get(group, -1.0) > self._now
+
     def _jump(self) -> None:
-        deadlines = [c.deadline for c in self._live if c.state == _WAITING and c.deadline is not None]
+        deadlines = [
+            c.deadline
+            for c in self._live
+            if c.state == _WAITING and c.deadline is not None and not self._is_frozen(c.group)
+        ]
+        deadlines += [until for group, until in self._frozen.items() if self._is_frozen(group)]
         if not deadlines:
             raise DeadlockError(f"every thread waits for ever: {self._waiting_labels()}")
         self._now = max(self._now, min(deadlines))
 
-    def _pick(self, candidates: list[Candidate]) -> Candidate:
-        if len(candidates) == 1:
+    def _pick(self, candidates: list[Candidate]) -> Candidate | None:
+        """The candidate to run, or None when the choice was to pause a group."""
+        pausable = sorted(g for g in self._pauses if any(c.group == g for c in candidates))
+        if len(candidates) == 1 and not pausable:
             return candidates[0]
-        labels = _unique([c.label for c in candidates])
-        index = self._chooser.choose(labels, [c.seq for c in candidates])
+        labels = _unique([c.label for c in candidates]) + [f"pause {g}" for g in pausable]
+        seqs = [c.seq for c in candidates] + [-1 - i for i in range(len(pausable))]
+        order = sorted(range(len(labels)), key=lambda i: labels[i])
+        index = order[self._chooser.choose([labels[i] for i in order], [seqs[i] for i in order])]
         self.decisions.append(labels[index])
-        return candidates[index]
+        if index < len(candidates):
+            return candidates[index]
+        group = pausable[index - len(candidates)]
+        self._frozen[group] = self._now + self._pauses.pop(group)
+        return None
 
     def _grant(self, candidate: Candidate) -> None:
         candidate.state = _RUNNING

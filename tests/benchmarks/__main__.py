@@ -21,10 +21,10 @@ BENCHMARKS = {
     "delete": ("bench_delete", "erasing a 10,000-message lineage while another process writes"),
     "items": ("bench_items", "CPU per Responses item converted to a message and back"),
     "leases": ("bench_leases", "appends/s with turn leases vs without; turns/s across 2 processes; writes per turn"),
-    "overhead": ("bench_overhead", "CPU a registry append costs over the store"),
+    "harness": ("bench_harness", "harness schedules/s on the upstream scenarios; schedules to find each mutation"),
+    "overhead": ("bench_overhead", "CPU a registry append costs over the store; what the OpenTelemetry hooks add"),
     "postgres": ("bench_postgres", "PostgreSQL appends: registry and store vs a naive psycopg loop"),
     "starts": ("bench_starts", "new sessions/s vs the SDK's SQLiteSession, peak threads"),
-    "telemetry": ("bench_telemetry", "what the OpenTelemetry hooks cost an append"),
 }
 
 

@@ -1,6 +1,7 @@
 """What a threaded registry append costs over the store, and why each microsecond counts.
 
-Two measurements, printed side by side from one run:
+Two measurements, printed side by side from one run, then what the OpenTelemetry hooks
+add (`bench_telemetry`, three processes: the extra absent, the API alone, the SDK):
 
 1. **Per-call cost, one thread, a null store**: ``handle.append`` against
    ``store.append`` called directly, where the store's ``append`` returns a prebuilt
@@ -37,6 +38,7 @@ from typing import Any
 from actors import CompactionPolicy, SessionRegistry
 from persistence import open_store
 from protocol import Message, StoredMessage
+from tests.benchmarks import bench_telemetry
 from tests.benchmarks.timeboxed import DISTINCT_MESSAGES, client_messages, time_boxed
 
 SESSIONS = 64
@@ -183,6 +185,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-overhead-") as directory:
         per_call(args.calls, max(args.rounds, 5), directory)
         sensitivity(args.seconds, args.rounds, directory)
+    print("\nwhat the OpenTelemetry hooks cost an append (bench_telemetry):", flush=True)
+    bench_telemetry.compare()
     print(f"load average {_load()} at the end (other work on this machine shares its cores)")
 
 

@@ -79,6 +79,11 @@ def main() -> None:
     if args.variant:
         _measure(args.variant, args.rounds, args.appends)
         return
+    compare(args.rounds, args.appends)
+
+
+def compare(rounds: int = 9, appends: int = 2000) -> None:
+    """Each situation in a process of its own (what is imported is what is measured)."""
     root = str(Path(__file__).resolve().parents[2])
     for variant in VARIANTS:
         subprocess.run(
@@ -88,9 +93,9 @@ def main() -> None:
                 "--variant",
                 variant,
                 "--rounds",
-                str(args.rounds),
+                str(rounds),
                 "--appends",
-                str(args.appends),
+                str(appends),
             ],
             check=True,
             cwd=root,

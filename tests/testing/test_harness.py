@@ -115,13 +115,47 @@ def test_with_fencing_and_the_join_disabled_the_harness_finds_the_fork_and_repla
             harness.replay(paths, schedule)
 
 
-@pytest.mark.parametrize("names", [("fencing",), ("join",)])
-def test_either_check_alone_still_keeps_the_lineage_whole(names) -> None:
+def test_the_join_alone_is_backed_by_the_lease() -> None:
+    """With the join off, the second attempt meets the first one's lease and skips."""
     harness, paths = _racing_rotations()
-    with harness, mutation(*names):
+    with harness, mutation("join"):
         report = harness.explore(paths, exhaustive=True)
         report.assert_ok()
         assert report.complete
+
+
+def _stale_holder() -> tuple[Harness, dict, dict]:
+    """Two processes rotating; p1 may freeze (SIGSTOP) for longer than the lease."""
+    prefill = [Message("user" if i % 2 == 0 else "assistant", f"m{i}") for i in range(4)]
+    policy = CompactionPolicy(max_tokens=None, keep_last=2, lease_ttl_s=10)
+    harness = Harness(compressor=HeadTailCompressor(keep_last=2), policy=policy, prefill=prefill)
+
+    def w1(h):
+        h.compress(force=True, mode="rotate")
+
+    def w2(h):
+        h.advance(20)  # later than w1's lease would last
+        h.compress(force=True, mode="rotate")
+
+    options = {"processes": {"w1": "p1", "w2": "p2"}, "pauses": {"p1": 100.0}}
+    return harness, {"w1": w1, "w2": w2}, options
+
+
+def test_a_holder_frozen_at_its_commit_is_stopped_by_the_fence_alone() -> None:
+    harness, paths, options = _stale_holder()
+    with harness:
+        clean = harness.explore(paths, exhaustive=True, **options)
+        clean.assert_ok()
+        assert clean.complete and any("pause p1" in s for s in clean.schedules)
+        with mutation("fencing"):
+            report = harness.explore(paths, exhaustive=True, **options)
+            forks = [f for f in report.failures if f.invariant == "fork"]
+            assert report.complete and forks
+            # the fork needs the freeze between the decision to commit and the commit
+            assert all("pause p1" in f.schedule for f in forks)
+            with pytest.raises(AssertionError, match="fork"):
+                harness.replay(paths, forks[0].schedule, **options)
+        harness.replay(paths, forks[0].schedule, **options)  # with the fence: the same order, no fork
 
 
 def test_a_holder_frozen_past_max_turn_s_is_a_schedule_not_a_sleep(tmp_path) -> None:
@@ -193,6 +227,12 @@ def test_bad_input_is_a_typed_error(harness, tmp_path) -> None:
         harness.explore(PATHS, review={"nobody"})
     with pytest.raises(InvalidArgumentError):
         harness.explore(PATHS, schedules=0)
+    with pytest.raises(InvalidArgumentError):
+        harness.explore(PATHS, processes={"nobody": "p1"})
+    with pytest.raises(InvalidArgumentError):
+        harness.explore(PATHS, processes={"main": "p1"}, pauses={"p2": 1.0})
+    with pytest.raises(InvalidArgumentError):
+        harness.explore(PATHS, pauses={"main": 0})
     with pytest.raises(InvalidArgumentError):
         harness.advance(1.0)  # not from a path
     with pytest.raises(InvalidArgumentError):

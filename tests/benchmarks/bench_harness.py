@@ -1,0 +1,112 @@
+"""How fast the harness explores, and how soon it finds a disabled safety check.
+
+1. **Schedules/s**: every upstream incident (tests/scenarios/incidents.py) explored
+   exhaustively, each schedule on a fresh SQLite file: schedules, steps, seconds.
+2. **Schedules to find each mutation**: the commit fence and the in-flight join
+   disabled (each alone, then both), in two races: two paths of one process rotating
+   at once, and two processes rotating while the first may freeze past its lease.
+   By seeded random schedules over ``--seeds`` seeds: how many schedules until the
+   first failure (or none within ``--budget``) and whether its replay reproduces it;
+   then how many of all the schedules fail.
+3. **What the hooks cost** with no scheduler installed: the per-call time of the hook
+   a hot path runs (`actors._sched.monotonic` next to `time.monotonic`).
+
+    python -m tests.benchmarks harness [--seeds 10] [--budget 300]
+
+Not collected by pytest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import timeit
+
+from actors import CompactionPolicy, _sched
+from actors.testing import Harness, mutation
+from tests.scenarios.incidents import INCIDENTS, _head_tail
+
+
+def schedules_per_second() -> None:
+    print(f"{'incident':44} {'schedules':>9} {'steps':>7} {'seconds':>8} {'schedules/s':>11}")
+    total_runs = total_s = 0.0
+    for name, build in INCIDENTS.items():
+        incident = build()
+        with incident.harness as harness:
+            report = harness.explore(
+                incident.paths, review=incident.review, exhaustive=True, check=incident.check, **incident.options
+            )
+        report.assert_ok()
+        total_runs += report.schedules_run
+        total_s += report.seconds
+        rate = report.schedules_run / report.seconds
+        print(f"{name:44} {report.schedules_run:9} {report.steps:7} {report.seconds:8.2f} {rate:11.1f}")
+    print(f"{'all':44} {int(total_runs):9} {'':7} {total_s:8.2f} {total_runs / total_s:11.1f}")
+
+
+def _rotate(h) -> None:
+    h.compress(force=True, mode="rotate")
+
+
+def _late_rotate(h) -> None:
+    h.advance(20)  # after the first holder's lease (10 s) would have run out
+    h.compress(force=True, mode="rotate")
+
+
+def schedules_to_find(seeds: int, budget: int) -> None:
+    """One process with two paths rotating (the join, then the lease, stop the second),
+    and two processes, the first frozen for 100 s at a moment of the scheduler's choice
+    (only the commit's fence stops its stale commit)."""
+    one = ({"a": _rotate, "b": _rotate}, {})
+    two = ({"w1": _rotate, "w2": _late_rotate}, {"processes": {"w1": "p1", "w2": "p2"}, "pauses": {"p1": 100.0}})
+    policy = CompactionPolicy(max_tokens=None, keep_last=2, lease_ttl_s=10)
+    print(f"\n{'scenario':32} {'disabled':16} {'seeds':>7} {'median schedules':>17} {'replays':>8} {'exhaustive':>16}")
+    for label, (paths, options) in (("one process, two paths", one), ("two processes, p1 frozen", two)):
+        for names in (("fencing",), ("join",), ("fencing", "join")):
+            with _head_tail(policy) as harness, mutation(*names):
+                needed, reproduced = [], 0
+                for seed in range(seeds):
+                    report = harness.explore(paths, schedules=budget, seed=seed, stop_at_first=True, **options)
+                    if report.failures:
+                        needed.append(report.schedules_run)
+                        reproduced += _reproduces(harness, paths, report.failures[0].schedule, options)
+                every = harness.explore(paths, exhaustive=True, **options)
+            median = f"{statistics.median(needed):.0f}" if needed else f"none in {budget}"
+            failing = sum(1 for s in every.schedules if any(f.schedule == s for f in every.failures))
+            print(
+                f"{label:32} {' + '.join(names):16} {len(needed):3}/{seeds:<3} {median:>17} "
+                f"{reproduced:4}/{len(needed):<3} {failing:6}/{every.schedules_run:<4} fail"
+            )
+
+
+def _reproduces(harness: Harness, paths: dict, schedule: str, options: dict) -> bool:
+    try:
+        harness.replay(paths, schedule, **options)
+    except AssertionError:
+        return True
+    return False
+
+
+def hook_cost() -> None:
+    n = 1_000_000
+    plain = min(timeit.repeat(time.monotonic, number=n, repeat=5)) / n * 1e9
+    hooked = min(timeit.repeat(_sched.monotonic, number=n, repeat=5)) / n * 1e9
+    point = min(timeit.repeat(lambda: _sched.point("x"), number=n, repeat=5)) / n * 1e9
+    print(
+        f"\nno scheduler: time.monotonic {plain:.0f} ns, _sched.monotonic {hooked:.0f} ns, _sched.point {point:.0f} ns"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=10, help="seeds tried per mutation")
+    parser.add_argument("--budget", type=int, default=300, help="random schedules per seed")
+    args = parser.parse_args()
+    schedules_per_second()
+    schedules_to_find(args.seeds, args.budget)
+    hook_cost()
+
+
+if __name__ == "__main__":
+    main()

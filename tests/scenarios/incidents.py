@@ -1,0 +1,189 @@
+"""The upstream regression suite's incidents as harness scenarios.
+
+Upstream staged each interleaving by hand (sleeps inside a compressor so two
+rotations overlap). Here each incident is a handful of paths; the harness runs every
+order their steps can take. `INCIDENTS` maps a name to a builder of an `Incident`:
+its harness, paths and check, and ``after``, which asserts on what the paths saw
+over all schedules. Used by tests/scenarios/test_upstream_incidents.py and
+tests/benchmarks/bench_harness.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from actors import CompactionPolicy, HeadTailCompressor
+from actors.testing import Harness, ScriptedCompressor, summary_only
+from protocol import CompressionStatus, Message
+
+POLICY = CompactionPolicy(max_tokens=None, keep_last=2)
+
+
+def prefill(n: int = 4) -> list[Message]:
+    return [Message("user" if i % 2 == 0 else "assistant", f"earlier {i}") for i in range(n)]
+
+
+def _nothing() -> None:
+    return None
+
+
+@dataclass
+class Incident:
+    harness: Harness
+    paths: dict[str, Callable]
+    review: set[str] = field(default_factory=set)
+    check: Callable | None = None
+    after: Callable[[], None] = _nothing
+    options: dict = field(default_factory=dict)  # processes=, pauses= for explore and replay
+
+
+def _head_tail(policy: CompactionPolicy = POLICY) -> Harness:
+    return Harness(compressor=HeadTailCompressor(keep_last=2), policy=policy, prefill=prefill())
+
+
+def two_paths_compressing(mode: str = "rotate") -> Incident:
+    outcomes: list[CompressionStatus] = []
+
+    def gateway(h):
+        outcomes.append(h.compress(force=True, mode=mode).status)
+        h.append("user", "after the gateway's compaction")
+
+    def cron(h):
+        outcomes.append(h.compress(force=True, mode=mode).status)
+
+    def one_summary(transcript):
+        if mode == "rotate":  # each rotation starts its child with one summary
+            assert sum(1 for m in transcript if m.meta.get("synthetic")) <= 1, [m.text for m in transcript]
+
+    def after():
+        assert any(status.committed for status in outcomes)
+
+    return Incident(_head_tail(), {"gateway": gateway, "cron": cron}, check=one_summary, after=after)
+
+
+def review_fork() -> Incident:
+    def main(h):
+        with h.turn():
+            h.append("user", "what is 2+2?")
+            h.append("assistant", "4")
+        h.compress(force=True, mode="rotate")
+
+    def review(h):
+        h.append("assistant", "background note")
+
+    def note_kept(transcript):  # as itself, or inside the summary that replaced it
+        assert any("background note" in m.text for m in transcript), [m.text for m in transcript]
+
+    return Incident(_head_tail(), {"main": main, "review": review}, {"review"}, note_kept)
+
+
+def rotation_while_the_gateway_caches_the_id() -> Incident:
+    cached: list[str] = []
+
+    def gateway(h):
+        cached.append(h.session_id)  # the id the gateway keeps in its own table
+        h.append("user", "first")
+        cached.append(h.session_id)
+        h.append("assistant", "second")
+
+    def compactor(h):
+        h.compress(force=True, mode="rotate")
+
+    def both_live(transcript):
+        assert {"first", "second"} <= {m.text for m in transcript}, [m.text for m in transcript]
+
+    def after():
+        assert "S" in cached and len(set(cached)) == 2  # it read the id before and after the rotation
+
+    return Incident(_head_tail(), {"gateway": gateway, "compactor": compactor}, check=both_live, after=after)
+
+
+def interrupt_during_a_summary() -> Incident:
+    interrupted: list[bool] = []
+
+    def main(h):
+        h.compress(force=True, mode="rotate")
+        h.append("user", "after the compaction")
+
+    def stop_button(h):
+        interrupted.append(h.interrupt())
+        h.append("assistant", "after the interrupt")
+
+    def writable(transcript):
+        assert {"after the compaction", "after the interrupt"} <= {m.text for m in transcript}
+
+    def after():
+        assert True in interrupted and False in interrupted  # before the commit, and after it
+
+    return Incident(_head_tail(), {"main": main, "stop": stop_button}, check=writable, after=after)
+
+
+def slow_compressor_and_appends() -> Incident:
+    policy = CompactionPolicy(max_tokens=None, keep_last=2, lease_ttl_s=6.0)
+
+    def main(h):
+        h.compress(force=True, mode="rotate")
+
+    def user(h):
+        h.append("user", "one")
+        h.advance(5.0)  # the compressor is slow: the lease is renewed meanwhile
+        h.append("assistant", "two")
+
+    def tail_kept(transcript):
+        assert [m.text for m in transcript][-2:] == ["one", "two"]
+
+    return Incident(_head_tail(policy), {"main": main, "user": user}, check=tail_kept)
+
+
+def rollback_of_a_failed_child() -> Incident:
+    compressor = ScriptedCompressor(RuntimeError("the model is down"), summary_only)
+    harness = Harness(compressor=compressor, policy=POLICY, prefill=prefill())
+    statuses: list[CompressionStatus] = []
+
+    def main(h):
+        statuses.append(h.compress(force=True, mode="rotate").status)
+        statuses.append(h.compress(force=True, mode="rotate").status)
+
+    def user(h):
+        h.append("user", "during the failure")
+
+    def kept(transcript):
+        assert "during the failure" in [m.text for m in transcript]
+
+    def after():
+        assert statuses[0] is CompressionStatus.FAILED and any(s.committed for s in statuses)
+
+    return Incident(harness, {"main": main, "user": user}, check=kept, after=after)
+
+
+def stale_holder_frozen_past_its_lease() -> Incident:
+    """Two processes rotate; the first may freeze for 100 s (its lease lasts 10) at any
+    moment, its commit's moment included. Upstream this was a holder paused by GC."""
+    policy = CompactionPolicy(max_tokens=None, keep_last=2, lease_ttl_s=10)
+    statuses: list[CompressionStatus] = []
+
+    def w1(h):
+        statuses.append(h.compress(force=True, mode="rotate").status)
+
+    def w2(h):
+        h.advance(20)
+        statuses.append(h.compress(force=True, mode="rotate").status)
+
+    def after():
+        assert CompressionStatus.LEASE_LOST in statuses  # the stale commit was refused, not forked
+
+    options = {"processes": {"w1": "p1", "w2": "p2"}, "pauses": {"p1": 100.0}}
+    return Incident(_head_tail(policy), {"w1": w1, "w2": w2}, after=after, options=options)
+
+
+INCIDENTS: dict[str, Callable[[], Incident]] = {
+    "two paths compressing (rotate)": two_paths_compressing,
+    "two paths compressing (in place)": lambda: two_paths_compressing("in_place"),
+    "review fork": review_fork,
+    "rotation while the gateway caches the id": rotation_while_the_gateway_caches_the_id,
+    "interrupt during a summary": interrupt_during_a_summary,
+    "slow compressor and appends": slow_compressor_and_appends,
+    "rollback of a failed child": rollback_of_a_failed_child,
+    "stale holder frozen past its lease": stale_holder_frozen_past_its_lease,
+}
