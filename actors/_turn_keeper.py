@@ -47,7 +47,8 @@ class TurnKeeper:
         self._nudge = nudge  # the message an actor gets when held calls may go
         self._tick = min(0.1, policy.lease_ttl_s / 10)
         self._stop = threading.Event()
-        self._listen = callable(getattr(store, "listen_turns", None))
+        # a harness's scheduler runs the keeper on its clock: polling only, no blocking LISTEN
+        self._listen = callable(getattr(store, "listen_turns", None)) and not _sched.controlled()
         self._listener: Any = None
         self._thread = _sched.Thread(target=self._run, name="registry-turns", daemon=True)
         self._thread.start()

@@ -1,20 +1,19 @@
-"""`Harness`: runs paths against the real registry, actors and a real SQLite file,
-one schedule at a time, and checks the invariants after each.
+"""`Harness`: runs paths against the real registry, actors and a real database (a
+SQLite file, or a PostgreSQL schema), one schedule at a time, and checks the
+invariants after each.
 
-Each schedule starts from a fresh copy of a template database (the session and its
-``prefill``), installs a `DeterministicScheduler`, opens a `SessionRegistry` on it,
-starts one thread per path and lets the scheduler run them to the end. Then it
-releases the threads, closes the registry (so a lease still held is a leak) and
-checks the invariants. Every decision the scheduler made is in the schedule string,
+Each schedule starts from a fresh database holding the session and its ``prefill``
+(`_databases`), installs a `DeterministicScheduler`, opens a `SessionRegistry` per
+harness process on it, starts one thread per path and lets the scheduler run them
+to the end. Then it releases the threads, closes the registries (so a lease still
+held is a leak) and checks the invariants. Every decision the scheduler made is in the schedule string,
 so `replay` runs the same schedule again, step for step.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import shutil
-import sqlite3
 import tempfile
 import threading
 import time
@@ -24,7 +23,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from persistence.sqlite import SqliteStore
+from persistence import Store
 from protocol import InvalidArgumentError, Message, StoredMessage, TranscriptError
 
 from .. import _sched
@@ -32,6 +31,7 @@ from .._registry import SessionRegistry
 from ..compaction import CompactionPolicy
 from ..compressors import Compressor
 from ._choosers import Exhaustive, Priorities, Replay, ScheduleMismatchError, join
+from ._databases import databases_for, prefill_with
 from ._invariants import Failure, check_schedule
 from ._paths import Ledger, PathHandle
 from ._scheduler import Chooser, DeadlockError, DeterministicScheduler, HarnessStuckError
@@ -41,8 +41,6 @@ __all__ = ["Harness", "Report"]
 Path_ = Callable[[PathHandle], object]
 Check = Callable[[list[StoredMessage]], object]
 
-#: The store's wall clock at the start of every schedule (epoch seconds).
-EPOCH = 1_800_000_000.0
 #: Every registry the harness opens holds leases as this holder.
 HOLDER = "harness"
 #: Real seconds a path thread gets to finish once its schedule is over.
@@ -126,9 +124,9 @@ def _check_names(what: str, names: Collection[str], known: Collection[str]) -> N
 class Harness:
     """Explores the schedules of paths on one session; see ``docs/testing.md``.
 
-    ``store``: None for a temporary directory (removed with the harness), or a
-    directory to keep each schedule's database in. ``prefill``: messages the session
-    holds before every schedule.
+    ``store``: None for a temporary directory (removed with the harness), a
+    directory to keep each schedule's SQLite file in, or a PostgreSQL URL (a schema
+    per schedule). ``prefill``: messages the session holds before every schedule.
     """
 
     def __init__(
@@ -138,21 +136,21 @@ class Harness:
         store: str | Path | None = None,
         prefill: Sequence[Message] = (),
     ) -> None:
-        if store is not None and not Path(store).is_dir():
-            raise InvalidArgumentError(f"store must be None or an existing directory, got {store!r}")
+        postgres = isinstance(store, str) and store.startswith(("postgresql://", "postgres://"))
+        if store is not None and not postgres and not Path(store).is_dir():
+            raise InvalidArgumentError(f"store must be None, an existing directory or a PostgreSQL URL, got {store!r}")
         if any(not isinstance(m, Message) for m in prefill):
             raise InvalidArgumentError("prefill must be a sequence of Message")
         self.compressor = compressor
         self.policy = policy or CompactionPolicy()
         self.prefill = list(prefill)
-        self._dir = Path(tempfile.mkdtemp(prefix="session-harness-")) if store is None else Path(store)
         # a temporary directory goes with the harness (or at exit); yours stays
         self._cleanup: Callable[[], object] | None = None
+        folder = Path(tempfile.mkdtemp(prefix="session-harness-")) if store is None else Path(store)
         if store is None:
-            self._cleanup = weakref.finalize(self, shutil.rmtree, self._dir, ignore_errors=True)
-        self._templates: dict[str, Path] = {}
+            self._cleanup = weakref.finalize(self, shutil.rmtree, folder, ignore_errors=True)
+        self._databases = databases_for(store, lambda: folder)
         self._local = threading.local()  # the path running on this thread
-        self._runs = 0
 
     def close(self) -> None:
         """Remove the temporary directory (a no-op for a directory you gave)."""
@@ -245,12 +243,11 @@ class Harness:
     # -- one schedule ------------------------------------------------------------------
 
     def _run(self, setup: _Setup, chooser: Chooser) -> _Run:
-        db = self._fresh_database(setup.session_id)
+        databases = self._databases
+        db = databases.fresh(setup.session_id, prefill_with(self.prefill, setup.session_id, self._registry))
         scheduler = DeterministicScheduler(chooser, pauses=dict(setup.pauses))
         groups = sorted(set(setup.process_of.values()))
-        stores = {
-            g: SqliteStore(str(db), clock=lambda: EPOCH + scheduler.wall_offset(), group_commit=False) for g in groups
-        }
+        stores = {g: databases.open(db, scheduler.wall_offset) for g in groups}
         ledger = Ledger()
         errors: dict[str, str] = {}
         broken: list[tuple[str, str]] = []
@@ -258,24 +255,25 @@ class Harness:
         try:
             broken += self._schedule(setup, scheduler, stores, ledger, errors)
         except BaseException:
-            _close(stores, db)
+            self._close(stores, db)
             raise
         finally:
             _sched.uninstall(scheduler)
         try:
             broken = [("path_error", f"{n}: {e}") for n, e in sorted(errors.items())] + broken
             store = stores[groups[0]]
-            broken += check_schedule(store, setup.session_id, ledger, _turn_tokens(db, ledger), setup.check)
+            turns = databases.turn_tokens(db)
+            broken += check_schedule(store, setup.session_id, ledger, turns, setup.check)
             transcript = _live_transcript(store, setup.session_id)
         finally:
-            _close(stores, db)
+            self._close(stores, db)
         return _Run(join(scheduler.decisions), broken, transcript, scheduler.steps)
 
     def _schedule(
         self,
         setup: _Setup,
         scheduler: DeterministicScheduler,
-        stores: dict[str, SqliteStore],
+        stores: dict[str, Store],
         ledger: Ledger,
         errors: dict[str, str],
     ) -> list[tuple[str, str]]:
@@ -286,9 +284,7 @@ class Harness:
             for group, store in stores.items():
                 scheduler.spawn_group = group
                 holder = HOLDER if group == "main" else f"{HOLDER}:{group}"
-                registries[group] = SessionRegistry(
-                    store, compressor=self.compressor, policy=self.policy, holder=holder
-                )
+                registries[group] = self._registry(store, holder)
             for name, fn in sorted(setup.paths.items()):
                 scheduler.spawn_group = group = setup.process_of[name]
                 registry = registries[group]
@@ -325,58 +321,18 @@ class Harness:
 
     # -- databases -------------------------------------------------------------------
 
-    def _fresh_database(self, session_id: str) -> Path:
-        template = self._templates.get(session_id) or self._make_template(session_id)
-        self._runs += 1
-        db = self._dir / f"schedule-{self._runs}.db"
-        os.close(os.open(db, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600))  # transcripts are private
-        with sqlite3.connect(template) as src, sqlite3.connect(db) as dst:
-            src.backup(dst)
-        src.close()
-        dst.close()
-        return db
+    def _registry(self, store: Store, holder: str = HOLDER) -> SessionRegistry:
+        return SessionRegistry(store, compressor=self.compressor, policy=self.policy, holder=holder)
 
-    def _make_template(self, session_id: str) -> Path:
-        template = self._dir / f"template-{len(self._templates) + 1}.db"
-        store = SqliteStore(str(template), clock=lambda: EPOCH)
-        try:
-            registry = SessionRegistry(store, compressor=self.compressor, policy=self.policy, holder=HOLDER)
-            try:
-                handle = registry.session(session_id)
-                if self.prefill:
-                    handle.append(list(self.prefill))
-                else:
-                    handle.transcript()  # creates the session
-            finally:
-                registry.close()
-        finally:
+    def _close(self, stores: Mapping[str, Store], db: str) -> None:
+        for store in stores.values():
             store.close()
-        self._templates[session_id] = template
-        return template
+        self._databases.remove(db)
 
 
-def _turn_tokens(db: Path, ledger: Ledger) -> dict[int, str]:
-    """Row id -> the token of the turn it was appended in (rows outside a turn: none)."""
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        rows = conn.execute("SELECT id, turn FROM messages WHERE turn IS NOT NULL").fetchall()
-    conn.close()
-    return {row_id: str(token) for row_id, token in rows if row_id in ledger.rows}
-
-
-def _live_transcript(store: SqliteStore, session_id: str) -> list[StoredMessage]:
+def _live_transcript(store: Store, session_id: str) -> list[StoredMessage]:
     """The transcript a gateway reads next; none when the lineage has no one tip (a fork)."""
     try:
         return store.transcript(store.resolve(session_id))
     except TranscriptError:
         return []
-
-
-def _close(stores: Mapping[str, SqliteStore], db: Path) -> None:
-    for store in stores.values():
-        store.close()
-    _remove_database(db)
-
-
-def _remove_database(db: Path) -> None:
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)

@@ -16,6 +16,7 @@ from actors.testing import (
     mutation,
 )
 from protocol import InvalidArgumentError, Message, TranscriptError
+from tests.pg import PG_URL
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -43,6 +44,15 @@ def harness(tmp_path):
         yield h
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def any_store(request, tmp_path):
+    """Where a harness keeps its databases: SQLite files, or a schema per schedule on PostgreSQL."""
+    if request.param == "sqlite":
+        return tmp_path
+    request.getfixturevalue("pg_url")  # skips (or fails under REQUIRE_PG) without a server
+    return PG_URL
+
+
 def test_one_seed_gives_the_same_schedules_and_results(harness) -> None:
     seen: list[list[list[str]]] = [[], []]
     for run in seen:
@@ -57,8 +67,11 @@ def test_one_seed_gives_the_same_schedules_and_results(harness) -> None:
     assert first.schedules == again.schedules and len(first.schedules) > 1
 
 
-def test_exhaustive_visits_every_schedule_once_and_says_it_finished(harness) -> None:
+def test_exhaustive_visits_every_schedule_once_and_says_it_finished(any_store) -> None:
+    harness = Harness(compressor=HeadTailCompressor(keep_last=2), policy=POLICY, store=any_store, prefill=PREFILL)
     report = harness.explore(PATHS, review={"review"}, exhaustive=True)
+    transcripts = {tuple(m.text for m in harness.replay(PATHS, s, review={"review"})) for s in report.schedules}
+    assert len(transcripts) > 1  # the note lands in different places in different orders
     report.assert_ok()
     assert report.complete
     assert report.schedules_run == len(report.schedules) > 5

@@ -20,7 +20,7 @@ def _harness() -> Harness:
     return Harness(compressor=HeadTailCompressor(keep_last=2), policy=POLICY, prefill=PREFILL)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(strategies.scenarios())
 def test_generated_scenarios_keep_every_invariant(scenario) -> None:
     with _harness() as harness:
@@ -29,14 +29,16 @@ def test_generated_scenarios_keep_every_invariant(scenario) -> None:
 
 def test_a_failing_scenario_shrinks_to_the_step_that_fails() -> None:
     """A user check that forbids summaries fails exactly when a path compacts: the
-    shrunk scenario is one path that ends with its one compress (after what it takes
-    to give it something to compact)."""
+    shrunk scenario holds one compress and the few writes that give it something
+    to compact, nothing else."""
     found: list[strategies.Scenario] = []
 
     def no_summary(transcript):
         assert not any(m.meta.get("synthetic") or "COMPACTION" in m.text for m in transcript)
 
-    @settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(
+        max_examples=60, deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+    )
     @given(strategies.scenarios(review=False))
     def run(scenario) -> None:
         with _harness() as harness:
@@ -48,10 +50,8 @@ def test_a_failing_scenario_shrinks_to_the_step_that_fails() -> None:
     with pytest.raises(AssertionError):
         run()
     shrunk = found[-1]
-    assert len(shrunk.paths) == 1
-    (path,) = shrunk.paths.values()
-    kinds = [step.kind for step in path.steps]
-    assert kinds[-1] == "compress" and kinds.count("compress") == 1, shrunk
+    kinds = [step.kind for path in shrunk.paths.values() for step in path.steps]
+    assert kinds.count("compress") == 1 and not {"interrupt", "retract"} & set(kinds) and len(kinds) <= 3, shrunk
 
 
 def test_scenarios_print_as_the_steps_they_run() -> None:
