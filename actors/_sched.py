@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from protocol import ConfigurationError
+
 __all__ = [
     "Scheduler",
     "Thread",
@@ -65,7 +67,7 @@ _active: Scheduler | None = None
 def install(scheduler: Scheduler) -> None:
     global _active
     if _active is not None:
-        raise RuntimeError("a scheduler is already installed (one harness run at a time)")
+        raise ConfigurationError("a harness is already running a schedule in this process: one at a time")
     _active = scheduler
 
 

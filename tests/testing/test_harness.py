@@ -264,3 +264,12 @@ def test_the_pytest_plugin_fixture_builds_harnesses_in_tmp_path(session_harness,
     harness = session_harness(compressor=HeadTailCompressor(keep_last=2), policy=POLICY, prefill=PREFILL)
     harness.explore(PATHS, review={"review"}, schedules=2).assert_ok()
     assert any(p.name == "harness-1" for p in tmp_path.iterdir())
+
+
+def test_one_harness_runs_at_a_time_in_a_process(harness) -> None:
+    def nested(h):
+        harness.explore(PATHS, review={"review"}, schedules=1)  # from inside a running schedule
+
+    report = harness.explore({"nested": nested}, schedules=1)
+    assert [f.invariant for f in report.failures] == ["path_error"]
+    assert "ConfigurationError" in report.failures[0].detail and "one at a time" in report.failures[0].detail
