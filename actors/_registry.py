@@ -59,6 +59,10 @@ POOL_SLACK = 8
 
 #: Bound on slot-chasing retries in `SessionRegistry._dispatch` (evictions racing a send).
 MAX_DISPATCH_RETRIES = 64
+#: How often a draining close looks whether everything settled.
+_DRAIN_POLL_S = 0.01
+#: The longest drain `close` accepts (the limit of every duration of the policy).
+_MAX_DRAIN_S = 2_592_000.0
 
 
 def default_holder() -> str:
@@ -100,6 +104,7 @@ class SessionRegistry:
         self._stopping_kept = 64  # pruned when twice this long
         self._attempts: list[Attempt] = []
         self._closed = False
+        self._draining = False  # close(drain_s=...) is letting open turns finish
         self._counters = {"actors_started": 0, "actors_stopped": 0, "compress_requests": 0}
         self._compressor_loop = CompressorLoop()  # its thread starts with the first async compressor
         # The threads every actor of this registry runs on, started on demand. No handler
@@ -175,11 +180,22 @@ class SessionRegistry:
                 "known_ids": len(self._slots),
                 "attempts_in_flight": sum(1 for a in self._attempts if a.in_flight),
                 "stopping": sum(1 for f in self._stopping if not _done(f)),
+                "draining": int(self._draining and not self._closed),
                 **self._counters,
             }
 
-    def close(self) -> None:
-        """Interrupt attempts in flight (leases released), stop every actor and thread."""
+    def close(self, drain_s: float = 0.0) -> None:
+        """Interrupt attempts in flight (leases released), stop every actor and thread.
+
+        ``drain_s`` > 0 drains first, for at most that many seconds: no new turn opens
+        (`RegistryClosedError`), while the turns already open go on and every call is
+        served as usual, until no turn is open, no call waits for its answer and no
+        compaction is in flight. A gateway shutting down this way lets the runs in
+        flight write their answers instead of leaving their users' messages unanswered.
+        """
+        drain = check_drain(drain_s)
+        if drain and not self._closed:
+            self._drain(drain)
         with self._lock:
             if self._closed:
                 return
@@ -212,6 +228,37 @@ class SessionRegistry:
         if self._notifier is not None:  # after the stops: held outcomes of aborted attempts
             self._notifier.close(max(0.0, deadline - _sched.monotonic()))
         logger.debug("registry %s closed", self.holder)
+
+    async def close_async(self, drain_s: float = 0.0) -> None:
+        """`close` off the event loop (a drain waits for the turns open)."""
+        await asyncio.to_thread(self.close, drain_s)
+
+    def _drain(self, seconds: float) -> None:
+        self._draining = True
+        deadline = _sched.monotonic() + seconds
+        settled = threading.Event()  # never set: the poll's clock
+        while not self._settled():
+            left = deadline - _sched.monotonic()
+            if left <= 0:
+                logger.warning(
+                    "registry %s: turns or calls still open after draining %gs; closing", self.holder, seconds
+                )
+                return
+            _sched.wait(settled, min(_DRAIN_POLL_S, left), "drain")
+
+    def _settled(self) -> bool:
+        """No turn open, no call waiting for its answer, no compaction in flight."""
+        with self._lock:
+            slots = list(self._resident) + self._handed_over
+            attempts = list(self._attempts)
+        if any(a.in_flight for a in attempts):
+            return False
+        return not any(s.pending or (s.turns is not None and s.turns.busy) for s in slots)
+
+    def _check_accepting_turns(self) -> None:
+        """A turn may open (not while draining or closed)."""
+        if self._draining or self._closed:
+            raise RegistryClosedError("the registry is closing: no new turn opens")
 
     def __enter__(self) -> SessionRegistry:
         return self
@@ -602,3 +649,9 @@ def _held_lock() -> threading.Lock:
     latch = threading.Lock()
     latch.acquire()
     return latch
+
+
+def check_drain(drain_s: object) -> float:
+    if isinstance(drain_s, bool) or not isinstance(drain_s, (int, float)) or not 0 <= drain_s <= _MAX_DRAIN_S:
+        raise InvalidArgumentError(f"drain_s must be a number of seconds from 0 to {_MAX_DRAIN_S:g}, got {drain_s!r}")
+    return float(drain_s)

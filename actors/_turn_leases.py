@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from protocol import SessionBusyError, SessionEndedError, TurnHeldError, TurnLease, TurnLostError
 from protocol._commands import OpenTurn
+from protocol.errors import RegistryClosedError
 
 from . import _sched
 from ._routing import Request
@@ -47,6 +48,7 @@ class TurnLeases:
         _holder: str
         _policy: CompactionPolicy
         _stopping: bool
+        _registry: Any
 
         @property
         def live_id(self) -> str: ...
@@ -59,6 +61,11 @@ class TurnLeases:
         joined = self._turns.join(request.sender)
         if joined is not None:
             self._answer(request.reply, joined)
+            return
+        try:
+            self._registry._check_accepting_turns()  # a draining close lets open turns finish only
+        except RegistryClosedError as exc:
+            self._answer(request.reply, error=exc)
             return
         on_busy = command.on_busy or self._policy.on_busy
         try:
