@@ -256,8 +256,9 @@ class SessionRegistry:
         return not any(s.pending or (s.turns is not None and s.turns.busy) for s in slots)
 
     def _check_accepting_turns(self) -> None:
-        """A turn may open (not while draining or closed)."""
-        if self._draining or self._closed:
+        """A turn may open: not while draining. (Once closed, new calls are refused
+        anyway, and a turn held until the stop still opens then, as `close` promises.)"""
+        if self._draining and not self._closed:
             raise RegistryClosedError("the registry is closing: no new turn opens")
 
     def __enter__(self) -> SessionRegistry:
