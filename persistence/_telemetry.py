@@ -8,7 +8,9 @@ until the application configures an SDK (``set_tracer_provider`` /
 tracer and meter pick the SDK up when it arrives.
 
 Names (DESIGN section 8): span ``session_actors.compaction`` per attempt with child
-spans ``session_actors.compress`` and ``session_actors.commit``; metrics
+spans ``session_actors.compress`` and ``session_actors.commit``; a span
+``session_actors.append`` per store append call and ``session_actors.read`` per
+transcript or archive read, their attributes under ``session_actors.``; metrics
 ``session_actors.appends``, ``session_actors.append.duration``,
 ``session_actors.compactions``, ``session_actors.compaction.duration``,
 ``session_actors.lease.acquisitions``, ``session_actors.actors.resident``,
@@ -35,6 +37,7 @@ __all__ = [
     "enabled",
     "lease_acquisition",
     "timed_append",
+    "traced_read",
     "track_resident",
 ]
 
@@ -78,6 +81,9 @@ class _Hooks:
 
     def appended(self, count: int, seconds: float) -> None:
         pass
+
+    def span(self, name: str, session_id: str, **attributes: str) -> AbstractContextManager[Any]:
+        return nullcontext()
 
     def busy_retry(self) -> None:
         pass
@@ -144,6 +150,11 @@ class _OtelHooks(_Hooks):
     def appended(self, count: int, seconds: float) -> None:
         self._appends.add(count)
         self._append_duration.record(seconds)
+
+    def span(self, name: str, session_id: str, **attributes: str) -> AbstractContextManager[Any]:
+        """A span current on this thread; an exception leaving it is recorded (status ERROR)."""
+        named = {"session_actors.session_id": session_id, **{f"session_actors.{k}": v for k, v in attributes.items()}}
+        return self.tracer.start_as_current_span(name, attributes=named)
 
     def busy_retry(self) -> None:
         self._busy.add(1)
@@ -293,17 +304,50 @@ _Append = TypeVar("_Append", bound=Callable[..., Sequence[Any]])
 
 def timed_append(append: _Append) -> _Append:
     """Decorate a store's ``append(session_id, messages, *, incarnation=None, turn=None)``: count
-    the messages it committed and time the call (on every append: kept to the bone)."""
+    the messages it committed, time the call and, with the extra, trace it as a span
+    ``session_actors.append`` (on every append: kept to the bone)."""
     clock = time.perf_counter
 
     @functools.wraps(append)
     def timed(
         self: Any, session_id: str, messages: Any, *, incarnation: str | None = None, turn: Any = None
     ) -> Sequence[Any]:
-        started = clock()
-        stored = append(self, session_id, messages, incarnation=incarnation, turn=turn)
         hooks = _hooks
-        (hooks if hooks is not None else _load()).appended(len(stored), clock() - started)
+        if hooks is None:
+            hooks = _load()
+        started = clock()
+        if not hooks.enabled:
+            stored = append(self, session_id, messages, incarnation=incarnation, turn=turn)
+        else:
+            with hooks.span("session_actors.append", session_id) as span:
+                stored = append(self, session_id, messages, incarnation=incarnation, turn=turn)
+                span.set_attribute("session_actors.messages", len(stored))
+        hooks.appended(len(stored), clock() - started)
         return stored
 
     return cast(_Append, timed)  # the same signature as append, by functools.wraps
+
+
+_Read = TypeVar("_Read", bound=Callable[..., Sequence[Any]])
+
+
+def traced_read(operation: str) -> Callable[[_Read], _Read]:
+    """Decorate a store's ``transcript(session_id)`` or ``archive(session_id)``: with the
+    extra, a span ``session_actors.read`` (``session_actors.operation``, the messages read)."""
+
+    def decorate(read: _Read) -> _Read:
+        @functools.wraps(read)
+        def traced(self: Any, session_id: str, *args: Any, **kwargs: Any) -> Sequence[Any]:
+            hooks = _hooks
+            if hooks is None:
+                hooks = _load()
+            if not hooks.enabled:
+                return read(self, session_id, *args, **kwargs)
+            with hooks.span("session_actors.read", session_id, operation=operation) as span:
+                rows = read(self, session_id, *args, **kwargs)
+                span.set_attribute("session_actors.messages", len(rows))
+                return rows
+
+        return cast(_Read, traced)
+
+    return decorate

@@ -380,9 +380,11 @@ class PostgresStore(TurnMethods):
         """Group-commit counters: committed transactions and the requests they held."""
         return self._writer.stats()
 
+    @telemetry.traced_read("transcript")
     def transcript(self, session_id: str) -> list[StoredMessage]:
         return self._messages("live_messages", session_id)
 
+    @telemetry.traced_read("archive")
     def archive(self, session_id: str) -> list[StoredMessage]:
         return self._messages("archived_messages", session_id)
 

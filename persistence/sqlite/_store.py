@@ -419,9 +419,11 @@ class SqliteStore(TurnMethods):
 
         return [stored_message_from_row(r) for r in self._read(body, session_id)]
 
+    @telemetry.traced_read("transcript")
     def transcript(self, session_id: str) -> list[StoredMessage]:
         return self._messages("transcript", session_id)
 
+    @telemetry.traced_read("archive")
     def archive(self, session_id: str) -> list[StoredMessage]:
         return self._messages("archive", session_id)
 

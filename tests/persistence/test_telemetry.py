@@ -13,7 +13,7 @@ from contextlib import closing
 import pytest
 
 from persistence import open_store
-from protocol import Message
+from protocol import Message, SessionEndedError
 from tests.actors.helpers import wait_until
 from tests.otel import Otel, otel
 from tests.pg import pg_rows, with_application_name
@@ -39,6 +39,31 @@ def test_a_refused_append_counts_nothing(otel: Otel, store) -> None:
     with pytest.raises(Exception):
         store.append("ended", Message("user", "late"))
     assert otel.counter("session_actors.appends") == messages
+
+
+def test_each_append_and_read_is_a_span_named_under_one_namespace(otel: Otel, store) -> None:
+    store.create_session("spans")
+    store.append("spans", [Message("user", "a"), Message("assistant", "b")])
+    assert [m.text for m in store.transcript("spans")] == ["a", "b"]
+    assert store.archive("spans") == []
+    (append,) = otel.spans("session_actors.append", "spans")
+    assert dict(append.attributes) == {"session_actors.session_id": "spans", "session_actors.messages": 2}
+    reads = {s.attributes["session_actors.operation"]: s for s in otel.spans("session_actors.read", "spans")}
+    assert reads["transcript"].attributes["session_actors.messages"] == 2
+    assert reads["archive"].attributes["session_actors.messages"] == 0
+    assert all(key.startswith("session_actors.") for s in [append, *reads.values()] for key in s.attributes)
+
+
+def test_a_refused_append_is_a_span_with_its_error(otel: Otel, store) -> None:
+    from opentelemetry.trace import StatusCode
+
+    store.create_session("refused-span")
+    store.end_session("refused-span", "user")
+    with pytest.raises(SessionEndedError):
+        store.append("refused-span", Message("user", "late"))
+    (span,) = otel.spans("session_actors.append", "refused-span")
+    assert span.status.status_code is StatusCode.ERROR
+    assert [e.name for e in span.events] == ["exception"]
 
 
 def test_sqlite_busy_retries_are_counted(otel: Otel, sqlite_path: str) -> None:
