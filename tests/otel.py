@@ -20,6 +20,9 @@ class Otel:
     def __init__(self, reader: Any, exporter: Any) -> None:
         self.reader = reader
         self.exporter = exporter
+        # Spans are kept only while a test that reads them runs: every store append is a
+        # span, and the rest of the suite must not pile them up in the exporter.
+        self.recording = False
 
     def _points(self, name: str) -> Iterator[Any]:
         data = self.reader.get_metrics_data()
@@ -71,18 +74,29 @@ def install() -> Otel:
             InMemorySpanExporter,
         )
 
+        class WhileRecording(SimpleSpanProcessor):
+            def on_end(self, span: Any) -> None:
+                if installed.recording:
+                    super().on_end(span)
+
         reader, exporter = InMemoryMetricReader(), InMemorySpanExporter()
+        installed = Otel(reader, exporter)
         tracer_provider = TracerProvider()
-        tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+        tracer_provider.add_span_processor(WhileRecording(exporter))
         trace.set_tracer_provider(tracer_provider)
         metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
-        _installed = Otel(reader, exporter)
+        _installed = installed
     return _installed
 
 
 @pytest.fixture
-def otel() -> Otel:
-    """The SDK, installed; spans of earlier tests cleared."""
+def otel() -> Iterator[Otel]:
+    """The SDK, installed; spans kept from this test's start to its end only."""
     installed = install()
     installed.exporter.clear()
-    return installed
+    installed.recording = True
+    try:
+        yield installed
+    finally:
+        installed.recording = False
+        installed.exporter.clear()
