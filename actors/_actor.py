@@ -195,8 +195,7 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
         return f"actor {self.live_id}"
 
     def _step_label(self, message: Any) -> str:
-        command = message.command if isinstance(message, Request) else message
-        return f"actor {self.live_id} {type(command).__name__}"
+        return super()._step_label(message.command if isinstance(message, Request) else message)
 
     def on_receive(self, message: Any) -> None:
         """Handle ``message`` holding the exclusive lock; its callers are answered only

@@ -33,6 +33,7 @@ from protocol import (
     TranscriptError,
     validate_session_id,
 )
+from protocol._checks import check_duration
 from protocol.errors import RegistryClosedError
 
 from . import _sched
@@ -61,8 +62,6 @@ POOL_SLACK = 8
 MAX_DISPATCH_RETRIES = 64
 #: How often a draining close looks whether everything settled.
 _DRAIN_POLL_S = 0.01
-#: The longest drain `close` accepts (the limit of every duration of the policy).
-_MAX_DRAIN_S = 2_592_000.0
 
 
 def default_holder() -> str:
@@ -193,7 +192,7 @@ class SessionRegistry:
         compaction is in flight. A gateway shutting down this way lets the runs in
         flight write their answers instead of leaving their users' messages unanswered.
         """
-        drain = check_drain(drain_s)
+        drain = check_duration(drain_s, "drain_s", allow_zero=True)
         if drain and not self._closed:
             self._drain(drain)
         with self._lock:
@@ -650,9 +649,3 @@ def _held_lock() -> threading.Lock:
     latch = threading.Lock()
     latch.acquire()
     return latch
-
-
-def check_drain(drain_s: object) -> float:
-    if isinstance(drain_s, bool) or not isinstance(drain_s, (int, float)) or not 0 <= drain_s <= _MAX_DRAIN_S:
-        raise InvalidArgumentError(f"drain_s must be a number of seconds from 0 to {_MAX_DRAIN_S:g}, got {drain_s!r}")
-    return float(drain_s)

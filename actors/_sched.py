@@ -101,12 +101,9 @@ def wait(event: threading.Event, timeout: float | None, label: str) -> bool:
     return event.wait(park(label, event.is_set, timeout))
 
 
-def join(thread: threading.Thread, timeout: float | None, label: str) -> None:
+def join(thread: Thread, timeout: float | None, label: str) -> None:
     """``thread.join(timeout)``, on the virtual clock under a scheduler."""
-    alive = thread.is_alive
-    done = getattr(thread, "finished", None)
-    ready = (lambda: not alive()) if done is None else done.is_set
-    thread.join(park(label, ready, timeout))
+    thread.join(park(label, thread.finished.is_set, timeout))
 
 
 def monotonic() -> float:
@@ -121,14 +118,14 @@ def task(fn: Callable[[], None]) -> Callable[[], None]:
         return fn
     token = scheduler.spawned()
 
-    def controlled() -> None:
+    def run() -> None:
         scheduler.adopt(token)
         try:
             fn()
         finally:
             scheduler.finished(token)
 
-    return controlled
+    return run
 
 
 class Thread(threading.Thread):
@@ -157,15 +154,11 @@ class Thread(threading.Thread):
 
     def run(self) -> None:
         scheduler = self._scheduler
-        if scheduler is None:
-            try:
-                super().run()
-            finally:
-                self.finished.set()
-            return
-        scheduler.adopt(self._token)
+        if scheduler is not None:
+            scheduler.adopt(self._token)
         try:
             super().run()
         finally:
             self.finished.set()
-            scheduler.finished(self._token)
+            if scheduler is not None:
+                scheduler.finished(self._token)

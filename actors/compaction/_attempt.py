@@ -113,7 +113,7 @@ class Attempt:
         self._on_outcome = on_outcome
         self._base_id, self._base_epoch = host.baseline
         self._keeper: LeaseKeeper | None = None
-        self._worker: threading.Thread | None = None
+        self._worker: _sched.Thread | None = None
         self._snapshot: list[StoredMessage] = []
         self._watermark = 0
         self._proven_at = _sched.monotonic()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import tempfile
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,8 +19,9 @@ from typing import Any
 from urllib.parse import quote
 
 from persistence import Store
+from persistence._urls import parse_store_url
 from persistence.sqlite import SqliteStore
-from protocol import Message
+from protocol import InvalidArgumentError, Message
 
 __all__ = ["Databases", "PostgresSchemas", "SqliteFiles", "databases_for"]
 
@@ -31,8 +33,6 @@ Prefill = Callable[[Store], None]
 
 class Databases:
     """One backend's fresh databases (``ref``: a file path or a URL)."""
-
-    virtual_clock = True
 
     def fresh(self, key: str, prefill: Prefill) -> str:
         """A new database holding what ``prefill`` writes (the same for one ``key``)."""
@@ -89,10 +89,9 @@ class SqliteFiles(Databases):
 
 
 class PostgresSchemas(Databases):
-    virtual_clock = False
-
     def __init__(self, url: str) -> None:
         self._url = url
+        self._schemas: dict[str, str] = {}  # ref -> its schema
 
     def fresh(self, key: str, prefill: Prefill) -> str:
         schema = f"harness_{uuid.uuid4().hex[:12]}"
@@ -104,6 +103,7 @@ class PostgresSchemas(Databases):
             prefill(store)
         finally:
             store.close()
+        self._schemas[ref] = schema
         return ref
 
     def open(self, ref: str, offset: Callable[[], float]) -> Store:
@@ -116,8 +116,7 @@ class PostgresSchemas(Databases):
         return {int(row_id): str(token) for row_id, token in rows}
 
     def remove(self, ref: str) -> None:
-        schema = ref.rsplit("search_path%3D", 1)[-1]
-        self._admin(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        self._admin(f'DROP SCHEMA IF EXISTS "{self._schemas.pop(ref)}" CASCADE')
 
     def _admin(self, sql: str) -> None:
         self._rows(self._url, sql)
@@ -131,11 +130,18 @@ class PostgresSchemas(Databases):
             return cur.fetchall() if cur.description else []
 
 
-def databases_for(store: str | Path | None, folder: Callable[[], Path]) -> Databases:
-    """``store``: None or a directory (SQLite files), or a PostgreSQL URL."""
-    if isinstance(store, str) and store.startswith(("postgresql://", "postgres://")):
-        return PostgresSchemas(store)
-    return SqliteFiles(folder())
+def databases_for(store: str | Path | None) -> tuple[Databases, Path | None]:
+    """``store``: None (SQLite files in a new temporary directory, returned second so its
+    owner removes it), a directory (SQLite files), or a PostgreSQL URL."""
+    if store is None:
+        folder = Path(tempfile.mkdtemp(prefix="session-harness-"))
+        return SqliteFiles(folder), folder
+    backend, target = parse_store_url(store)
+    if backend == "postgresql":
+        return PostgresSchemas(target), None
+    if not Path(target).is_dir():
+        raise InvalidArgumentError(f"store must be None, an existing directory or a PostgreSQL URL, got {store!r}")
+    return SqliteFiles(Path(target)), None
 
 
 def prefill_with(messages: Sequence[Message], session_id: str, make_registry: Callable[[Store], Any]) -> Prefill:

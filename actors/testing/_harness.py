@@ -12,9 +12,7 @@ so `replay` runs the same schedule again, step for step.
 
 from __future__ import annotations
 
-import math
 import shutil
-import tempfile
 import threading
 import time
 import traceback
@@ -25,6 +23,7 @@ from pathlib import Path
 
 from persistence import Store
 from protocol import InvalidArgumentError, Message, StoredMessage, TranscriptError
+from protocol._checks import check_duration
 
 from .. import _sched
 from .._registry import SessionRegistry
@@ -105,14 +104,10 @@ class _Setup:
             raise InvalidArgumentError("processes must map paths to non-empty process names")
         pauses = dict(pauses or {})
         _check_names("pauses", pauses, process_of.values())
-        for process, seconds in pauses.items():
-            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds < math.inf:
-                raise InvalidArgumentError(
-                    f"pauses[{process!r}] must be a finite number of seconds > 0, got {seconds!r}"
-                )
+        seconds = {process: check_duration(s, f"pauses[{process!r}]") for process, s in pauses.items()}
         if check is not None and not callable(check):
             raise InvalidArgumentError(f"check must be callable or None, got {check!r}")
-        return _Setup(paths, frozenset(review), session_id, check, process_of, {p: float(s) for p, s in pauses.items()})
+        return _Setup(paths, frozenset(review), session_id, check, process_of, seconds)
 
 
 def _check_names(what: str, names: Collection[str], known: Collection[str]) -> None:
@@ -136,20 +131,16 @@ class Harness:
         store: str | Path | None = None,
         prefill: Sequence[Message] = (),
     ) -> None:
-        postgres = isinstance(store, str) and store.startswith(("postgresql://", "postgres://"))
-        if store is not None and not postgres and not Path(store).is_dir():
-            raise InvalidArgumentError(f"store must be None, an existing directory or a PostgreSQL URL, got {store!r}")
         if any(not isinstance(m, Message) for m in prefill):
             raise InvalidArgumentError("prefill must be a sequence of Message")
         self.compressor = compressor
         self.policy = policy or CompactionPolicy()
         self.prefill = list(prefill)
+        self._databases, temporary = databases_for(store)
         # a temporary directory goes with the harness (or at exit); yours stays
         self._cleanup: Callable[[], object] | None = None
-        folder = Path(tempfile.mkdtemp(prefix="session-harness-")) if store is None else Path(store)
-        if store is None:
-            self._cleanup = weakref.finalize(self, shutil.rmtree, folder, ignore_errors=True)
-        self._databases = databases_for(store, lambda: folder)
+        if temporary is not None:
+            self._cleanup = weakref.finalize(self, shutil.rmtree, temporary, ignore_errors=True)
         self._local = threading.local()  # the path running on this thread
 
     def close(self) -> None:
@@ -245,7 +236,7 @@ class Harness:
     def _run(self, setup: _Setup, chooser: Chooser) -> _Run:
         databases = self._databases
         db = databases.fresh(setup.session_id, prefill_with(self.prefill, setup.session_id, self._registry))
-        scheduler = DeterministicScheduler(chooser, pauses=dict(setup.pauses))
+        scheduler = DeterministicScheduler(chooser, pauses=setup.pauses)
         groups = sorted(set(setup.process_of.values()))
         stores = {g: databases.open(db, scheduler.wall_offset) for g in groups}
         ledger = Ledger()

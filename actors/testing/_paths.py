@@ -8,13 +8,13 @@ checked against that ledger.
 
 from __future__ import annotations
 
-import math
 import threading
 from types import TracebackType
 from typing import Any
 
 from actors import _sched
-from protocol import CompressionOutcome, InvalidArgumentError, StoredMessage
+from protocol import CompressionOutcome, StoredMessage
+from protocol._checks import check_duration
 
 __all__ = ["Ledger", "PathHandle", "PathTurn"]
 
@@ -93,10 +93,9 @@ class PathHandle:
         """Sleep ``seconds`` on the harness's virtual clock: the other paths go on
         meanwhile, and every timer due fires in its order (a holder frozen past its
         lease, say). Takes no real time."""
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < math.inf:
-            raise InvalidArgumentError(f"advance() takes a finite number of seconds >= 0, got {seconds!r}")
+        seconds = check_duration(seconds, "advance() seconds", allow_zero=True)
         self._started = True
-        _sched.park(f"{self.name} advance", _never, float(seconds))
+        _sched.park(f"{self.name} advance", _never, seconds)
 
     def turn(self, on_busy: str | None = None) -> PathTurn:
         return PathTurn(self, self._handle.turn(on_busy))
