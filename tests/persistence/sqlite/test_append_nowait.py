@@ -226,18 +226,30 @@ def test_the_batch_of_every_answer_owed_is_written_whole_after_a_slow_commit(sto
 
     _sessions_on_remembered_counters(store)
     answered = Completions(expected=1)
+    sent = time.monotonic()  # no later than the writer's "answers went out"
     assert store.append_nowait("pace", [Message("user", "answered")], answered.on_done)
-    assert answered.all_in.wait(10)  # the last answers went out now
-    stall = threading.Event()
+    assert answered.all_in.wait(10)
+    stall, stalled = threading.Event(), threading.Event()
 
     def slow_commit(point: str, operations: Any) -> None:
         if point == "before_commit" and stall.is_set():
             stall.clear()
-            time.sleep(0.5)  # the injected fault: this commit is 0.5 s slow
+            stalled.set()
+            # The injected fault: this commit is slow, by more than everything since the
+            # answers went out (however slow this machine was meanwhile), so its wait is
+            # over half the time since then when the next batch is planned.
+            time.sleep(2 * (time.monotonic() - sent) + 0.3)
 
     monkeypatch.setattr(killpoints, "ARMED", True)
     monkeypatch.setattr(killpoints, "reached", slow_commit)
-    _, before = _owed_batch_after_pace(store, str(tmp_path / "state.db"), on_released=stall.set)  # pace's is slow
+
+    def stall_pace() -> None:
+        # pace's next try is the slow one: the lock goes only once that try has begun,
+        # never in the middle of a try that began before the fault was armed
+        stall.set()
+        assert stalled.wait(10)
+
+    _, before = _owed_batch_after_pace(store, str(tmp_path / "state.db"), on_released=stall_pace)
     assert not stall.is_set()  # the fault happened
     assert store.write_stats().transactions - before == 2  # pace's, then the 32 whole
     assert [m.content for m in store.transcript("s5")] == ["first", "s5-2"]
