@@ -18,6 +18,7 @@ from typing import Any
 
 from persistence import Store
 from protocol import InvalidArgumentError, SessionInfo, StoredMessage
+from protocol._jsonable import json_scalar
 
 from ._database import open_existing
 from ._inspect import existing_session
@@ -56,11 +57,7 @@ def parse_meta(pair: str) -> tuple[str, Any]:
     key, sep, raw = pair.partition("=")
     if not sep or not key:
         raise InvalidArgumentError(f"--meta takes KEY=VALUE, got {pair!r}")
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return key, raw
-    return key, raw if isinstance(value, (dict, list)) else value
+    return key, json_scalar(raw)
 
 
 # -- options ----------------------------------------------------------------------

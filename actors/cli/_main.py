@@ -26,6 +26,7 @@ from . import _database as database
 from . import _inspect as inspect
 from . import _lifecycle as lifecycle
 from . import _lineage as lineage
+from . import _serve as serve
 from . import _simulate as simulate
 from ._database import DEFAULT_DB, ENV_DB
 from ._output import add_format_options, line_buffered
@@ -233,6 +234,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     simulate.add_options(p)
     compact.add_compressor_options(p)
+
+    p = _add_command(
+        sub,
+        common,
+        "serve",
+        serve.cmd_serve,
+        "serve every session operation over HTTP/JSON, compaction events and a web console "
+        "(/console); needs the serve extra; creates the database if missing",
+        f"{PROG} serve --db postgresql://localhost/agents --tokens tokens.txt",
+    )
+    serve.add_serve_options(p)
+
+    p = _add_command(
+        sub,
+        common,
+        "token",
+        serve.cmd_token_add,
+        "token add: append a new bearer token to a token file and print it (its only showing, "
+        "the last word of the output)",
+        f"{PROG} token add discord-bot --scope read,write --source discord --tokens tokens.txt",
+    )
+    p.add_argument("action", choices=("add",), help="add: a new token")
+    serve.add_token_options(p)
     return parser
 
 

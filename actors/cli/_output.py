@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
-import enum
 import json
 import os
 import sys
@@ -31,7 +30,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from protocol import InvalidArgumentError, Lease, SessionInfo, StoredMessage
+from protocol import InvalidArgumentError
+from protocol._jsonable import lease_dict, message_dict, session_dict, to_jsonable
 
 __all__ = [
     "FORMATS",
@@ -252,19 +252,6 @@ def _csv_cell(value: Any) -> Any:
     return value
 
 
-def to_jsonable(value: Any) -> Any:
-    """Dataclasses, enums and mappings to plain JSON values."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, Mapping):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [to_jsonable(v) for v in value]
-    return value
-
-
 def fmt_time(epoch: float | None) -> str:
     """Epoch seconds as a UTC timestamp (empty for None)."""
     if epoch is None:
@@ -276,26 +263,6 @@ def shorten(text: str, width: int = 80) -> str:
     """One line, at most ``width`` characters (message previews; never ids)."""
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
-def session_dict(info: SessionInfo) -> dict[str, Any]:
-    return to_jsonable(info) | {"live": info.live}
-
-
-def message_dict(message: StoredMessage) -> dict[str, Any]:
-    return {
-        "id": message.id,
-        "session_id": message.session_id,
-        "seq": message.seq,
-        "state": message.state,
-        "created_at": message.created_at,
-        "origin_id": message.origin_id,
-        **message.to_dict(),
-    }
-
-
-def lease_dict(lease: Lease, now: float) -> dict[str, Any]:
-    return to_jsonable(lease) | {"live": lease.expires_at > now}
 
 
 def console(stream: TextIO | None = None) -> Console:

@@ -22,7 +22,10 @@ BENCHMARKS = {
     "items": ("bench_items", "CPU per Responses item converted to a message and back"),
     "leases": ("bench_leases", "appends/s with turn leases vs without; turns/s across 2 processes; writes per turn"),
     "harness": ("bench_harness", "harness schedules/s on the upstream scenarios; schedules to find each mutation"),
-    "overhead": ("bench_overhead", "CPU a registry append costs over the store; what the OpenTelemetry hooks add"),
+    "overhead": (
+        "bench_overhead",
+        "CPU a registry append costs over the store; what the OpenTelemetry hooks and the HTTP route add",
+    ),
     "postgres": ("bench_postgres", "PostgreSQL appends: registry and store vs a naive psycopg loop"),
     "starts": ("bench_starts", "new sessions/s vs the SDK's SQLiteSession, peak threads"),
 }

@@ -1,7 +1,9 @@
 """What a threaded registry append costs over the store, and why each microsecond counts.
 
 Two measurements, printed side by side from one run, then what the OpenTelemetry hooks
-add (`bench_telemetry`, three processes: the extra absent, the API alone, the SDK):
+add (`bench_telemetry`, three processes: the extra absent, the API alone, the SDK)
+and what ``session-actors serve``'s append route costs over a bare FastAPI endpoint
+(`bench_serve`, two servers and a client process):
 
 1. **Per-call cost, one thread, a null store**: ``handle.append`` against
    ``store.append`` called directly, where the store's ``append`` returns a prebuilt
@@ -38,7 +40,7 @@ from typing import Any
 from actors import CompactionPolicy, SessionRegistry
 from persistence import open_store
 from protocol import Message, StoredMessage
-from tests.benchmarks import bench_telemetry
+from tests.benchmarks import bench_serve, bench_telemetry
 from tests.benchmarks.timeboxed import DISTINCT_MESSAGES, client_messages, time_boxed
 
 SESSIONS = 64
@@ -187,6 +189,8 @@ def main() -> None:
         sensitivity(args.seconds, args.rounds, directory)
     print("\nwhat the OpenTelemetry hooks cost an append (bench_telemetry):", flush=True)
     bench_telemetry.compare()
+    print("\nwhat the HTTP append route costs over a bare FastAPI endpoint (bench_serve):", flush=True)
+    bench_serve.compare(bench_serve.defaults())
     print(f"load average {_load()} at the end (other work on this machine shares its cores)")
 
 

@@ -1,0 +1,128 @@
+"""Turns opened and closed by id, compaction, interrupt and retract; the leases and
+turns open now; the compaction event stream."""
+
+# no `from __future__ import annotations`: FastAPI reads these signatures at runtime
+
+import asyncio
+import logging
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from protocol import MODES, InvalidArgumentError
+from protocol._jsonable import lease_dict, message_dict, to_jsonable
+
+from .._handle import Turn
+from ._body import json_body, option
+from ._service import Service
+from ._tokens import Token
+
+__all__ = ["control_routes"]
+
+logger = logging.getLogger("session_actors.serve")
+
+
+def control_routes(service: Service, who: Any) -> APIRouter:
+    router = APIRouter(prefix="/v1")
+    Who = Annotated[Token, Depends(who)]
+    background: set[asyncio.Task[Any]] = set()  # compactions nobody waits for (kept from the GC)
+
+    @router.post("/sessions/{session_id}/turns", status_code=201, summary="Open a turn; appends with ?turn=ID join it")
+    async def open_turn(session_id: str, request: Request, token: Who) -> Any:
+        service.require(token, "write")
+        on_busy = option(await json_body(request, empty={}), "on_busy", str, None)
+        info = await service.info(token, session_id)
+        # a handle of its own: appends through every other handle wait while it is open
+        handle = await service.registry.session_async(session_id, source=info.source)
+        turn = Turn(handle, on_busy)
+        await turn.__aenter__()
+        turn_id = service.keep_turn(session_id, token.name, handle, turn)
+        return {"turn": turn_id, "session_id": handle.session_id}
+
+    @router.get("/sessions/{session_id}/turns/{turn_id}", summary="Is the turn still open, was it asked to end?")
+    async def turn_state(session_id: str, turn_id: str, token: Who) -> Any:
+        service.require(token, "read")
+        kept = service.turn(token, session_id, turn_id)
+        return {"turn": turn_id, "session_id": kept.handle.session_id, "interrupted": kept.turn.interrupted}
+
+    @router.delete("/sessions/{session_id}/turns/{turn_id}", summary="Close the turn (held appends then go in)")
+    async def close_turn(session_id: str, turn_id: str, token: Who) -> Any:
+        service.require(token, "write")
+        kept = service.turn(token, session_id, turn_id)
+        service.drop_turn(turn_id)
+        await kept.turn.__aexit__(None, None, None)
+        return {"turn": turn_id, "closed": True}
+
+    @router.post(
+        "/sessions/{session_id}/compact", summary="Compact now: force, mode, wait (false: 202, outcome on /events)"
+    )
+    async def compact(session_id: str, request: Request, token: Who) -> Any:
+        service.require(token, "write")
+        body = await json_body(request, empty={})
+        force = option(body, "force", bool, False)
+        mode = option(body, "mode", str, None)
+        wait = option(body, "wait", bool, True)
+        if mode is not None and mode not in MODES:
+            raise InvalidArgumentError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        handle = await service.handle(token, session_id)
+        if not wait:
+            task = asyncio.create_task(handle.compress_async(force=force, mode=mode))
+            background.add(task)
+            task.add_done_callback(_settled(background))
+            return JSONResponse({"started": True, "session_id": handle.session_id}, status_code=202)
+        return to_jsonable(await handle.compress_async(force=force, mode=mode))
+
+    @router.post("/sessions/{session_id}/interrupt", summary="Cancel the compaction in flight")
+    async def interrupt(session_id: str, token: Who) -> Any:
+        service.require(token, "write")
+        handle = await service.handle(token, session_id)
+        return {"cancelled": await handle.interrupt_async()}
+
+    @router.post("/sessions/{session_id}/retract", summary="Take the last live message out (it stays archived)")
+    async def retract(session_id: str, token: Who, turn: str | None = None) -> Any:
+        service.require(token, "write")
+        if turn is not None:
+            handle = service.turn(token, session_id, turn).handle
+        else:
+            handle = await service.handle(token, session_id)
+        taken = await handle.retract_async()
+        return {"retracted": None if taken is None else message_dict(taken)}
+
+    @router.get("/locks", summary="Compaction leases held and turns open, on the whole database")
+    async def locks(token: Who) -> Any:
+        service.require(token, "read")
+        store = service.store
+        now, leases, turns = await asyncio.to_thread(lambda: (store.now(), store.leases(), store.turns()))
+        if token.source is not None:
+            ids = {x.session_id for x in leases} | {x.session_id for x in turns}
+            sources = await asyncio.to_thread(_sources, store, ids)
+            leases = [x for x in leases if sources.get(x.session_id) == token.source]
+            turns = [x for x in turns if sources.get(x.session_id) == token.source]
+        return {"now": now, "leases": [lease_dict(x, now) for x in leases], "turns": to_jsonable(turns)}
+
+    @router.get("/events", summary="Server-sent events: one 'compaction' event per outcome of this server")
+    async def events(token: Who) -> Any:
+        service.require(token, "read")
+        headers = {"cache-control": "no-store", "x-accel-buffering": "no"}
+        return StreamingResponse(service.hub.stream(token.source), media_type="text/event-stream", headers=headers)
+
+    return router
+
+
+def _settled(tasks: set[asyncio.Task[Any]]) -> Any:
+    def done(task: asyncio.Task[Any]) -> None:
+        tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("a compaction nobody waited for failed", exc_info=task.exception())
+
+    return done
+
+
+def _sources(store: Any, ids: set[str]) -> dict[str, str]:
+    found = {}
+    for session_id in ids:
+        info = store.get_session(session_id)
+        if info is not None:
+            found[session_id] = info.source
+    return found

@@ -1,0 +1,138 @@
+"""What every route shares: the store and the registry of this process, who a request
+is, which sessions its token may reach, and the turns clients opened by id.
+
+The service is one process with one `SessionRegistry`; several services on one
+database are several processes, whose guarantees are the library's (turn leases,
+fencing, idempotency keys in the store).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from persistence import Store
+from protocol import SessionInfo, SessionNotFoundError
+
+from .._handle import SessionHandle, Turn
+from .._registry import SessionRegistry
+from ._errors import ServiceError
+from ._events import EventHub
+from ._tokens import Token, TokenFile
+
+__all__ = ["LOCAL", "OpenTurn", "Service"]
+
+#: Who every request is when the service runs with ``--insecure-local`` (no tokens).
+LOCAL = Token("local", frozenset({"admin"}), None, "")
+#: Session handles kept (a handle is a few dozen bytes; its actor is what costs, and
+#: the registry evicts those on its own).
+_HANDLES_KEPT = 100_000
+
+
+@dataclass(slots=True)
+class OpenTurn:
+    """A turn a client opened with ``POST .../turns`` and closes by its id."""
+
+    session_id: str
+    owner: str  # the token name that opened it: only it may use or close it
+    handle: SessionHandle
+    turn: Turn
+    opened: float
+
+
+class Service:
+    def __init__(self, store: Store, registry: SessionRegistry, tokens: TokenFile | None, hub: EventHub) -> None:
+        self.store, self.registry, self.tokens, self.hub = store, registry, tokens, hub
+        self._handles: OrderedDict[str, tuple[SessionHandle, str]] = OrderedDict()
+        self._turns: dict[str, OpenTurn] = {}
+        self.requests = 0
+
+    # -- who -------------------------------------------------------------------------
+
+    def identify(self, authorization: str | None) -> Token:
+        if self.tokens is None:
+            return LOCAL
+        scheme, _, secret = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not secret.strip():
+            raise ServiceError(401, "Unauthorized", "send 'Authorization: Bearer TOKEN'")
+        token = self.tokens.identify(secret.strip())
+        if token is None:
+            raise ServiceError(401, "Unauthorized", "unknown token")
+        return token
+
+    @staticmethod
+    def require(token: Token, scope: str) -> None:
+        if not token.allows(scope):
+            raise ServiceError(403, "Forbidden", f"the token {token.name!r} lacks the {scope!r} scope")
+
+    @staticmethod
+    def check_source(token: Token, source: str | None) -> None:
+        if token.source is not None and source != token.source:
+            raise ServiceError(403, "Forbidden", f"the token {token.name!r} reaches only source {token.source!r}")
+
+    # -- sessions ----------------------------------------------------------------------
+
+    async def info(self, token: Token, session_id: str) -> SessionInfo:
+        """The session row, if the token may reach it (404 unknown, 403 other source)."""
+        info = await asyncio.to_thread(self.store.get_session, session_id)
+        if info is None:
+            raise SessionNotFoundError(session_id)
+        self.check_source(token, info.source)
+        return info
+
+    async def handle(self, token: Token, session_id: str) -> SessionHandle:
+        """A handle on an existing session the token may reach. Never creates one:
+        ``PUT /sessions/{id}`` does."""
+        kept = self._handles.get(session_id)
+        if kept is None:
+            info = await self.info(token, session_id)
+            handle = await self.registry.session_async(session_id, source=info.source)
+            kept = self._handles[session_id] = (handle, info.source)
+            if len(self._handles) > _HANDLES_KEPT:
+                self._handles.popitem(last=False)
+        else:
+            self._handles.move_to_end(session_id)
+        self.check_source(token, kept[1])
+        return kept[0]
+
+    def forget(self, session_id: str) -> None:
+        """Drop what is kept of a session that was erased or found gone."""
+        self._handles.pop(session_id, None)
+
+    # -- turns -------------------------------------------------------------------------
+
+    def keep_turn(self, session_id: str, owner: str, handle: SessionHandle, turn: Turn) -> str:
+        self._prune_turns()
+        turn_id = secrets.token_urlsafe(12)
+        self._turns[turn_id] = OpenTurn(session_id, owner, handle, turn, time.monotonic())
+        return turn_id
+
+    def turn(self, token: Token, session_id: str, turn_id: str) -> OpenTurn:
+        kept = self._turns.get(turn_id)
+        if kept is None or kept.session_id != session_id:
+            raise ServiceError(404, "TurnNotFound", f"no open turn {turn_id!r} on {session_id!r}")
+        if kept.owner != token.name and not token.allows("admin"):
+            raise ServiceError(403, "Forbidden", f"turn {turn_id!r} was opened by another token")
+        return kept
+
+    def drop_turn(self, turn_id: str) -> None:
+        self._turns.pop(turn_id, None)
+
+    def open_turns(self) -> int:
+        return len(self._turns)
+
+    def _prune_turns(self) -> None:
+        """Forget turns left open past ``max_turn_s``: the actor closed them already
+        (a client that never closes its turn holds the others that long, no longer)."""
+        limit = self.registry.policy.max_turn_s + self.registry.policy.ask_timeout_s
+        now = time.monotonic()
+        for turn_id, kept in list(self._turns.items()):
+            if now - kept.opened > limit:
+                del self._turns[turn_id]
+
+    def stats(self) -> dict[str, Any]:
+        return {"open_http_turns": len(self._turns), "event_subscribers": self.hub.subscribers()}

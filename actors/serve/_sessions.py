@@ -1,0 +1,195 @@
+"""``/v1/sessions``: create, get, list, update and erase sessions; append and read
+their messages; their compaction records and lineage."""
+
+# no `from __future__ import annotations`: FastAPI reads these signatures at runtime
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Request
+from fastapi.responses import JSONResponse
+
+from persistence import Store
+from protocol import InvalidArgumentError, SessionExistsError, SessionInfo, SessionNotFoundError
+from protocol._jsonable import json_scalar, message_dict, session_dict, to_jsonable
+
+from ._body import json_body, messages_of, option
+from ._service import Service
+from ._tokens import Token
+
+__all__ = ["session_routes"]
+
+#: The largest page ``GET /sessions`` serves.
+MAX_PAGE = 1000
+
+
+def session_routes(service: Service, who: Any) -> APIRouter:
+    router = APIRouter(prefix="/v1")
+    store = service.store
+    Who = Annotated[Token, Depends(who)]
+
+    @router.get("/sessions", summary="Sessions newest first: source, live, meta.KEY=VALUE filters; keyset paging")
+    async def list_sessions(request: Request, token: Who) -> Any:
+        service.require(token, "read")
+        query = request.query_params
+        source = query.get("source")
+        if token.source is not None:
+            service.check_source(token, source if source is not None else token.source)
+            source = token.source
+        metadata = {k.removeprefix("meta."): json_scalar(v) for k, v in query.multi_items() if k.startswith("meta.")}
+        limit = _count(query.get("limit", "50"), "limit", MAX_PAGE)
+        live = _live(query.get("live"))
+        infos = await asyncio.to_thread(
+            store.sessions,
+            live=live,
+            source=source,
+            metadata=metadata or None,
+            after=query.get("after"),
+            limit=limit + 1,
+        )
+        page = infos[:limit]
+        more = len(infos) > limit
+        return {"sessions": [session_dict(i) for i in page], "next": page[-1].id if more and page else None}
+
+    @router.put("/sessions/{session_id}", summary="Create the session, or get it when it exists (201 or 200)")
+    async def put_session(session_id: str, request: Request, token: Who) -> Any:
+        service.require(token, "write")
+        body = await json_body(request, empty={})
+        source = option(body, "source", str, token.source or "api")
+        metadata = option(body, "metadata", dict, None)
+        service.check_source(token, source)
+        info, created = await asyncio.to_thread(_create_or_get, store, session_id, source, metadata)
+        service.check_source(token, info.source)
+        return JSONResponse(session_dict(info), status_code=201 if created else 200)
+
+    @router.get("/sessions/{session_id}", summary="The session, with the live id of its lineage")
+    async def get_session(session_id: str, token: Who) -> Any:
+        service.require(token, "read")
+        info = await service.info(token, session_id)
+        live_id = await asyncio.to_thread(store.resolve, session_id)
+        return session_dict(info) | {"live_id": live_id}
+
+    @router.patch("/sessions/{session_id}", summary="Merge a metadata patch (a key set to null is removed)")
+    async def patch_session(session_id: str, request: Request, token: Who) -> Any:
+        service.require(token, "write")
+        patch = option(await json_body(request), "metadata", dict, None)
+        if patch is None:
+            raise InvalidArgumentError('the body is {"metadata": {...}}')
+        await service.info(token, session_id)
+        return session_dict(await asyncio.to_thread(store.update_metadata, session_id, patch))
+
+    @router.delete("/sessions/{session_id}", summary="ERASE the whole lineage: every session, message and record")
+    async def delete_session(session_id: str, token: Who) -> Any:
+        service.require(token, "admin")
+        await service.info(token, session_id)
+        erased = await service.registry.delete_async(session_id)
+        service.forget(session_id)
+        return {"erased_messages": erased}
+
+    @router.post("/sessions/{session_id}/messages", status_code=201, summary="Append a message or a list of them")
+    async def append(
+        session_id: str,
+        request: Request,
+        token: Who,
+        turn: str | None = None,
+        idempotency_key: Annotated[str | None, Header()] = None,
+    ) -> Any:
+        service.require(token, "write")
+        messages = messages_of(await json_body(request), idempotency_key)
+        if turn is not None:
+            handle = service.turn(token, session_id, turn).handle
+        else:
+            handle = await service.handle(token, session_id)
+        # keyed messages may all be stored already: then the answer is 200, not 201
+        asked = await asyncio.to_thread(store.now) if all(m.key is not None for m in messages) else None
+        try:
+            stored = await handle.append_async(messages)
+        except SessionNotFoundError:
+            service.forget(session_id)
+            raise
+        replayed = asked is not None and all(m.created_at < asked for m in stored)
+        body = {"messages": [message_dict(m) for m in stored]}
+        return JSONResponse(body, status_code=200 if replayed else 201)
+
+    @router.get(
+        "/sessions/{session_id}/messages",
+        summary="The live transcript of the lineage, or (archived=true) what this session archived",
+    )
+    async def read_messages(session_id: str, token: Who, limit: int | None = None, archived: bool = False) -> Any:
+        service.require(token, "read")
+        if archived:  # of exactly this id: a rotated-away session keeps what it compacted
+            await service.info(token, session_id)
+            messages = await asyncio.to_thread(store.archive, session_id)
+        else:  # the live transcript of the lineage's live session
+            handle = await service.handle(token, session_id)
+            messages = await handle.transcript_async()
+            session_id = handle.session_id
+        if limit is not None:
+            messages = messages[-_count(str(limit), "limit", 10**9) :]
+        return {"session_id": session_id, "messages": [message_dict(m) for m in messages]}
+
+    @router.get("/sessions/{session_id}/compactions", summary="Every compaction record of the session")
+    async def compactions(session_id: str, token: Who) -> Any:
+        service.require(token, "read")
+        await service.info(token, session_id)
+        return {"compactions": to_jsonable(await asyncio.to_thread(store.compactions, session_id))}
+
+    @router.get("/sessions/{session_id}/lineage", summary="The lineage around the session, root first")
+    async def lineage(session_id: str, token: Who) -> Any:
+        service.require(token, "read")
+        await service.info(token, session_id)
+        return await asyncio.to_thread(_lineage, store, session_id)
+
+    return router
+
+
+def _live(text: str | None) -> bool | None:
+    if text not in (None, "true", "false"):
+        raise InvalidArgumentError(f"live must be true or false, got {text!r}")
+    return None if text is None else text == "true"
+
+
+def _count(text: str, name: str, maximum: int) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= maximum:
+        raise InvalidArgumentError(f"{name} must be an integer from 1 to {maximum}, got {text!r}")
+    return int(text)
+
+
+def _create_or_get(store: Store, session_id: str, source: str, metadata: Any) -> tuple[SessionInfo, bool]:
+    try:
+        return store.create_session(session_id, source=source, metadata=metadata), True
+    except SessionExistsError:
+        info = store.get_session(session_id)
+        if info is None:  # erased between the two: create it after all
+            return store.create_session(session_id, source=source, metadata=metadata), True
+        return info, False
+
+
+def _lineage(store: Store, session_id: str) -> dict[str, Any]:
+    """Root first, parents before children; ``forked`` when a session has two children."""
+    info = store.get_session(session_id)
+    if info is None:
+        raise SessionNotFoundError(session_id)
+    seen = {info.id}
+    while info.parent_session_id and info.parent_session_id not in seen:  # a cycle is fsck's to report
+        parent = store.get_session(info.parent_session_id)
+        if parent is None:
+            break
+        seen.add(parent.id)
+        info = parent
+    nodes, stack, visited = [], [info], {info.id}
+    while stack:
+        node = stack.pop()
+        children = [c for c in store.children(node.id) if c.id not in visited]
+        visited.update(c.id for c in children)
+        nodes.append(session_dict(node) | {"children": [c.id for c in children]})
+        stack.extend(reversed(children))
+    forked = any(len(n["children"]) > 1 for n in nodes)
+    live = [n["id"] for n in nodes if n["live"]]
+    return {
+        "root": info.id,
+        "asked": session_id,
+        "forked": forked,
+        "live_id": live[0] if len(live) == 1 else None,
+        "sessions": nodes,
+    }

@@ -1,0 +1,133 @@
+"""The web console in a real headless Chromium (Debian's ``chromium``): the page a
+person sees is rendered from the service's own answers, screenshots kept in the
+test's tmp dir."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+
+import pytest
+
+from .client import Server
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+#: Set by .ci/run: a missing browser fails these tests there instead of skipping them.
+REQUIRED = os.environ.get("SESSION_ACTORS_REQUIRE_BROWSER") == "1"
+
+
+@pytest.fixture(autouse=True)
+def _browser() -> None:
+    if CHROMIUM is None:
+        if REQUIRED:
+            pytest.fail("chromium required (SESSION_ACTORS_REQUIRE_BROWSER=1) but not installed")
+        pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
+
+
+def _browse(url: str, tmp_path: Path, name: str) -> tuple[str, Path]:
+    """The DOM after the page's scripts ran, and a screenshot of it."""
+    shot = tmp_path / f"{name}.png"
+    flags = [
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--window-size=1400,1000",
+        "--virtual-time-budget=8000",
+    ]
+    dom = subprocess.run([CHROMIUM, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=90)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    done = subprocess.run([CHROMIUM, *flags, f"--screenshot={shot}", url], capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0 and shot.exists(), done.stderr[-2000:]
+    return dom.stdout, shot
+
+
+def _colours(png: Path) -> int:
+    """How many distinct values a sample of the screenshot's rows holds. The rows are
+    read as stored (PNG filters not undone): a blank page's rows filter to a handful
+    of values, a page with text and boxes to many."""
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    chunks, at = {}, 8
+    idat = b""
+    while at < len(data):
+        length, kind = struct.unpack(">I4s", data[at : at + 8])
+        body = data[at + 8 : at + 8 + length]
+        if kind == b"IDAT":
+            idat += body
+        else:
+            chunks[kind] = body
+        at += 12 + length
+    width, height, _depth, colour = struct.unpack(">IIBB", chunks[b"IHDR"][:10])
+    channels = {2: 3, 6: 4}[colour]
+    raw = zlib.decompress(idat)
+    stride = width * channels + 1
+    rows = [raw[y * stride + 1 : (y + 1) * stride] for y in range(0, height, 7)]
+    return len({row[x : x + channels] for row in rows for x in range(0, len(row), channels * 13)})
+
+
+def _conversation(server: Server) -> str:
+    assert server.call("PUT", "/v1/sessions/web:console", {"source": "web"}).status == 201
+    messages = [
+        {"role": "user", "content": "What is the weather in Lisbon?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": '{"city":"Lisbon"}'}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny, 21C"},
+        {"role": "assistant", "content": "It is sunny and 21C in Lisbon."},
+    ]
+    for _ in range(4):
+        for m in messages:
+            assert server.call("POST", "/v1/sessions/web:console/messages", m).status == 201
+    outcome = server.call("POST", "/v1/sessions/web:console/compact", {"force": True, "mode": "rotate"}).body
+    assert outcome["status"] == "rotated", outcome
+    assert (
+        server.call("POST", "/v1/sessions/web:console/messages", {"role": "user", "content": "<b>not bold</b>"}).status
+        == 201
+    )
+    return outcome["session_id"]
+
+
+def test_the_console_shows_sessions_the_transcript_with_tool_runs_and_turns_and_the_lineage(server, tmp_path):
+    child = _conversation(server)
+    token = server.tokens["reader"]
+    base = f"http://127.0.0.1:{server.port}/console"
+    dom, shot = _browse(f"{base}?session={child}#token={token}", tmp_path, "transcript")
+    assert "web:console" in dom and child in dom  # the sessions list and the picked one
+    assert 'data-ready="transcript"' in dom
+    assert 'class="tools"' in dom and "weather" in dom and "sunny, 21C" in dom  # the tool run, grouped
+    assert 'class="turn"' in dom and "compaction summary" in dom
+    assert "&lt;b&gt;not bold&lt;/b&gt;" in dom and "<b>not bold</b>" not in dom  # text, never markup
+    assert _colours(shot) > 8
+
+    dom, shot = _browse(f"{base}?session={child}&tab=lineage#token={token}", tmp_path, "lineage")
+    assert 'id="lineage-graph"' in dom and dom.count("<rect") == 2 and 'data-id="web:console"' in dom
+    assert _colours(shot) > 8
+
+    dom, _ = _browse(f"{base}?session=web:console&tab=compactions#token={token}", tmp_path, "compactions")
+    assert 'data-ready="compactions"' in dom and "Replaced" in dom and "Carried tail" in dom
+    assert "rotate by head-tail" in dom and "What is the weather in Lisbon?" in dom
+
+
+def test_the_console_without_a_token_shows_the_error_and_no_data(server, tmp_path):
+    _conversation(server)
+    dom, _ = _browse(f"http://127.0.0.1:{server.port}/console", tmp_path, "no-token")
+    assert "Unauthorized" in dom and "web:console" not in dom
+
+
+def test_the_console_loads_nothing_from_elsewhere(server):
+    page = server.call("GET", "/console")
+    assert page.status == 200 and "default-src 'self'" in page.headers["content-security-policy"]
+    assert "http" not in page.body.replace("http-equiv", "")  # no external URL at all
+    script = server.call("GET", "/console/app.js")
+    assert script.status == 200 and "innerHTML" not in script.body and "https://" not in script.body
