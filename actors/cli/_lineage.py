@@ -17,7 +17,7 @@ from typing import Any
 from rich.text import Text
 from rich.tree import Tree
 
-from persistence import Store
+from persistence._lineage import root_of, walk
 from protocol import SessionInfo
 
 from ._database import open_existing
@@ -55,9 +55,9 @@ class _Node:
 def cmd_lineage(args: argparse.Namespace) -> int:
     with open_existing(args, readonly=True) as store:
         asked = existing_session(store, args.session_id)
-        root = _root_of(store, asked)
+        root = root_of(store, asked)
         tip, forked = live_tip(store, root.id)
-        nodes = _walk(store, root)
+        nodes = walk(store, root, lambda info, depth: _Node(info, depth, len(store.transcript(info.id))))
     rows = [_row(node, asked.id, tip) for node in nodes]
     straight = all(len(node.children) <= 1 for node in nodes)
     out = Output(args)
@@ -86,34 +86,6 @@ def cmd_lineage(args: argparse.Namespace) -> int:
             style="bold red",
         )
     return 0
-
-
-def _root_of(store: Store, info: SessionInfo) -> SessionInfo:
-    """Follow parents up; a cycle or a missing parent stops the walk (fsck reports it)."""
-    seen = {info.id}
-    while info.parent_session_id and info.parent_session_id not in seen:
-        parent = store.get_session(info.parent_session_id)
-        if parent is None:
-            break
-        seen.add(parent.id)
-        info = parent
-    return info
-
-
-def _walk(store: Store, root: SessionInfo) -> list[_Node]:
-    """Every session under ``root``, depth-first, parents before children (no recursion:
-    a lineage may be thousands of rotations long)."""
-    first = _Node(root, 0, len(store.transcript(root.id)))
-    order, stack, seen = [], [first], {root.id}
-    while stack:
-        node = stack.pop()
-        order.append(node)
-        for child in store.children(node.info.id):
-            if child.id not in seen:  # a cycle is fsck's to report; here it just ends
-                seen.add(child.id)
-                node.children.append(_Node(child, node.depth + 1, len(store.transcript(child.id))))
-        stack.extend(reversed(node.children))
-    return order
 
 
 def _row(node: _Node, asked: str, tip: str | None) -> dict[str, Any]:

@@ -200,6 +200,6 @@ def _serve_console(app: FastAPI) -> None:
         body, kind = files[name]
         return Response(body, media_type=kind, headers=_CONSOLE_HEADERS)
 
-    app.add_api_route("/console", lambda: page(""), methods=["GET"], include_in_schema=False)
-    app.add_api_route("/console/app.js", lambda: page("app.js"), methods=["GET"], include_in_schema=False)
-    app.add_api_route("/console/app.css", lambda: page("app.css"), methods=["GET"], include_in_schema=False)
+    for name in files:
+        path = f"/console/{name}".rstrip("/")
+        app.add_api_route(path, lambda name=name: page(name), methods=["GET"], include_in_schema=False)

@@ -10,10 +10,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from protocol import MODES, InvalidArgumentError
 from protocol._jsonable import lease_dict, message_dict, to_jsonable
 
-from .._handle import Turn
+from .._handle import Turn, _compress_command
 from ._body import json_body, option
 from ._service import Service
 from ._tokens import Token
@@ -63,8 +62,7 @@ def control_routes(service: Service, who: Any) -> APIRouter:
         force = option(body, "force", bool, False)
         mode = option(body, "mode", str, None)
         wait = option(body, "wait", bool, True)
-        if mode is not None and mode not in MODES:
-            raise InvalidArgumentError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        _compress_command(force, mode)  # bad values are a 400 even when nobody waits for the outcome
         handle = await service.handle(token, session_id)
         if not wait:
             task = asyncio.create_task(handle.compress_async(force=force, mode=mode))

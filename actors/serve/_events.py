@@ -32,6 +32,7 @@ class EventHub:
         self._source_of = source_of  # session id -> its source, or None when gone
         self._loop: asyncio.AbstractEventLoop | None = None
         self._subscribers: set[tuple[asyncio.Queue[Any], str | None]] = set()
+        self._scoped = 0  # subscribers limited to one source: only they need an outcome's source
         self.published = 0
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -42,7 +43,8 @@ class EventHub:
         loop = self._loop
         if loop is None or loop.is_closed():
             return
-        event = {"outcome": to_jsonable(outcome), "source": self._source_of(outcome.session_id)}
+        source = self._source_of(outcome.session_id) if self._scoped else None  # a store read
+        event = {"outcome": to_jsonable(outcome), "source": source}
         try:
             loop.call_soon_threadsafe(self._deliver, event)
         except RuntimeError:  # the loop closed meanwhile: nobody is listening
@@ -67,6 +69,7 @@ class EventHub:
         queue: asyncio.Queue[Any] = asyncio.Queue(QUEUE_LIMIT)
         subscriber = (queue, source)
         self._subscribers.add(subscriber)
+        self._scoped += source is not None
         try:
             yield ": subscribed\n\n"
             while True:
@@ -81,6 +84,7 @@ class EventHub:
                 yield f"event: compaction\ndata: {json.dumps(event['outcome'], separators=(',', ':'))}\n\n"
         finally:
             self._subscribers.discard(subscriber)
+            self._scoped -= source is not None
 
     def subscribers(self) -> int:
         return len(self._subscribers)

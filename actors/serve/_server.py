@@ -135,5 +135,4 @@ def _bound(host: str, port: int) -> Any:
         sock.close()
         raise ConfigurationError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     sock.listen(2048)
-    sock.set_inheritable(True)
     return sock

@@ -49,7 +49,6 @@ class Service:
         self.store, self.registry, self.tokens, self.hub = store, registry, tokens, hub
         self._handles: OrderedDict[str, tuple[SessionHandle, str]] = OrderedDict()
         self._turns: dict[str, OpenTurn] = {}
-        self.requests = 0
 
     # -- who -------------------------------------------------------------------------
 
@@ -121,9 +120,6 @@ class Service:
 
     def drop_turn(self, turn_id: str) -> None:
         self._turns.pop(turn_id, None)
-
-    def open_turns(self) -> int:
-        return len(self._turns)
 
     def _prune_turns(self) -> None:
         """Forget turns left open past ``max_turn_s``: the actor closed them already

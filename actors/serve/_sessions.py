@@ -4,13 +4,16 @@ their messages; their compaction records and lineage."""
 # no `from __future__ import annotations`: FastAPI reads these signatures at runtime
 
 import asyncio
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Request
 from fastapi.responses import JSONResponse
 
 from persistence import Store
+from persistence._lineage import root_of, walk
 from protocol import InvalidArgumentError, SessionExistsError, SessionInfo, SessionNotFoundError
+from protocol._checks import check_count
 from protocol._jsonable import json_scalar, message_dict, session_dict, to_jsonable
 
 from ._body import json_body, messages_of, option
@@ -125,7 +128,7 @@ def session_routes(service: Service, who: Any) -> APIRouter:
             messages = await handle.transcript_async()
             session_id = handle.session_id
         if limit is not None:
-            messages = messages[-_count(str(limit), "limit", 10**9) :]
+            messages = messages[-check_count(limit, "limit", minimum=1) :]
         return {"session_id": session_id, "messages": [message_dict(m) for m in messages]}
 
     @router.get("/sessions/{session_id}/compactions", summary="Every compaction record of the session")
@@ -137,8 +140,7 @@ def session_routes(service: Service, who: Any) -> APIRouter:
     @router.get("/sessions/{session_id}/lineage", summary="The lineage around the session, root first")
     async def lineage(session_id: str, token: Who) -> Any:
         service.require(token, "read")
-        await service.info(token, session_id)
-        return await asyncio.to_thread(_lineage, store, session_id)
+        return await asyncio.to_thread(_lineage, store, await service.info(token, session_id))
 
     return router
 
@@ -150,9 +152,9 @@ def _live(text: str | None) -> bool | None:
 
 
 def _count(text: str, name: str, maximum: int) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= maximum:
+    if not text.isdigit():
         raise InvalidArgumentError(f"{name} must be an integer from 1 to {maximum}, got {text!r}")
-    return int(text)
+    return check_count(int(text), name, minimum=1, maximum=maximum)
 
 
 def _create_or_get(store: Store, session_id: str, source: str, metadata: Any) -> tuple[SessionInfo, bool]:
@@ -165,31 +167,22 @@ def _create_or_get(store: Store, session_id: str, source: str, metadata: Any) ->
         return info, False
 
 
-def _lineage(store: Store, session_id: str) -> dict[str, Any]:
+@dataclass
+class _Node:
+    info: SessionInfo
+    depth: int
+    children: list["_Node"] = field(default_factory=list)
+
+
+def _lineage(store: Store, asked: SessionInfo) -> dict[str, Any]:
     """Root first, parents before children; ``forked`` when a session has two children."""
-    info = store.get_session(session_id)
-    if info is None:
-        raise SessionNotFoundError(session_id)
-    seen = {info.id}
-    while info.parent_session_id and info.parent_session_id not in seen:  # a cycle is fsck's to report
-        parent = store.get_session(info.parent_session_id)
-        if parent is None:
-            break
-        seen.add(parent.id)
-        info = parent
-    nodes, stack, visited = [], [info], {info.id}
-    while stack:
-        node = stack.pop()
-        children = [c for c in store.children(node.id) if c.id not in visited]
-        visited.update(c.id for c in children)
-        nodes.append(session_dict(node) | {"children": [c.id for c in children]})
-        stack.extend(reversed(children))
-    forked = any(len(n["children"]) > 1 for n in nodes)
+    root = root_of(store, asked)
+    nodes = [session_dict(n.info) | {"children": [c.info.id for c in n.children]} for n in walk(store, root, _Node)]
     live = [n["id"] for n in nodes if n["live"]]
     return {
-        "root": info.id,
-        "asked": session_id,
-        "forked": forked,
+        "root": root.id,
+        "asked": asked.id,
+        "forked": any(len(n["children"]) > 1 for n in nodes),
         "live_id": live[0] if len(live) == 1 else None,
         "sessions": nodes,
     }
