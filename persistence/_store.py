@@ -16,10 +16,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from protocol import (
+    CompactionDetail,
     CompactionRecord,
     Cooldown,
     Lease,
     Message,
+    SearchHit,
     SessionInfo,
     StoredMessage,
     TurnLease,
@@ -204,6 +206,40 @@ class Store(Protocol):
     def archive(self, session_id: str) -> list[StoredMessage]:
         """Every non-live message (compacted, superseded, retracted, pruned), oldest
         (lowest seq) first."""
+        ...
+
+    # -- recall -----------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        session_id: str | None = None,
+        source: str | None = None,
+        archived: bool = True,
+        limit: int = 20,
+    ) -> list[SearchHit]:
+        """Messages whose text holds every word of ``query``, best first.
+
+        ``session_id`` searches its whole lineage (the root and every continuation);
+        ``source`` only sessions of that source; ``archived=False`` only live rows.
+        A message carried across compactions is one hit, at its newest copy.
+        Retracted and pruned messages never match. A query is plain words, never
+        query syntax: quotes, ``*``, ``OR`` and ``-`` are matched as text.
+
+        Raises: `InvalidArgumentError` for an empty query, one without a letter or
+        digit, one over 1,000 characters, or ``limit`` outside 1..1000;
+        `SessionNotFoundError` for an unknown ``session_id``.
+        """
+        ...
+
+    def compaction_detail(self, compaction_id: int) -> CompactionDetail:
+        """What compaction ``compaction_id`` did: the rows it archived, the summary it
+        wrote and the tail it carried (`CompactionDetail`).
+
+        Raises: `CompactionNotFoundError` when no record has that id (its lineage
+        was erased, or it never existed).
+        """
         ...
 
     # -- leases -----------------------------------------------------------------

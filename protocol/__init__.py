@@ -21,6 +21,7 @@ from ._outcomes import (
     CompressionOutcome,
     CompressionStatus,
 )
+from ._recall import CompactionDetail, SearchHit
 from ._records import (
     END_REASON_COMPRESSION,
     MODES,
@@ -31,6 +32,7 @@ from ._records import (
     TurnLease,
 )
 from .errors import (
+    CompactionNotFoundError,
     CompressionDisabledError,
     ConfigurationError,
     InvalidArgumentError,
@@ -63,6 +65,8 @@ __all__ = [
     "MODES",
     "SKIP_REASONS",
     "SUMMARY_PREFIX",
+    "CompactionDetail",
+    "CompactionNotFoundError",
     "CompactionRecord",
     "CompressionDisabledError",
     "CompressionOutcome",
@@ -81,6 +85,7 @@ __all__ = [
     "Message",
     "ReadOnlyStoreError",
     "SchemaVersionError",
+    "SearchHit",
     "SessionBusyError",
     "SessionEndedError",
     "SessionExistsError",

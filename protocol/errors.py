@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 __all__ = [
     "AskTimeoutError",
+    "CompactionNotFoundError",
     "CompressionDisabledError",
     "CompressorLoopClosedError",
     "ConfigurationError",
@@ -86,6 +87,14 @@ class SessionNotFoundError(TranscriptError, LookupError):
     def __init__(self, session_id: str, message: str | None = None) -> None:
         self.session_id = session_id
         super().__init__(message or f"session {session_id!r} not found")
+
+
+class CompactionNotFoundError(TranscriptError, LookupError):
+    """No compaction record has this id."""
+
+    def __init__(self, compaction_id: int, message: str | None = None) -> None:
+        self.compaction_id = compaction_id
+        super().__init__(message or f"compaction {compaction_id!r} not found")
 
 
 class SessionExistsError(TranscriptError):

@@ -33,6 +33,7 @@ from ._output import (
     shorten,
     to_jsonable,
 )
+from ._recall import cmd_show_compaction
 
 __all__ = ["cmd_fsck", "cmd_locks", "cmd_sessions", "cmd_show", "existing_session", "live_tip", "state_text"]
 
@@ -162,6 +163,10 @@ def _masked(argv: list[str]) -> list[str]:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    if (args.session_id is None) == (getattr(args, "compaction", None) is None):
+        raise InvalidArgumentError("show takes a session ID or --compaction CID (one of them)")
+    if args.session_id is None:
+        return cmd_show_compaction(args)
     tail = getattr(args, "tail", None)
     if tail is not None and tail < 1:
         raise InvalidArgumentError(f"--tail must be >= 1, got {tail}")

@@ -26,6 +26,7 @@ from . import _database as database
 from . import _inspect as inspect
 from . import _lifecycle as lifecycle
 from . import _lineage as lineage
+from . import _recall as recall
 from . import _serve as serve
 from . import _simulate as simulate
 from ._database import DEFAULT_DB, ENV_DB
@@ -116,9 +117,15 @@ def build_parser() -> argparse.ArgumentParser:
         "show a session's live transcript (and its archive)",
         f"{PROG} show discord:123 --archive",
     )
-    p.add_argument("session_id", metavar="ID", help="the session to show (exactly this id)")
+    p.add_argument("session_id", metavar="ID", nargs="?", help="the session to show (exactly this id)")
     p.add_argument(
         "--archive", action="store_true", help="also show compacted and superseded messages and compaction records"
+    )
+    p.add_argument(
+        "--compaction",
+        metavar="CID",
+        type=count_option(1, MAX_COUNT),
+        help="instead: what compaction CID did (the rows it replaced, its summary, the tail it carried)",
     )
     p.add_argument(
         "--tail",
@@ -127,6 +134,16 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="only the last N live messages (N >= 1; default: all)",
     )
+
+    p = _add_command(
+        sub,
+        common,
+        "search",
+        recall.cmd_search,
+        "search message text, live and archived, best match first (every word must match)",
+        f"{PROG} search 'ferry tangier' --session discord:123",
+    )
+    recall.add_search_options(p, count_option)
 
     p = _add_command(
         sub,

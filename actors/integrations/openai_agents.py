@@ -25,6 +25,7 @@ from protocol import (
 from protocol.errors import InvalidSessionSettingsError
 
 from ..compaction._policy import OnBusy, check_on_busy
+from ._recall_tool import recall_tool
 from ._response_items import item_to_message, message_to_items
 from ._run_turns import RUN_HANDLE, RunTurn, RunTurns
 
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from .._handle import SessionHandle
     from .._registry import SessionRegistry
 
-__all__ = ["SOURCE", "AgentsSession", "InvalidSessionSettingsError"]
+__all__ = ["SOURCE", "AgentsSession", "InvalidSessionSettingsError", "recall_tool"]
 
 logger = logging.getLogger("session_actors.integrations.openai_agents")
 logger.addHandler(logging.NullHandler())

@@ -28,6 +28,7 @@ from ._errors import ServiceError, error_body, status_of
 from ._events import EventHub
 from ._limits import RequestLimits
 from ._metrics import StatusCounter, render
+from ._recall import recall_routes
 from ._service import Service
 from ._sessions import session_routes
 from ._tokens import Token, TokenFile
@@ -126,6 +127,7 @@ def build(
 
     app.include_router(session_routes(service, who))
     app.include_router(control_routes(service, who))
+    app.include_router(recall_routes(service, who))
     limited = RequestLimits(
         app, max_body=limits.max_body, body_timeout_s=limits.body_timeout_s, max_in_flight=limits.max_concurrency
     )

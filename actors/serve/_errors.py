@@ -21,6 +21,7 @@ logger = logging.getLogger("session_actors.serve")
 #: so a subclass is listed before its base.
 _STATUSES: tuple[tuple[type[errors.TranscriptError], int], ...] = (
     (errors.SessionNotFoundError, 404),
+    (errors.CompactionNotFoundError, 404),
     (errors.InvalidArgumentError, 400),
     (errors.InvalidMessageError, 400),
     (errors.InvalidSessionIdError, 400),

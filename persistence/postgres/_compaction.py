@@ -109,6 +109,9 @@ def commit_in_transaction(
             "tail_count": len(tail_ids),
             "compressor": compressor,
             "started_at": started_at,
+            "replaced_from": session["live_from"],
+            "written_from": first_seq,
+            "summary_count": len(compacted),
         },
     )
     record = compaction_from_row(cur.fetchone())

@@ -78,6 +78,7 @@ from ._driver import PgDatabase
 from ._keys import keyed_append
 from ._lineage import ended_error, require_incarnation, require_session, resolve_tip
 from ._notify import CompactionListener, TurnListener
+from ._recall import RecallMethods
 from ._schema import DIALECT, ensure_schema
 from ._turns import TurnMethods
 from ._writer import AppendJob, CreateJob, PgWriter
@@ -87,7 +88,7 @@ __all__ = ["PostgresStore"]
 log = logging.getLogger("session_actors.postgres")
 
 
-class PostgresStore(TurnMethods):
+class PostgresStore(TurnMethods, RecallMethods):
     """The `Store` on PostgreSQL, through a ``psycopg_pool.ConnectionPool``.
 
     Options: ``min_size``/``max_size`` (pool), ``patience_s`` (how long a call

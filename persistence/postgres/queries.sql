@@ -301,7 +301,7 @@ RETURNING acquired_at;
 -- live_turn: the token of the session's live turn lease, if any.
 UPDATE sessions SET epoch = epoch + 1
 WHERE id = %(id)s AND ended_at IS NULL
-RETURNING source, epoch, next_seq, incarnation,
+RETURNING source, epoch, next_seq, incarnation, live_from,
           CASE WHEN turn_holder IS NOT NULL
                     AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision
                THEN turn_token END AS live_turn;
@@ -367,10 +367,12 @@ RETURNING id;
 
 -- name: insert_compaction
 INSERT INTO compactions (session_id, child_session_id, mode, token, holder, watermark,
-                         archived_count, tail_count, compressor, started_at, committed_at)
+                         archived_count, tail_count, compressor, started_at, committed_at,
+                         replaced_from, written_from, summary_count)
 VALUES (%(session_id)s, %(child_session_id)s, %(mode)s, %(token)s, %(holder)s,
         %(watermark)s, %(archived_count)s, %(tail_count)s, %(compressor)s,
-        %(started_at)s, extract(epoch FROM clock_timestamp())::double precision)
+        %(started_at)s, extract(epoch FROM clock_timestamp())::double precision,
+        %(replaced_from)s, %(written_from)s, %(summary_count)s)
 RETURNING id, session_id, child_session_id, mode, token, holder, watermark,
           archived_count, tail_count, compressor, started_at, committed_at;
 

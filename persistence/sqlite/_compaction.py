@@ -82,7 +82,8 @@ def commit_compaction(
         _start_child(conn, q, session, target, now)
     rows = [*params, *({k: r[k] for k in _COPIED} for r in tail)]
     origins = [None] * len(params) + [r["id"] for r in tail]
-    insert_rows(conn, q, target, rows, now, reserve_seqs(conn, q, target, len(rows)), origins)
+    written_from = reserve_seqs(conn, q, target, len(rows))
+    insert_rows(conn, q, target, rows, now, written_from, origins)
     record = conn.execute(
         q["insert_compaction"],
         {
@@ -97,6 +98,9 @@ def commit_compaction(
             "compressor": compressor,
             "started_at": now if fence is None else fence["acquired_at"],
             "now": now,
+            "replaced_from": session["live_from"],
+            "written_from": written_from,
+            "summary_count": len(params),
         },
     ).fetchone()
     return compaction_from_row(record)

@@ -77,6 +77,7 @@ from ._driver import (
     map_sqlite_error,
     restrict_sidecars,
 )
+from ._recall import RecallMethods
 from ._schema import DIALECT, check_schema, prepare_database
 from ._turns import TurnMethods
 from ._writer import GroupCommitWriter, ReadOnlyWriter, Wake
@@ -92,7 +93,7 @@ MAX_BATCH = 256
 MAX_IDLE_READERS = 8
 
 
-class SqliteStore(TurnMethods):
+class SqliteStore(TurnMethods, RecallMethods):
     """A `Store` on one SQLite file (see the module docstring).
 
     Options: ``synchronous`` (``"FULL"`` by default: durable on return),

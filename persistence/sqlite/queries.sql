@@ -20,7 +20,7 @@ INSERT INTO schema_version (version, applied_at) VALUES (:version, :now)
 -- name: get_session
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
        s.epoch, s.next_seq, s.metadata, s.incarnation, c.until AS cooldown_until, c.error AS cooldown_error,
-       s.turn_holder, s.turn_token, s.turn_expires_at
+       s.turn_holder, s.turn_token, s.turn_expires_at, s.live_from
 FROM sessions AS s LEFT JOIN cooldowns AS c ON c.session_id = s.id
 WHERE s.id = :session_id
 
@@ -294,9 +294,11 @@ DELETE FROM cooldowns WHERE session_id = :session_id
 
 -- name: insert_compaction
 INSERT INTO compactions (session_id, child_session_id, mode, token, holder, watermark,
-                         archived_count, tail_count, compressor, started_at, committed_at)
+                         archived_count, tail_count, compressor, started_at, committed_at,
+                         replaced_from, written_from, summary_count)
 VALUES (:session_id, :child_session_id, :mode, :token, :holder, :watermark,
-        :archived_count, :tail_count, :compressor, :started_at, :now)
+        :archived_count, :tail_count, :compressor, :started_at, :now,
+        :replaced_from, :written_from, :summary_count)
 RETURNING *
 
 -- name: compactions

@@ -18,7 +18,10 @@ BENCHMARKS = {
     ),
     "append": ("bench_append", "group commit vs one transaction per append"),
     "actor": ("bench_actor", "append latency through a handle vs the store; p99 during a compaction"),
-    "delete": ("bench_delete", "erasing a 10,000-message lineage while another process writes"),
+    "archive": (
+        "bench_archive",
+        "search: append cost of the index, latency over 1,000,000 archived messages; erasing a lineage under load",
+    ),
     "items": ("bench_items", "CPU per Responses item converted to a message and back"),
     "leases": ("bench_leases", "appends/s with turn leases vs without; turns/s across 2 processes; writes per turn"),
     "harness": ("bench_harness", "harness schedules/s on the upstream scenarios; schedules to find each mutation"),

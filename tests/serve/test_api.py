@@ -195,3 +195,41 @@ def test_health_readiness_metrics_and_the_schema(server):
     for path in ("/v1/sessions", "/v1/sessions/{session_id}/messages", "/v1/sessions/{session_id}/turns", "/v1/events"):
         assert path in schema["paths"], path
     assert call(server.port, "GET", "/docs").status == 404  # no page that loads assets from a CDN
+
+
+def test_search_finds_live_and_archived_text_and_a_compaction_shows_what_it_did(server):
+    _created(server, "trip", source="web")
+    texts = ["Book the Hotel Miradouro", "Booked Miradouro, two nights", *(f"filler {n}" for n in range(12))]
+    for n, text in enumerate(texts):
+        assert _append(server, "trip", {"role": "user" if n % 2 == 0 else "assistant", "content": text}).status == 201
+    outcome = server.call("POST", "/v1/sessions/trip/compact", {"force": True, "mode": "rotate"}).body
+    assert outcome["status"] == "rotated", outcome
+    found = server.call("GET", "/v1/search?q=miradouro")
+    assert found.status == 200 and found.body["query"] == "miradouro"
+    hits = {(h["session_id"], h["seq"], h["archived"]) for h in found.body["hits"]}
+    assert ("trip", 2, True) in hits  # the answer was summarized away; the head's copy is live
+    assert all("[Miradouro]" in h["snippet"] for h in found.body["hits"] if h["session_id"] == "trip")
+    live_only = server.call("GET", "/v1/search?q=miradouro&archived=false&session_id=trip").body["hits"]
+    assert all(not h["archived"] and h["session_id"] == outcome["session_id"] for h in live_only)
+    assert server.call("GET", "/v1/search?q=miradouro&limit=1").body["hits"][0] == found.body["hits"][0]
+
+    [record] = server.call("GET", "/v1/sessions/trip/compactions").body["compactions"]
+    detail = server.call("GET", f"/v1/compactions/{record['id']}")
+    assert detail.status == 200 and detail.body["complete"] is True
+    assert detail.body["compaction"]["id"] == record["id"]
+    assert [m["seq"] for m in detail.body["replaced"]] == [m["seq"] for m in detail.body["replaced"]]
+    replaced = [m["content"] for m in detail.body["replaced"]]
+    assert "Booked Miradouro, two nights" in replaced
+    written = [m["session_id"] for m in detail.body["summary"] + detail.body["carried"]]
+    assert written and set(written) == {outcome["session_id"]}
+
+    for path, status, error in [
+        ("/v1/search", 400, "InvalidArgumentError"),
+        ("/v1/search?q=%21%21", 400, "InvalidArgumentError"),
+        ("/v1/search?q=a&limit=0", 400, "InvalidArgumentError"),
+        ("/v1/search?q=a&session_id=nope", 404, "SessionNotFoundError"),
+        ("/v1/compactions/999999", 404, "CompactionNotFoundError"),
+        ("/v1/compactions/0", 400, "InvalidArgumentError"),
+    ]:
+        answer = server.call("GET", path)
+        assert (answer.status, answer.body["error"]) == (status, error), (path, answer.body)

@@ -117,6 +117,17 @@ def test_the_console_shows_sessions_the_transcript_with_tool_runs_and_turns_and_
     dom, _ = _browse(f"{base}?session=web:console&tab=compactions#token={token}", tmp_path, "compactions")
     assert 'data-ready="compactions"' in dom and "Replaced" in dom and "Carried tail" in dom
     assert "rotate by head-tail" in dom and "What is the weather in Lisbon?" in dom
+    replaced, summary = dom.split("Replaced", 1)[1].split("Summary", 1)
+    assert "What is the weather in Lisbon?" in replaced and "[CONTEXT COMPACTION]" in summary.split("Carried tail")[0]
+
+
+def test_the_console_searches_live_and_archived_text(server, tmp_path):
+    child = _conversation(server)
+    token = server.tokens["reader"]
+    dom, shot = _browse(f"http://127.0.0.1:{server.port}/console?q=sunny#token={token}", tmp_path, "search")
+    assert 'data-ready="search"' in dom and 'class="hit archived"' in dom and 'class="hit"' in dom
+    assert "[sunny]" in dom and "web:console #" in dom and f"{child} #" in dom
+    assert _colours(shot) > 8
 
 
 def test_the_console_without_a_token_shows_the_error_and_no_data(server, tmp_path):

@@ -46,6 +46,27 @@ def test_a_source_token_reaches_only_its_sources_sessions(server):
     assert server.call("GET", "/v1/sessions/web:1").body["metadata"] == {}
 
 
+def test_a_source_token_searches_and_reads_compactions_of_its_source_alone(server):
+    for sid, source in (("web:1", "web"), ("d:1", "discord")):
+        assert server.call("PUT", f"/v1/sessions/{sid}", {"source": source}).status == 201
+        for n in range(12):
+            message = {"role": "user" if n % 2 == 0 else "assistant", "content": f"secret plan {n}"}
+            assert server.call("POST", f"/v1/sessions/{sid}/messages", message).status == 201
+        assert server.call("POST", f"/v1/sessions/{sid}/compact", {"force": True}).body["status"] == "compacted"
+    hits = server.call("GET", "/v1/search?q=secret&limit=100", as_="discord").body["hits"]
+    assert hits and {h["session_id"] for h in hits} == {"d:1"}
+    every = server.call("GET", "/v1/search?q=secret&limit=100").body["hits"]
+    assert {h["session_id"] for h in every} == {"web:1", "d:1"}  # the admin sees both
+    for path in ("/v1/search?q=secret&source=web", "/v1/search?q=secret&session_id=web:1"):
+        assert server.call("GET", path, as_="discord").status == 403, path
+    records = {
+        sid: server.call("GET", f"/v1/sessions/{sid}/compactions").body["compactions"][0]["id"]
+        for sid in ("web:1", "d:1")
+    }
+    assert server.call("GET", f"/v1/compactions/{records['web:1']}", as_="discord").status == 403
+    assert server.call("GET", f"/v1/compactions/{records['d:1']}", as_="discord").status == 200
+
+
 def test_ids_that_try_to_leave_their_path_are_refused(server, tmp_path):
     for path in [
         "/v1/sessions/..%2F..%2Fetc%2Fpasswd",

@@ -153,24 +153,43 @@ function lineageView(lineage) {
 // -- compactions ------------------------------------------------------------------
 
 async function compactionsView(id) {
-  const [records, archive] = await Promise.all([api(`/sessions/${encodeURIComponent(id)}/compactions`),
-    api(`/sessions/${encodeURIComponent(id)}/messages?archived=true`)]);
+  const records = await api(`/sessions/${encodeURIComponent(id)}/compactions`);
   const view = el("div", { id: "compactions" });
   if (!records.compactions.length) view.append(el("p", {}, "no compactions"));
   for (const record of records.compactions) {
-    const result = await api(`/sessions/${encodeURIComponent(record.child_session_id || record.session_id)}/messages`).catch(() => ({ messages: [] }));
-    const summary = result.messages.filter((m) => m.meta && m.meta.compaction);
-    const after = summary.length ? summary[summary.length - 1].seq : Infinity;
-    const tail = result.messages.filter((m) => m.seq > after).slice(0, record.tail_count);
-    const replaced = archive.messages.filter((m) => m.session_id === record.session_id && m.state === "compacted" && m.seq <= record.watermark);
+    const detail = await api(`/compactions/${record.id}`);
     const box = el("div", { class: "record" },
       el("h3", {}, `#${record.id} ${record.mode} by ${record.compressor} at ${when(record.committed_at)}`),
       el("div", {}, `${record.archived_count} archived, ${record.tail_count} carried, watermark ${record.watermark}, lease token ${record.token}`
         + (record.child_session_id ? `, continued as ${record.child_session_id}` : "")));
-    box.append(el("h4", {}, "Replaced"), ...replaced.map(messageBox));
-    box.append(el("h4", {}, "Summary"), ...summary.map(messageBox));
-    box.append(el("h4", {}, "Carried tail"), ...tail.map(messageBox));
+    box.append(el("h4", {}, "Replaced"), ...detail.replaced.map(messageBox));
+    if (!detail.complete) box.append(el("p", {}, "committed before the store recorded its summary and tail"));
+    box.append(el("h4", {}, "Summary"), ...detail.summary.map(messageBox));
+    box.append(el("h4", {}, "Carried tail"), ...detail.carried.map(messageBox));
     view.append(box);
+  }
+  return view;
+}
+
+// -- search -----------------------------------------------------------------------
+
+async function searchView() {
+  const words = document.getElementById("q").value.trim();
+  if (!words) return el("p", {}, "type words to search for");
+  const query = new URLSearchParams({ q: words, limit: "50" });
+  if (state.picked && document.getElementById("q-lineage").checked) query.set("session_id", state.picked);
+  const result = await api("/search?" + query);
+  const view = el("div", { id: "search-hits" }, el("p", {}, `${result.hits.length} hit(s), best first`));
+  for (const hit of result.hits) {
+    const row = el("div", { class: "hit" + (hit.archived ? " archived" : "") },
+      el("div", { class: "meta" }, `${hit.session_id} #${hit.seq} ${hit.role} · ${hit.archived ? "archived" : "live"}`),
+      el("div", { class: "snippet" }, hit.snippet));
+    row.addEventListener("click", () => {
+      state.picked = hit.session_id;
+      document.getElementById("detail-title").textContent = hit.session_id;
+      show(hit.archived ? "archive" : "transcript");
+    });
+    view.append(row);
   }
   return view;
 }
@@ -234,6 +253,7 @@ async function show(tab) {
     let view;
     if (tab === "locks") view = locksView(await api("/locks"));
     else if (tab === "events") view = eventsView();
+    else if (tab === "search") view = await searchView();
     else if (!id) view = el("p", {}, "pick a session");
     else if (tab === "transcript") view = transcriptView((await api(path + "/messages")).messages);
     else if (tab === "archive") view = transcriptView((await api(path + "/messages?archived=true")).messages);
@@ -258,11 +278,15 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   document.getElementById("filters").addEventListener("submit", (event) => { event.preventDefault(); loadSessions(); });
   document.getElementById("more").addEventListener("click", () => loadSessions(true));
+  document.getElementById("search").addEventListener("submit", (event) => { event.preventDefault(); show("search"); });
   document.querySelectorAll("#tabs button").forEach((b) => b.addEventListener("click", () => show(b.dataset.tab)));
   const wanted = new URLSearchParams(location.search);
   loadSessions().then(() => {
     const id = wanted.get("session");
-    if (id) {
+    if (wanted.get("q")) {
+      document.getElementById("q").value = wanted.get("q");
+      show("search");
+    } else if (id) {
       state.picked = id;
       document.getElementById("detail-title").textContent = id;
       show(wanted.get("tab") || "transcript");

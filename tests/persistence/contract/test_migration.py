@@ -128,3 +128,24 @@ def test_wave1_database_takes_the_new_operations(wave1_url, backend):
         assert [s.id for s in store.sessions()] == ["w"]
     finally:
         store.close()
+
+
+def test_wave1_text_is_indexed_and_its_compactions_detailed(wave1_url):
+    store = open_store(wave1_url)
+    try:
+        # every earlier row is searchable; the carried "u2" is found once, at its live copy
+        assert [(h.session_id, h.seq, h.archived) for h in store.search("u2")] == [("w", 5, False)]
+        assert [(h.session_id, h.seq, h.archived) for h in store.search("u1")] == [("w", 1, True)]
+        assert [(h.session_id, h.seq) for h in store.search("rsum", session_id="r")] == [("r~1", 1)]
+        [record] = store.compactions("w")
+        detail = store.compaction_detail(record.id)
+        # a record from before the ranges were kept: what it archived, nothing more
+        assert not detail.complete and (detail.summary, detail.carried) == ((), ())
+        assert [m.seq for m in detail.replaced] == [1, 2]
+        [new] = store.append("w", Message("user", "u3"))
+        lease = store.acquire_lease("w", "h", 30)
+        record = store.commit_compaction(lease, watermark=new.seq, compacted=[Message("user", "s2")], mode="in_place")
+        detail = store.compaction_detail(record.id)
+        assert detail.complete and [m.seq for m in detail.replaced] == [4, 5, 6]
+    finally:
+        store.close()

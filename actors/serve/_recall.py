@@ -1,0 +1,59 @@
+"""``/v1/search`` and ``/v1/compactions/{id}``: the archive read back."""
+
+# no `from __future__ import annotations`: FastAPI reads these signatures at runtime
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends
+
+from protocol import InvalidArgumentError
+from protocol._jsonable import message_dict, to_jsonable
+
+from ._service import Service
+from ._tokens import Token
+
+__all__ = ["recall_routes"]
+
+
+def recall_routes(service: Service, who: Any) -> APIRouter:
+    router = APIRouter(prefix="/v1")
+    store = service.store
+    Who = Annotated[Token, Depends(who)]
+
+    @router.get("/search", summary="Messages holding every word of q, live and archived, best first")
+    async def search(
+        token: Who,
+        q: str = "",
+        session_id: str | None = None,
+        source: str | None = None,
+        archived: bool = True,
+        limit: int = 20,
+    ) -> Any:
+        service.require(token, "read")
+        if token.source is not None:  # a source-limited token searches its source alone
+            service.check_source(token, source if source is not None else token.source)
+            source = token.source
+        if session_id is not None:
+            await service.info(token, session_id)
+        if not q:
+            raise InvalidArgumentError("q (the words to search for) is required")
+        hits = await asyncio.to_thread(
+            store.search, q, session_id=session_id, source=source, archived=archived, limit=limit
+        )
+        return {"query": q, "hits": to_jsonable(hits)}
+
+    @router.get("/compactions/{compaction_id}", summary="What one compaction replaced, wrote and carried")
+    async def compaction_detail(compaction_id: int, token: Who) -> Any:
+        service.require(token, "read")
+        detail = await asyncio.to_thread(store.compaction_detail, compaction_id)
+        await service.info(token, detail.record.session_id)
+        return {
+            "compaction": to_jsonable(detail.record),
+            "complete": detail.complete,
+            "replaced": [message_dict(m) for m in detail.replaced],
+            "summary": [message_dict(m) for m in detail.summary],
+            "carried": [message_dict(m) for m in detail.carried],
+        }
+
+    return router

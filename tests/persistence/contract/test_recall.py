@@ -1,0 +1,195 @@
+"""Contract: search over live and archived text, and what each compaction did."""
+
+from __future__ import annotations
+
+import pytest
+
+from protocol import (
+    CompactionNotFoundError,
+    InvalidArgumentError,
+    InvalidSessionIdError,
+    Message,
+    SessionNotFoundError,
+)
+from tests.persistence.contract.db import snapshot
+
+SUMMARY = Message("user", "[CONTEXT COMPACTION] the user planned a trip to Lisbon")
+
+
+def _hits(store, query, **kw):
+    return [(h.session_id, h.seq, h.role, h.archived) for h in store.search(query, **kw)]
+
+
+def test_search_finds_string_and_multipart_text_with_a_marked_snippet(store):
+    store.create_session("s")
+    store.append(
+        "s",
+        [
+            Message("user", "Which ferry goes to Tangier tomorrow morning?"),
+            Message("assistant", [{"type": "output_text", "text": "The FERRY leaves at nine."}, {"type": "x"}]),
+            Message("assistant", None, tool_calls=[{"id": "c1", "type": "function", "function": {"name": "f"}}]),
+            Message("tool", "ferry timetable: 09:00", tool_call_id="c1"),
+            Message("user", "thanks"),
+        ],
+    )
+    hits = store.search("ferry")
+    assert sorted((h.seq, h.role) for h in hits) == [(1, "user"), (2, "assistant"), (4, "tool")]
+    assert all(h.session_id == "s" and not h.archived for h in hits)
+    ranks = [h.rank for h in hits]
+    assert ranks == sorted(ranks)  # best (lowest) first
+    by_seq = {h.seq: h.snippet for h in hits}
+    assert "[ferry]" in by_seq[1] and "Tangier" in by_seq[1]
+    assert "[FERRY]" in by_seq[2]
+    assert _hits(store, "ferry tangier") == [("s", 1, "user", False)]  # every word required
+    assert store.search("lisbon") == []
+
+
+def test_query_text_is_matched_never_parsed(store):
+    store.create_session("s")
+    store.append("s", [Message("user", 'compile with -O2 and "quotes" OR NEAR(x) a*b'), Message("user", "plain")])
+    for query in ['"quotes"', "-O2", "OR NEAR(x)", "a*b", 'with "', "NOT plain"]:
+        hits = _hits(store, query)
+        assert hits == ([("s", 1, "user", False)] if query != "NOT plain" else []), query
+
+
+def test_search_covers_the_lineage_and_finds_a_carried_message_once(store):
+    store.create_session("trip", source="web")
+    early = store.append("trip", [Message("user", "I want to visit Lisbon"), Message("assistant", "Lisbon is lovely")])
+    lease = store.acquire_lease("trip", "A", 30)
+    store.append("trip", Message("user", "book the Lisbon hotel"))  # the tail, carried into the child
+    record = store.commit_compaction(lease, watermark=early[-1].seq, compacted=[SUMMARY], mode="rotate")
+    child = record.child_session_id
+    store.create_session("other", source="discord")
+    store.append("other", Message("user", "Lisbon again, elsewhere"))
+
+    lineage = _hits(store, "lisbon", session_id="trip")
+    summary, carried = (child, 1, "user", False), (child, 2, "user", False)
+    assert sorted(lineage) == sorted([summary, carried, ("trip", 1, "user", True), ("trip", 2, "assistant", True)])
+    assert sorted(lineage) == sorted(_hits(store, "lisbon", session_id=child))  # from either end
+    assert sorted(_hits(store, "lisbon", session_id="trip", archived=False)) == [summary, carried]
+    assert _hits(store, "hotel") == [(child, 2, "user", False)]  # the tail: once, at its copy
+    assert _hits(store, "lisbon", source="discord") == [("other", 1, "user", False)]
+    assert len(store.search("lisbon")) == 5
+    assert len(store.search("lisbon", limit=2)) == 2
+
+
+def test_erased_retracted_and_pruned_text_is_not_found(store):
+    store.create_session("s")
+    store.append("s", [Message("user", "keep apricot"), Message("user", "secret banana")])
+    store.retract("s")
+    assert _hits(store, "banana") == []
+    store.create_session("e")
+    store.append("e", Message("user", "erased apricot"))
+    assert len(store.search("apricot")) == 2
+    store.delete_session("e")
+    assert _hits(store, "apricot") == [("s", 1, "user", False)]
+    lease = store.acquire_lease("s", "A", 30)
+    store.commit_compaction(lease, watermark=1, compacted=[Message("user", "summary")], mode="in_place")
+    assert _hits(store, "apricot") == [("s", 1, "user", True)]
+    store.prune_archive(older_than_s=0)
+    assert store.search("apricot") == []
+    assert _hits(store, "summary") == [("s", 3, "user", False)]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"query": ""}, InvalidArgumentError),
+        ({"query": "   "}, InvalidArgumentError),
+        ({"query": "!!! ** --"}, InvalidArgumentError),
+        ({"query": "x" * 1001}, InvalidArgumentError),
+        ({"query": "a\x00b"}, InvalidArgumentError),
+        ({"query": 7}, InvalidArgumentError),
+        ({"query": "a", "limit": 0}, InvalidArgumentError),
+        ({"query": "a", "limit": 1001}, InvalidArgumentError),
+        ({"query": "a", "limit": True}, InvalidArgumentError),
+        ({"query": "a", "archived": 1}, InvalidArgumentError),
+        ({"query": "a", "source": ""}, InvalidArgumentError),
+        ({"query": "a", "session_id": " bad "}, InvalidSessionIdError),
+        ({"query": "a", "session_id": "missing"}, SessionNotFoundError),
+    ],
+)
+def test_bad_search_arguments_are_typed_errors_and_write_nothing(store, store_url, backend, kwargs, error):
+    store.create_session("s")
+    store.append("s", Message("user", "a"))
+    before = snapshot(backend, store_url)
+    kwargs = dict(kwargs)
+    query = kwargs.pop("query")
+    with pytest.raises(error):
+        store.search(query, **kwargs)
+    assert snapshot(backend, store_url) == before
+
+
+def test_compaction_detail_in_place(store):
+    store.create_session("s")
+    first = store.append("s", [Message("user", "u1"), Message("assistant", "a1")])
+    lease = store.acquire_lease("s", "A", 30)
+    tail = store.append("s", Message("user", "late"))
+    record = store.commit_compaction(
+        lease, watermark=first[-1].seq, compacted=[SUMMARY, Message("assistant", "ok")], mode="in_place"
+    )
+    detail = store.compaction_detail(record.id)
+    assert detail.record == record and detail.complete
+    assert [m.id for m in detail.replaced] == [m.id for m in first]
+    assert all(m.state == "compacted" for m in detail.replaced)
+    assert [m.content for m in detail.summary] == [SUMMARY.content, "ok"]
+    assert [m.origin_id for m in detail.carried] == [tail[0].id]
+    live = store.transcript("s")
+    assert [m.id for m in (*detail.summary, *detail.carried)] == [m.id for m in live]
+    # the next compaction replaces the summary and the carried row
+    lease = store.acquire_lease("s", "A", 30)
+    second = store.commit_compaction(lease, watermark=live[-1].seq, compacted=[Message("user", "s2")], mode="in_place")
+    again = store.compaction_detail(second.id)
+    assert [m.id for m in again.replaced] == [m.id for m in live]
+    assert again.carried == () and [m.content for m in again.summary] == ["s2"]
+    store.prune_archive(older_than_s=0)
+    pruned = store.compaction_detail(record.id)
+    assert [(m.id, m.state, m.content) for m in pruned.replaced] == [(m.id, "pruned", "") for m in first]
+
+
+def test_compaction_detail_rotate(store):
+    store.create_session("r")
+    first = store.append("r", [Message("user", "u1"), Message("assistant", "a1")])
+    lease = store.acquire_lease("r", "A", 30)
+    tail = store.append("r", [Message("user", "t1"), Message("assistant", "t2")])
+    record = store.commit_compaction(lease, watermark=first[-1].seq, compacted=[SUMMARY], mode="rotate")
+    detail = store.compaction_detail(record.id)
+    assert [m.id for m in detail.replaced] == [m.id for m in first]
+    assert [(m.session_id, m.seq, m.content) for m in detail.summary] == [(record.child_session_id, 1, SUMMARY.content)]
+    assert [(m.session_id, m.origin_id) for m in detail.carried] == [(record.child_session_id, t.id) for t in tail]
+
+
+def test_compaction_detail_of_unknown_or_erased_records(store):
+    store.create_session("s")
+    store.append("s", Message("user", "u"))
+    record = store.commit_compaction(
+        store.acquire_lease("s", "A", 30), watermark=1, compacted=[SUMMARY], mode="in_place"
+    )
+    with pytest.raises(CompactionNotFoundError) as info:
+        store.compaction_detail(record.id + 1000)
+    assert info.value.compaction_id == record.id + 1000
+    for bad in (0, -1, "1", 1.0, True, None):
+        with pytest.raises(InvalidArgumentError):
+            store.compaction_detail(bad)
+    store.delete_session("s")
+    with pytest.raises(CompactionNotFoundError):
+        store.compaction_detail(record.id)
+
+
+def test_escaped_text_is_found_by_its_words_and_never_fails_an_append(store):
+    store.create_session("s")
+    store.append(
+        "s",
+        [
+            Message("user", 'first line\nsecond\tline "quoted" back\\slash'),
+            Message("user", "nul\x00inside and a literal \\u0000 too"),
+            Message("user", [{"type": "text", "text": "part with nul\x00here"}]),
+            Message("user", [{"type": "text", "text": "plain part"}, {"type": "image_url", "image_url": "x"}]),
+        ],
+    )
+    assert [h.seq for h in store.search("second")] == [1]
+    assert [h.seq for h in store.search("quoted")] == [1]
+    assert [h.seq for h in store.search("inside")] == [2]
+    assert [h.seq for h in store.search("plain part")] == [4]
+    assert [h.seq for h in store.search("here")] == [3]
+    assert [h.seq for h in store.search("image_url")] == []  # a part's keys are not its text
