@@ -2,14 +2,16 @@
 
 ``open_store(path)`` or ``open_store("sqlite:///path")`` opens the embedded SQLite
 backend (the default); ``open_store("postgresql://...")`` opens PostgreSQL (needs
-the ``postgres`` extra).
+the ``postgres`` extra). ``SourceScopedStore(store, source)`` is a view of a
+store that reaches the sessions of one source only.
 """
 
 import logging
 
+from ._scoped import SourceScopedStore
 from ._store import Store, SubmittingStore
 from ._urls import open_store
 
 logging.getLogger("session_actors").addHandler(logging.NullHandler())
 
-__all__ = ["Store", "SubmittingStore", "open_store"]
+__all__ = ["SourceScopedStore", "Store", "SubmittingStore", "open_store"]

@@ -1,8 +1,16 @@
 """Search and compaction detail, shared by every backend: argument checks, the
-FTS5 query text, and rows made into protocol values."""
+words of a query, matching them in live rows, and rows made into protocol values.
+
+The archive is indexed by the database; the live transcript is not (appends stay as
+cheap as they were), so a backend reads the live rows that may hold the words and
+`live_hit` matches them exactly here, with the same words the index uses: runs of
+letters and digits, case-folded.
+"""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -11,15 +19,39 @@ from protocol._checks import check_count, check_text
 
 from ._rows import RowLike, checked_session_id, stored_message_from_row
 
-__all__ = ["MAX_QUERY_CHARS", "SearchArgs", "check_search", "detail_from_rows", "fts5_query", "hit_from_row"]
+__all__ = [
+    "MAX_QUERY_CHARS",
+    "RANKED_CANDIDATES",
+    "SearchArgs",
+    "check_search",
+    "detail_from_rows",
+    "fts5_query",
+    "hit_from_row",
+    "live_hit",
+    "prefilter_words",
+    "words_of",
+]
 
 #: The longest query `Store.search` takes, in characters.
 MAX_QUERY_CHARS = 1000
 MAX_HITS = 1000
+#: Archived matches ranked, the newest first: a word in most messages is ranked
+#: among its newest matches (ranking reads every match's text).
+RANKED_CANDIDATES = 2000
+#: A word: a run of letters and digits (what SQLite's unicode61 tokenizer keeps).
+_WORD = re.compile(r"[^\W_]+")
+#: Words of context on each side of the first match in a live hit's snippet.
+_CONTEXT_WORDS = 7
+
+
+def words_of(text: str) -> list[str]:
+    """The case-folded words of ``text``, in order."""
+    return [w.casefold() for w in _WORD.findall(text)]
 
 
 class SearchArgs(NamedTuple):
     query: str
+    words: tuple[str, ...]
     session_id: str | None
     source: str | None
     archived: bool
@@ -31,7 +63,8 @@ def check_search(query: object, session_id: object, source: object, archived: ob
     text = check_text(query, "query")
     if len(text) > MAX_QUERY_CHARS:
         raise InvalidArgumentError(f"query must be at most {MAX_QUERY_CHARS} characters, got {len(text)}")
-    if not any(ch.isalnum() for ch in text):
+    words = tuple(dict.fromkeys(words_of(text)))
+    if not words:
         raise InvalidArgumentError(f"query must hold at least one letter or digit, got {query!r}")
     sid = None if session_id is None else checked_session_id(session_id)
     if source is not None:
@@ -39,14 +72,61 @@ def check_search(query: object, session_id: object, source: object, archived: ob
     if not isinstance(archived, bool):
         raise InvalidArgumentError(f"archived must be a bool, got {archived!r}")
     count = check_count(limit, "limit", minimum=1, maximum=MAX_HITS)
-    return SearchArgs(text, sid, source, archived, count)  # type: ignore[arg-type]
+    return SearchArgs(text, words, sid, source, archived, count)  # type: ignore[arg-type]
 
 
-def fts5_query(query: str) -> str:
-    """Every word of ``query`` as a quoted FTS5 string, all of them required: a user's
-    text is matched, never parsed as FTS5 syntax (``"``, ``*``, ``NEAR``, ``-``)."""
-    words = [w.replace('"', '""') for w in query.split()]
-    return " ".join(f'"{w}"' for w in words if any(ch.isalnum() for ch in w))
+def fts5_query(words: Sequence[str]) -> str:
+    """Every word as a quoted FTS5 string, all of them required: a user's text is
+    matched, never parsed as FTS5 syntax (``"``, ``*``, ``NEAR``, ``-``)."""
+    return " ".join(f'"{w}"' for w in words)  # a word is letters and digits: nothing to escape
+
+
+def prefilter_words(words: Sequence[str]) -> str:
+    """The ASCII words as a JSON array, for a backend's ``live_candidates``: a row's
+    JSON text holds each of them (ASCII case folded) if its text does. Other words
+    are left to `live_hit` (a database's lower() may fold them otherwise)."""
+    return json.dumps([w for w in words if w.isascii()])
+
+
+def message_text(content: str) -> str:
+    """The text of a message's content column (JSON): the string, or the "text" of
+    each part; a NUL is a space, as in the index."""
+    value = json.loads(content)
+    if isinstance(value, list):
+        value = " ".join(p["text"] for p in value if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return value.replace("\x00", " ") if isinstance(value, str) else ""
+
+
+def live_hit(row: RowLike, words: Sequence[str]) -> SearchHit | None:
+    """The hit of live ``row`` (its session_id, seq, role, content) when its text holds
+    every word, else None. Its ``rank``: minus the share of its words that matched."""
+    text = message_text(row["content"])
+    found = [(m, m.group().casefold() in words) for m in _WORD.finditer(text)]
+    if not set(words) <= {m.group().casefold() for m, _ in found}:
+        return None
+    matched = sum(hit for _, hit in found)
+    return SearchHit(
+        session_id=row["session_id"],
+        seq=row["seq"],
+        role=row["role"],
+        archived=False,
+        snippet=_snippet(text, found),
+        rank=-matched / len(found),
+    )
+
+
+def _snippet(text: str, found: list[tuple[re.Match[str], bool]]) -> str:
+    """The words around the first match, each match in ``[`` and ``]``, the text
+    between them as it is; ``…`` where it was cut."""
+    first = next(i for i, (_, hit) in enumerate(found) if hit)
+    low, high = max(0, first - _CONTEXT_WORDS), min(len(found), first + _CONTEXT_WORDS + 1)
+    parts, at = [], found[low][0].start()
+    for match, hit in found[low:high]:
+        parts.append(text[at : match.start()])
+        parts.append(f"[{match.group()}]" if hit else match.group())
+        at = match.end()
+    body = " ".join("".join(parts).split())
+    return ("…" if low > 0 else "") + body + ("…" if high < len(found) else "")
 
 
 def hit_from_row(row: RowLike) -> SearchHit:

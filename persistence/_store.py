@@ -153,6 +153,47 @@ class Store(Protocol):
         """
         ...
 
+    def expire(
+        self,
+        idle_for_s: float,
+        *,
+        source: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        dry_run: bool = False,
+    ) -> list[str]:
+        """Erase every lineage idle for at least ``idle_for_s`` seconds (>= 0); the root
+        ids of the lineages erased (with ``dry_run``: that would be, erasing nothing).
+
+        Idle: no session of the lineage created, and no message appended to it, in that
+        time (on the store's clock), and no turn or compaction lease of it live now.
+        ``source`` keeps lineages of that source; ``metadata`` those whose live tip (a
+        session without a continuation) matches, as `sessions` matches. Each lineage is
+        erased as by `delete_session`, in its own transaction that checks it is still
+        idle: an append committed meanwhile keeps it.
+
+        Raises: `InvalidArgumentError` for a negative, non-finite or non-numeric
+        ``idle_for_s``, a bad filter or a non-bool ``dry_run``.
+        """
+        ...
+
+    def branch(
+        self, session_id: str, at_seq: int, new_id: str, *, metadata: Mapping[str, Any] | None = None
+    ) -> SessionInfo:
+        """Start session ``new_id`` whose live transcript is a copy of ``session_id``'s
+        live messages up to seq ``at_seq``: a conversation of its own (a new
+        incarnation, no parent, the same source, ``metadata`` or a copy of the
+        session's), with ``SessionInfo.branch_of == (session_id, at_seq)``. The copies
+        keep role, content, name, tool fields and meta, and get seqs from 1; the
+        session branched from is not touched. A branch is not a continuation: `resolve`,
+        `children` and fsck's fork check never count it.
+
+        Raises: `SessionNotFoundError`; `SessionExistsError` for an existing ``new_id``;
+        `InvalidArgumentError` when ``at_seq`` is not a live message of the session,
+        when the prefix would cut a tool call from its result, or when ``new_id`` is
+        ``session_id``; `InvalidMetadataError`.
+        """
+        ...
+
     def children(self, session_id: str) -> list[SessionInfo]:
         """Sessions whose ``parent_session_id`` is this one, oldest first."""
         ...

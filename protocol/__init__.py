@@ -32,6 +32,7 @@ from ._records import (
     TurnLease,
 )
 from .errors import (
+    AccessDeniedError,
     CompactionNotFoundError,
     CompressionDisabledError,
     ConfigurationError,
@@ -65,6 +66,7 @@ __all__ = [
     "MODES",
     "SKIP_REASONS",
     "SUMMARY_PREFIX",
+    "AccessDeniedError",
     "CompactionDetail",
     "CompactionNotFoundError",
     "CompactionRecord",

@@ -43,6 +43,9 @@ class SessionInfo:
     #: started again under the same id is told apart from the one it replaced
     #: ("" for sessions created before schema version 3).
     incarnation: str = ""
+    #: ``(session_id, seq)`` for a branch (`Store.branch`): the session and the last
+    #: seq of the live prefix it started from. None for every other session.
+    branch_of: tuple[str, int] | None = None
 
     @property
     def live(self) -> bool:

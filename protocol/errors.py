@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 __all__ = [
+    "AccessDeniedError",
     "AskTimeoutError",
     "CompactionNotFoundError",
     "CompressionDisabledError",
@@ -87,6 +88,17 @@ class SessionNotFoundError(TranscriptError, LookupError):
     def __init__(self, session_id: str, message: str | None = None) -> None:
         self.session_id = session_id
         super().__init__(message or f"session {session_id!r} not found")
+
+
+class AccessDeniedError(TranscriptError, PermissionError):
+    """The session belongs to another source than this store view reaches."""
+
+    def __init__(self, session_id: str | None, source: str, message: str | None = None) -> None:
+        self.session_id = session_id
+        self.source = source
+        super().__init__(
+            message or f"session {session_id!r} is not of source {source!r}, the only one this view reaches"
+        )
 
 
 class CompactionNotFoundError(TranscriptError, LookupError):

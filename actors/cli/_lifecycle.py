@@ -22,14 +22,18 @@ from protocol._jsonable import json_scalar
 
 from ._database import open_existing
 from ._inspect import existing_session
-from ._output import Output
+from ._output import Output, session_dict
 
 __all__ = [
+    "add_branch_options",
     "add_delete_options",
+    "add_expire_options",
     "add_export_options",
     "add_prune_options",
     "add_sessions_filters",
+    "cmd_branch",
     "cmd_delete",
+    "cmd_expire",
     "cmd_export",
     "cmd_prune",
     "parse_duration",
@@ -40,14 +44,14 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.ASCII)  # ASCII digits only
 
 
-def parse_duration(text: str) -> float:
+def parse_duration(text: str, option: str = "--older-than") -> float:
     """``30d``, ``12h``, ``90m``, ``45s``, ``2w`` (a bare number is seconds) -> seconds."""
     match = _DURATION.match(text)
     if not match:
-        raise InvalidArgumentError(f"--older-than must be a duration such as 30d, 12h, 90m or 45s, got {text!r}")
+        raise InvalidArgumentError(f"{option} must be a duration such as 30d, 12h, 90m or 45s, got {text!r}")
     seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
     if not math.isfinite(seconds):
-        raise InvalidArgumentError(f"--older-than is out of range: {text!r}")
+        raise InvalidArgumentError(f"{option} is out of range: {text!r}")
     return seconds
 
 
@@ -117,6 +121,31 @@ def add_prune_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--session", metavar="ID", default=None, help="only this session's lineage (default: every session)"
     )
+
+
+def add_expire_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--idle",
+        metavar="DURATION",
+        required=True,
+        help="erase lineages with no new session or message for this long: 90d, 12h, 45s (0: every idle one)",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="only list what would be erased")
+    parser.add_argument("--source", metavar="S", default=None, help="only lineages from this source")
+    parser.add_argument(
+        "--meta",
+        metavar="KEY=VALUE",
+        action="append",
+        default=None,
+        type=_argument(parse_meta),
+        help="only lineages whose live session's metadata has KEY equal to VALUE (repeatable)",
+    )
+
+
+def add_branch_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("session_id", metavar="ID", help="the session whose live transcript the branch starts from")
+    parser.add_argument("--at", dest="at_seq", metavar="SEQ", type=int, required=True, help="the last seq copied")
+    parser.add_argument("--new", dest="new_id", metavar="NEW_ID", required=True, help="the branch's id")
 
 
 def _argument(parse: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -240,4 +269,35 @@ def cmd_prune(args: argparse.Namespace) -> int:
             f"pruned {pruned} archived message(s){scope} that left the live transcript "
             f"more than {args.older_than.strip()} ago"
         )
+    return 0
+
+
+def cmd_expire(args: argparse.Namespace) -> int:
+    idle = parse_duration(args.idle, "--idle")  # before opening: a bad value erases nothing
+    with open_existing(args, readonly=args.dry_run) as store:
+        ids = store.expire(
+            idle, source=args.source, metadata=dict(args.meta) if args.meta else None, dry_run=args.dry_run
+        )
+    out = Output(args)
+    document = {"dry_run": args.dry_run, "idle_for_s": idle, "lineages": ids}
+    if out.structured:
+        out.emit(document, [{"session_id": i} for i in ids], ["session_id"])
+        return 0
+    verb = "would erase" if args.dry_run else "erased"
+    out.line(f"{verb} {len(ids)} lineage(s) idle for at least {args.idle}")
+    for sid in ids:
+        out.line(f"  {sid}")
+    return 0
+
+
+def cmd_branch(args: argparse.Namespace) -> int:
+    with open_existing(args) as store:
+        info = store.branch(args.session_id, args.at_seq, args.new_id)
+        copied = len(store.transcript(info.id))
+    out = Output(args)
+    if out.structured:
+        document = session_dict(info) | {"live_messages": copied}
+        out.emit(document, [document], list(document))
+        return 0
+    out.line(f"started {info.id}: a branch of {args.session_id} at seq {args.at_seq}, {copied} message(s) copied")
     return 0

@@ -2,10 +2,12 @@
 
 A straight chain (every session has at most one continuation, the common case: a
 session rotated N times) prints as one short list: the root, a count of what lies
-between, the asked session and the live tip. Only a lineage that branches prints as a
+between, the asked session and the live tip. Only a lineage that forks prints as a
 tree, its forks marked, each straight run inside it shortened the same way. Machine
 formats get every session of the lineage as a flat row (depth-first, parents first):
-never a nested document as deep as the lineage is long.
+never a nested document as deep as the lineage is long. A branch (`Store.branch`)
+is not a continuation: the lineage says which session it came from, and which
+branches were started from its sessions.
 """
 
 from __future__ import annotations
@@ -58,7 +60,10 @@ def cmd_lineage(args: argparse.Namespace) -> int:
         root = root_of(store, asked)
         tip, forked = live_tip(store, root.id)
         nodes = walk(store, root, lambda info, depth: _Node(info, depth, len(store.transcript(info.id))))
+        ids = {node.info.id for node in nodes}
+        branches = [i for i in store.sessions() if i.branch_of is not None and i.branch_of[0] in ids]
     rows = [_row(node, asked.id, tip) for node in nodes]
+    started = [{"id": b.id, "from": b.branch_of[0], "at_seq": b.branch_of[1]} for b in branches if b.branch_of]
     straight = all(len(node.children) <= 1 for node in nodes)
     out = Output(args)
     if out.structured:
@@ -71,6 +76,8 @@ def cmd_lineage(args: argparse.Namespace) -> int:
                 "straight": straight,
                 "count": len(nodes),
                 "sessions": rows,
+                "branch_of": list(root.branch_of) if root.branch_of else None,
+                "branches": started,
             },
             rows,
             FIELDS,
@@ -80,6 +87,10 @@ def cmd_lineage(args: argparse.Namespace) -> int:
         _print_chain(out, nodes, asked.id, tip)
     else:
         _print_tree(out, nodes[0], asked.id, tip)
+    if root.branch_of:
+        out.line(f"a branch of {root.branch_of[0]} at seq {root.branch_of[1]}: a conversation of its own")
+    for b in started:
+        out.line(f"branch {b['id']} started from {b['from']} at seq {b['at_seq']} (a conversation of its own)")
     if forked:
         out.line(
             "lineage is FORKED: a compression-ended session has more than one child (run `session-actors fsck`)",
@@ -164,7 +175,7 @@ def _label(node: _Node, asked: str, tip: str | None) -> Text:
 
 
 def _print_tree(out: Output, root: _Node, asked: str, tip: str | None) -> None:
-    out.line(f"lineage of {asked}: {root.info.id} branches")
+    out.line(f"lineage of {asked}: {root.info.id} has more than one continuation somewhere")
     tree = Tree(_label(root, asked, tip))
     stack: list[tuple[Tree, _Node]] = [(tree, root)]
     while stack:

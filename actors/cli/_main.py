@@ -220,6 +220,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lifecycle.add_prune_options(p)
 
+    p = _add_command(
+        sub,
+        common,
+        "branch",
+        lifecycle.cmd_branch,
+        "start a new conversation from a session's live transcript up to seq SEQ (a branch: "
+        "not a continuation, the session itself untouched)",
+        f"{PROG} branch discord:123 --at 14 --new discord:123-retry",
+    )
+    lifecycle.add_branch_options(p)
+
+    p = _add_command(
+        sub,
+        common,
+        "expire",
+        lifecycle.cmd_expire,
+        "ERASE every lineage idle longer than DURATION (no new session or message; no live "
+        "turn or lease), as delete does; --dry-run lists them",
+        f"{PROG} expire --idle 90d --source discord --dry-run",
+    )
+    lifecycle.add_expire_options(p)
+
     _add_command(
         sub,
         common,

@@ -90,13 +90,8 @@ def control_routes(service: Service, who: Any) -> APIRouter:
     @router.get("/locks", summary="Compaction leases held and turns open, on the whole database")
     async def locks(token: Who) -> Any:
         service.require(token, "read")
-        store = service.store
+        store = service.store_for(token)  # a source-limited token lists its source's alone
         now, leases, turns = await asyncio.to_thread(lambda: (store.now(), store.leases(), store.turns()))
-        if token.source is not None:
-            ids = {x.session_id for x in leases} | {x.session_id for x in turns}
-            sources = await asyncio.to_thread(_sources, store, ids)
-            leases = [x for x in leases if sources.get(x.session_id) == token.source]
-            turns = [x for x in turns if sources.get(x.session_id) == token.source]
         return {"now": now, "leases": [lease_dict(x, now) for x in leases], "turns": to_jsonable(turns)}
 
     @router.get("/events", summary="Server-sent events: one 'compaction' event per outcome of this server")
@@ -115,12 +110,3 @@ def _settled(tasks: set[asyncio.Task[Any]]) -> Any:
             logger.warning("a compaction nobody waited for failed", exc_info=task.exception())
 
     return done
-
-
-def _sources(store: Any, ids: set[str]) -> dict[str, str]:
-    found = {}
-    for session_id in ids:
-        info = store.get_session(session_id)
-        if info is not None:
-            found[session_id] = info.source
-    return found

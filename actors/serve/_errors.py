@@ -20,6 +20,7 @@ logger = logging.getLogger("session_actors.serve")
 #: The first entry a `TranscriptError`'s class is an instance of decides its status,
 #: so a subclass is listed before its base.
 _STATUSES: tuple[tuple[type[errors.TranscriptError], int], ...] = (
+    (errors.AccessDeniedError, 403),
     (errors.SessionNotFoundError, 404),
     (errors.CompactionNotFoundError, 404),
     (errors.InvalidArgumentError, 400),

@@ -18,7 +18,6 @@ __all__ = ["recall_routes"]
 
 def recall_routes(service: Service, who: Any) -> APIRouter:
     router = APIRouter(prefix="/v1")
-    store = service.store
     Who = Annotated[Token, Depends(who)]
 
     @router.get("/search", summary="Messages holding every word of q, live and archived, best first")
@@ -31,23 +30,17 @@ def recall_routes(service: Service, who: Any) -> APIRouter:
         limit: int = 20,
     ) -> Any:
         service.require(token, "read")
-        if token.source is not None:  # a source-limited token searches its source alone
-            service.check_source(token, source if source is not None else token.source)
-            source = token.source
-        if session_id is not None:
-            await service.info(token, session_id)
         if not q:
             raise InvalidArgumentError("q (the words to search for) is required")
         hits = await asyncio.to_thread(
-            store.search, q, session_id=session_id, source=source, archived=archived, limit=limit
+            service.store_for(token).search, q, session_id=session_id, source=source, archived=archived, limit=limit
         )
         return {"query": q, "hits": to_jsonable(hits)}
 
     @router.get("/compactions/{compaction_id}", summary="What one compaction replaced, wrote and carried")
     async def compaction_detail(compaction_id: int, token: Who) -> Any:
         service.require(token, "read")
-        detail = await asyncio.to_thread(store.compaction_detail, compaction_id)
-        await service.info(token, detail.record.session_id)
+        detail = await asyncio.to_thread(service.store_for(token).compaction_detail, compaction_id)
         return {
             "compaction": to_jsonable(detail.record),
             "complete": detail.complete,

@@ -15,8 +15,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from persistence import Store
-from protocol import SessionInfo, SessionNotFoundError
+from persistence import SourceScopedStore, Store
+from protocol import AccessDeniedError, SessionInfo, SessionNotFoundError
 
 from .._handle import SessionHandle, Turn
 from .._registry import SessionRegistry
@@ -71,16 +71,24 @@ class Service:
     @staticmethod
     def check_source(token: Token, source: str | None) -> None:
         if token.source is not None and source != token.source:
-            raise ServiceError(403, "Forbidden", f"the token {token.name!r} reaches only source {token.source!r}")
+            raise AccessDeniedError(
+                None, token.source, f"the token {token.name!r} reaches only source {token.source!r}"
+            )
+
+    def store_for(self, token: Token) -> Store:
+        """The store as ``token`` may see it: a token limited to one source gets a
+        `SourceScopedStore`, which refuses every read and write of another source."""
+        if token.source is None:
+            return self.store
+        return SourceScopedStore(self.store, token.source)
 
     # -- sessions ----------------------------------------------------------------------
 
     async def info(self, token: Token, session_id: str) -> SessionInfo:
         """The session row, if the token may reach it (404 unknown, 403 other source)."""
-        info = await asyncio.to_thread(self.store.get_session, session_id)
+        info = await asyncio.to_thread(self.store_for(token).get_session, session_id)
         if info is None:
             raise SessionNotFoundError(session_id)
-        self.check_source(token, info.source)
         return info
 
     async def handle(self, token: Token, session_id: str) -> SessionHandle:

@@ -28,7 +28,6 @@ MAX_PAGE = 1000
 
 def session_routes(service: Service, who: Any) -> APIRouter:
     router = APIRouter(prefix="/v1")
-    store = service.store
     Who = Annotated[Token, Depends(who)]
 
     @router.get("/sessions", summary="Sessions newest first: source, live, meta.KEY=VALUE filters; keyset paging")
@@ -43,7 +42,7 @@ def session_routes(service: Service, who: Any) -> APIRouter:
         limit = _count(query.get("limit", "50"), "limit", MAX_PAGE)
         live = _live(query.get("live"))
         infos = await asyncio.to_thread(
-            store.sessions,
+            service.store_for(token).sessions,
             live=live,
             source=source,
             metadata=metadata or None,
@@ -61,7 +60,7 @@ def session_routes(service: Service, who: Any) -> APIRouter:
         source = option(body, "source", str, token.source or "api")
         metadata = option(body, "metadata", dict, None)
         service.check_source(token, source)
-        info, created = await asyncio.to_thread(_create_or_get, store, session_id, source, metadata)
+        info, created = await asyncio.to_thread(_create_or_get, service.store_for(token), session_id, source, metadata)
         service.check_source(token, info.source)
         return JSONResponse(session_dict(info), status_code=201 if created else 200)
 
@@ -69,7 +68,7 @@ def session_routes(service: Service, who: Any) -> APIRouter:
     async def get_session(session_id: str, token: Who) -> Any:
         service.require(token, "read")
         info = await service.info(token, session_id)
-        live_id = await asyncio.to_thread(store.resolve, session_id)
+        live_id = await asyncio.to_thread(service.store_for(token).resolve, session_id)
         return session_dict(info) | {"live_id": live_id}
 
     @router.patch("/sessions/{session_id}", summary="Merge a metadata patch (a key set to null is removed)")
@@ -79,7 +78,7 @@ def session_routes(service: Service, who: Any) -> APIRouter:
         if patch is None:
             raise InvalidArgumentError('the body is {"metadata": {...}}')
         await service.info(token, session_id)
-        return session_dict(await asyncio.to_thread(store.update_metadata, session_id, patch))
+        return session_dict(await asyncio.to_thread(service.store_for(token).update_metadata, session_id, patch))
 
     @router.delete("/sessions/{session_id}", summary="ERASE the whole lineage: every session, message and record")
     async def delete_session(session_id: str, token: Who) -> Any:
@@ -104,7 +103,7 @@ def session_routes(service: Service, who: Any) -> APIRouter:
         else:
             handle = await service.handle(token, session_id)
         # keyed messages may all be stored already: then the answer is 200, not 201
-        asked = await asyncio.to_thread(store.now) if all(m.key is not None for m in messages) else None
+        asked = await asyncio.to_thread(service.store.now) if all(m.key is not None for m in messages) else None
         try:
             stored = await handle.append_async(messages)
         except SessionNotFoundError:
@@ -122,7 +121,7 @@ def session_routes(service: Service, who: Any) -> APIRouter:
         service.require(token, "read")
         if archived:  # of exactly this id: a rotated-away session keeps what it compacted
             await service.info(token, session_id)
-            messages = await asyncio.to_thread(store.archive, session_id)
+            messages = await asyncio.to_thread(service.store_for(token).archive, session_id)
         else:  # the live transcript of the lineage's live session
             handle = await service.handle(token, session_id)
             messages = await handle.transcript_async()
@@ -135,12 +134,12 @@ def session_routes(service: Service, who: Any) -> APIRouter:
     async def compactions(session_id: str, token: Who) -> Any:
         service.require(token, "read")
         await service.info(token, session_id)
-        return {"compactions": to_jsonable(await asyncio.to_thread(store.compactions, session_id))}
+        return {"compactions": to_jsonable(await asyncio.to_thread(service.store_for(token).compactions, session_id))}
 
     @router.get("/sessions/{session_id}/lineage", summary="The lineage around the session, root first")
     async def lineage(session_id: str, token: Who) -> Any:
         service.require(token, "read")
-        return await asyncio.to_thread(_lineage, store, await service.info(token, session_id))
+        return await asyncio.to_thread(_lineage, service.store_for(token), await service.info(token, session_id))
 
     return router
 

@@ -9,8 +9,9 @@ commit that comes after an erasure finds no session and writes nothing.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from protocol import (
     END_REASON_COMPRESSION,
@@ -19,12 +20,24 @@ from protocol import (
     SessionNotFoundError,
 )
 
+from .._expiry import check_expire, kept_roots
 from .._metadata import Listing, merge_metadata, metadata_from_column
 from .._rows import other_incarnation
 from ._lineage import require_session, resolve_tip
 from ._turns import turn_held
 
-__all__ = ["erase_lineage", "lineage_ids", "list_sessions", "prune", "retract_last", "update_metadata"]
+__all__ = [
+    "ExpiryMethods",
+    "erase_lineage",
+    "idle_lineages",
+    "lineage_ids",
+    "list_sessions",
+    "prune",
+    "retract_last",
+    "update_metadata",
+]
+
+log = logging.getLogger("session_actors.postgres")
 
 Queries = Mapping[str, str]
 
@@ -133,3 +146,66 @@ def prune(cur: Any, q: Queries, *, older_than: float, session_id: str | None) ->
     ids = None if session_id is None else lineage_ids(cur, q, session_id)
     cur.execute(q["prune_archive"], {"older_than": older_than, "ids": ids})
     return cur.rowcount
+
+
+def idle_lineages(
+    cur: Any, q: Queries, *, idle_for: float, source: str | None, root: str | None = None
+) -> list[tuple[str, str]]:
+    """``(root, tip)`` of each lineage without activity in the last ``idle_for``
+    seconds (see ``idle_lineages`` in queries.sql)."""
+    cur.execute(q["idle_lineages"], {"idle_for": idle_for, "source": source, "root": root})
+    return [(r["root"], r["tip"]) for r in cur.fetchall()]
+
+
+def expire_lineage(cur: Any, q: Queries, root: str, *, idle_for: float) -> bool:
+    """Erase the lineage of ``root`` if it is still idle once its rows are locked (an
+    append committed since the look-up keeps it; one waiting for the lock finds it
+    erased); whether it was erased."""
+    try:
+        _lock_lineage(cur, q, root)
+    except SessionNotFoundError:  # erased meanwhile
+        return False
+    if not idle_lineages(cur, q, idle_for=idle_for, source=None, root=root):
+        return False
+    erase_lineage(cur, q, root)
+    return True
+
+
+class ExpiryMethods:
+    """`Store.expire` on PostgreSQL, mixed into `PostgresStore`."""
+
+    if TYPE_CHECKING:
+        _q: Queries
+
+        def sessions(
+            self,
+            *,
+            live: bool | None = None,
+            source: str | None = None,
+            metadata: Mapping[str, Any] | None = None,
+            after: SessionInfo | str | None = None,
+            limit: int | None = None,
+        ) -> list[SessionInfo]: ...
+        def _read(self, what: str, work: Any) -> Any: ...
+        def _write(self, what: str, work: Any) -> Any: ...
+
+    def expire(
+        self,
+        idle_for_s: float,
+        *,
+        source: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        dry_run: bool = False,
+    ) -> list[str]:
+        args = check_expire(idle_for_s, source, metadata, dry_run)
+        idle = self._read("expire", lambda cur: idle_lineages(cur, self._q, idle_for=args.idle_for, source=args.source))
+        roots = kept_roots(idle, args.metadata, lambda: self.sessions(source=args.source, metadata=args.metadata))
+        if args.dry_run:
+            return roots
+        erased = []
+        for root in roots:  # one transaction each: a long expiry never holds many locks
+            if self._write("expire", lambda cur, r=root: expire_lineage(cur, self._q, r, idle_for=args.idle_for)):
+                erased.append(root)
+        if erased:
+            log.info("expired %d lineage(s) idle for %.0f s", len(erased), args.idle_for)
+        return erased

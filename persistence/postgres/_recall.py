@@ -1,6 +1,7 @@
 """Reading the archive back on PostgreSQL: full-text search and what one compaction
 did. The store methods (`RecallMethods`, mixed into `PostgresStore`) run read
-transactions only: the search index is kept by the database (messages_search_idx)."""
+transactions only: the archive's index is kept by the database (messages_search_idx);
+the live rows, which no index holds, are matched by their query."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from protocol import CompactionDetail, CompactionNotFoundError, SearchHit
 from protocol._checks import check_count
 
-from .._recall import SearchArgs, check_search, detail_from_rows, hit_from_row
+from .._recall import RANKED_CANDIDATES, SearchArgs, check_search, detail_from_rows, hit_from_row, prefilter_words
 from .._rows import compaction_from_row
 from ._lifecycle import lineage_ids
 
@@ -20,12 +21,27 @@ Queries = Mapping[str, str]
 
 
 def search(cur: Any, q: Queries, args: SearchArgs) -> list[SearchHit]:
+    """The archive's hits (ranked by the index) first, then the live rows' (newest
+    first), ``args.limit`` in all."""
     ids = None if args.session_id is None else lineage_ids(cur, q, args.session_id)
-    params = {"query": args.query, "archived": args.archived, "source": args.source, "ids": ids, "limit": args.limit}
-    # planned for each query's own words and filters: a prepared statement's generic
-    # plan cannot tell a rare word from a common one and scans every row instead
-    cur.execute(q["search_messages"], params, prepare=False)
-    return [hit_from_row(r) for r in cur.fetchall()]
+    params = {
+        "query": " ".join(args.words),
+        "source": args.source,
+        "ids": ids,
+        "limit": args.limit,
+        "candidates": RANKED_CANDIDATES,
+    }
+    hits = []
+    if args.archived:
+        # planned for each query's own words and filters: a prepared statement's generic
+        # plan cannot tell a rare word from a common one and scans every row instead
+        cur.execute(q["search_archive"], params, prepare=False)
+        hits = [hit_from_row(r) for r in cur.fetchall()]
+    if len(hits) < args.limit:
+        params |= {"limit": args.limit - len(hits), "words": prefilter_words(args.words)}
+        cur.execute(q["search_live"], params, prepare=False)
+        hits += [hit_from_row(r) for r in cur.fetchall()]
+    return hits
 
 
 def compaction_detail(cur: Any, q: Queries, compaction_id: int) -> CompactionDetail | None:

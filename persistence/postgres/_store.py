@@ -73,6 +73,7 @@ from .._submitted import completion, stored_messages
 from . import _lifecycle as lifecycle
 from ._args import check_pool_options
 from ._batch import Wake, append_payload, refusal
+from ._branch import BranchMethods
 from ._compaction import commit_in_transaction
 from ._driver import PgDatabase
 from ._keys import keyed_append
@@ -88,7 +89,7 @@ __all__ = ["PostgresStore"]
 log = logging.getLogger("session_actors.postgres")
 
 
-class PostgresStore(TurnMethods, RecallMethods):
+class PostgresStore(TurnMethods, RecallMethods, lifecycle.ExpiryMethods, BranchMethods):
     """The `Store` on PostgreSQL, through a ``psycopg_pool.ConnectionPool``.
 
     Options: ``min_size``/``max_size`` (pool), ``patience_s`` (how long a call

@@ -18,7 +18,7 @@ RETURNING id;
 
 -- name: get_session
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
-       s.epoch, s.metadata, s.incarnation, c.until AS cooldown_until, c.error AS cooldown_error
+       s.epoch, s.metadata, s.incarnation, s.branch_of_session, s.branch_of_seq, c.until AS cooldown_until, c.error AS cooldown_error
 FROM sessions s LEFT JOIN cooldowns c ON c.session_id = s.id
 WHERE s.id = %(id)s;
 
@@ -28,7 +28,7 @@ WHERE s.id = %(id)s;
 -- is a jsonb object every key of which must match as a JSON value (a null matches
 -- a missing key too). live: NULL for all, true for open sessions, false for ended.
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
-       s.epoch, s.metadata, s.incarnation, c.until AS cooldown_until, c.error AS cooldown_error
+       s.epoch, s.metadata, s.incarnation, s.branch_of_session, s.branch_of_seq, c.until AS cooldown_until, c.error AS cooldown_error
 FROM sessions s LEFT JOIN cooldowns c ON c.session_id = s.id
 WHERE (%(live)s::boolean IS NULL OR (s.ended_at IS NULL) = %(live)s::boolean)
   AND (%(source)s::text IS NULL OR s.source = %(source)s::text)
@@ -109,6 +109,37 @@ WHERE id = (SELECT id FROM messages
 RETURNING id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
           created_at, 'live' AS state, origin_id, key;
 
+-- name: idle_lineages
+-- Expiry: the lineages (root id, and each session without a continuation: its tips)
+-- with no activity in the last idle_for seconds on the database clock. Activity: a
+-- session created, a message appended (a session's last row by seq is its newest),
+-- a turn or compaction lease live now. source limits it to one source (a lineage
+-- shares its root's), root to one lineage.
+WITH RECURSIVE clock AS (
+    SELECT extract(epoch FROM clock_timestamp())::double precision AS now
+),
+lineage (root, id) AS (
+    SELECT id, id FROM sessions
+    WHERE parent_session_id IS NULL
+      AND (%(source)s::text IS NULL OR source = %(source)s::text)
+      AND (%(root)s::text IS NULL OR id = %(root)s::text)
+    UNION ALL
+    SELECT l.root, s.id FROM sessions AS s JOIN lineage AS l ON s.parent_session_id = l.id
+),
+idle (root) AS (
+    SELECT l.root FROM lineage AS l JOIN sessions AS s ON s.id = l.id CROSS JOIN clock
+    GROUP BY l.root, clock.now
+    HAVING max(s.created_at) <= clock.now - %(idle_for)s
+       AND coalesce(max((SELECT m.created_at FROM messages AS m WHERE m.session_id = s.id
+                         ORDER BY m.seq DESC LIMIT 1)), 0) <= clock.now - %(idle_for)s
+       AND NOT bool_or(s.turn_holder IS NOT NULL AND s.turn_expires_at > clock.now)
+       AND NOT bool_or(EXISTS (SELECT 1 FROM leases AS k WHERE k.session_id = s.id
+                               AND k.holder IS NOT NULL AND k.expires_at > clock.now))
+)
+SELECT l.root, l.id AS tip FROM idle JOIN lineage AS l ON l.root = idle.root
+WHERE NOT EXISTS (SELECT 1 FROM sessions AS c WHERE c.parent_session_id = l.id)
+ORDER BY l.root COLLATE "C", l.id COLLATE "C";
+
 -- name: prune_archive
 -- Retention: archived rows that left the live transcript older_than seconds ago or
 -- more keep only their place (id, seq, role, created_at). ids limits it to some
@@ -121,7 +152,7 @@ WHERE state IN ('compacted', 'superseded', 'retracted')
 
 -- name: list_children
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
-       s.epoch, s.metadata, s.incarnation, c.until AS cooldown_until, c.error AS cooldown_error
+       s.epoch, s.metadata, s.incarnation, s.branch_of_session, s.branch_of_seq, c.until AS cooldown_until, c.error AS cooldown_error
 FROM sessions s LEFT JOIN cooldowns c ON c.session_id = s.id
 WHERE s.parent_session_id = %(id)s
 ORDER BY s.created_at, s.id;
@@ -347,6 +378,14 @@ ORDER BY seq;
 
 -- name: set_next_seq
 UPDATE sessions SET next_seq = %(next_seq)s WHERE id = %(id)s;
+
+-- name: insert_branch
+-- A branch: a conversation of its own (a new incarnation, no parent) that records
+-- the session and seq it started from; its rows are inserted from seq 1.
+INSERT INTO sessions (id, source, parent_session_id, created_at, next_seq, metadata, incarnation,
+                      branch_of_session, branch_of_seq)
+VALUES (%(id)s, %(source)s, NULL, extract(epoch FROM clock_timestamp())::double precision,
+        %(next_seq)s, %(metadata)s::jsonb, %(incarnation)s, %(branch_of)s, %(at_seq)s);
 
 -- name: insert_child
 -- A continuation starts with its parent's metadata and incarnation, and carries

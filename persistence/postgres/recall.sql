@@ -1,26 +1,33 @@
 -- Reading the archive back (PostgreSQL): search and what a compaction did.
 
--- name: search_messages
--- Ranked matches of every word of query (plainto_tsquery: a user's text is
--- matched, never parsed as query syntax). The tsvector expression is the one
--- messages_search_idx indexes. A text carried across compactions is one hit, at
--- its newest copy: a row with a copy in its own conversation is passed over.
--- Retracted and pruned rows never match. ids limits it to some sessions.
-WITH hits AS (
-    SELECT m.id, m.session_id, m.seq, m.role, m.state, m.content,
-           ts_rank(to_tsvector('simple'::regconfig, coalesce(message_text(m.content), '')),
-                   plainto_tsquery('simple'::regconfig, %(query)s)) AS score
+-- name: search_archive
+-- Ranked matches of every word of query in the archive (plainto_tsquery of the
+-- words persistence._recall found: a user's text is matched, never parsed as query
+-- syntax). The tsvector expression and the state predicate are the ones
+-- messages_search_idx indexes. Ranked among the newest candidates matches only:
+-- ranking reads each match's text again, and a word in every tenth message would
+-- have a hundred thousand. A text carried across compactions is one hit, at
+-- its newest copy: a row with a copy in its own conversation is passed over. ids
+-- limits it to some sessions.
+WITH candidates AS (
+    SELECT m.id, m.session_id, m.seq, m.role, m.state, m.content
     FROM messages AS m
     JOIN sessions AS s ON s.id = m.session_id
     WHERE to_tsvector('simple'::regconfig, coalesce(message_text(m.content), ''))
           @@ plainto_tsquery('simple'::regconfig, %(query)s)
-      AND m.state IN ('live', 'compacted', 'superseded')
-      AND (%(archived)s OR m.state = 'live')
+      AND m.state IN ('compacted', 'superseded')
       AND (%(source)s::text IS NULL OR s.source = %(source)s::text)
       AND (%(ids)s::text[] IS NULL OR m.session_id = ANY (%(ids)s::text[]))
       AND NOT EXISTS (SELECT 1 FROM messages AS c JOIN sessions AS cs ON cs.id = c.session_id
                       WHERE c.origin_id = m.id AND cs.incarnation = s.incarnation)
-    ORDER BY score DESC, m.id
+    ORDER BY m.id DESC
+    LIMIT %(candidates)s
+),
+hits AS (
+    SELECT c.*, ts_rank(to_tsvector('simple'::regconfig, coalesce(message_text(c.content), '')),
+                        plainto_tsquery('simple'::regconfig, %(query)s)) AS score
+    FROM candidates AS c
+    ORDER BY score DESC, c.id
     LIMIT %(limit)s
 )
 SELECT h.session_id, h.seq, h.role, h.state, -h.score AS rank,
@@ -29,6 +36,28 @@ SELECT h.session_id, h.seq, h.role, h.state, -h.score AS rank,
                    'StartSel=[, StopSel=], MaxWords=16, MinWords=6, MaxFragments=1, FragmentDelimiter=" … "') AS snippet
 FROM hits AS h
 ORDER BY h.score DESC, h.id;
+
+-- name: search_live
+-- The live rows holding every word, newest first: no index holds them (appends
+-- stay cheap), so the rows of the sessions asked are read, first narrowed by the
+-- ASCII words (a JSON array, lower case) in their lower-cased JSON text.
+SELECT m.session_id, m.seq, m.role, m.state,
+       -ts_rank(to_tsvector('simple'::regconfig, coalesce(message_text(m.content), '')),
+                plainto_tsquery('simple'::regconfig, %(query)s)) AS rank,
+       ts_headline('simple'::regconfig, coalesce(message_text(m.content), ''),
+                   plainto_tsquery('simple'::regconfig, %(query)s),
+                   'StartSel=[, StopSel=], MaxWords=16, MinWords=6, MaxFragments=1, FragmentDelimiter=" … "') AS snippet
+FROM messages AS m
+JOIN sessions AS s ON s.id = m.session_id
+WHERE m.state = 'live'
+  AND (%(source)s::text IS NULL OR s.source = %(source)s::text)
+  AND (%(ids)s::text[] IS NULL OR m.session_id = ANY (%(ids)s::text[]))
+  AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements_text(%(words)s::jsonb) AS w (word)
+                  WHERE strpos(lower(m.content), w.word) = 0)
+  AND to_tsvector('simple'::regconfig, coalesce(message_text(m.content), ''))
+      @@ plainto_tsquery('simple'::regconfig, %(query)s)
+ORDER BY m.id DESC
+LIMIT %(limit)s;
 
 -- name: get_compaction
 SELECT id, session_id, child_session_id, mode, token, holder, watermark,

@@ -9,9 +9,10 @@ it guards see one state of the database).
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from protocol import (
     END_REASON_COMPRESSION,
@@ -20,14 +21,27 @@ from protocol import (
     SessionNotFoundError,
 )
 
+from .._expiry import check_expire, kept_roots
 from .._metadata import merge_metadata, metadata_from_column
 from ._lineage import require_incarnation, require_session, resolve
 from ._sessions import turn_held
 
-__all__ = ["erase_lineage", "lineage_ids", "list_sessions", "prune", "retract_last", "update_metadata"]
+__all__ = [
+    "ExpiryMethods",
+    "erase_lineage",
+    "idle_lineages",
+    "lineage_ids",
+    "list_sessions",
+    "prune",
+    "retract_last",
+    "update_metadata",
+]
+
+logger = logging.getLogger("session_actors.sqlite")
 
 Queries = Mapping[str, str]
 Row = sqlite3.Row
+T = TypeVar("T")
 
 
 def list_sessions(
@@ -115,3 +129,67 @@ def prune(conn: sqlite3.Connection, q: Queries, *, cutoff: float, session_id: st
     """Prune archived rows that left the live transcript at or before ``cutoff``."""
     ids = None if session_id is None else json.dumps(lineage_ids(conn, q, session_id))
     return conn.execute(q["prune_archive"], {"cutoff": cutoff, "ids": ids}).rowcount
+
+
+def idle_lineages(
+    conn: sqlite3.Connection, q: Queries, *, cutoff: float, now: float, source: str | None, root: str | None = None
+) -> list[tuple[str, str]]:
+    """``(root, tip)`` of each lineage without activity after ``cutoff`` (see
+    ``idle_lineages`` in queries.sql)."""
+    params = {"cutoff": cutoff, "now": now, "source": source, "root": root}
+    return [(r["root"], r["tip"]) for r in conn.execute(q["idle_lineages"], params)]
+
+
+def expire_lineage(conn: sqlite3.Connection, q: Queries, root: str, *, cutoff: float, now: float) -> bool:
+    """Erase the lineage of ``root`` if it is still idle (checked under the write lock:
+    an append since the look-up keeps it); whether it was erased."""
+    if not idle_lineages(conn, q, cutoff=cutoff, now=now, source=None, root=root):
+        return False
+    erase_lineage(conn, q, root)
+    return True
+
+
+class ExpiryMethods:
+    """`Store.expire` on SQLite, mixed into `SqliteStore`."""
+
+    if TYPE_CHECKING:
+        _q: Queries
+
+        def now(self) -> float: ...
+        def sessions(
+            self,
+            *,
+            live: bool | None = None,
+            source: str | None = None,
+            metadata: Mapping[str, Any] | None = None,
+            after: SessionInfo | str | None = None,
+            limit: int | None = None,
+        ) -> list[SessionInfo]: ...
+        def _read(self, fn: Callable[[sqlite3.Connection], T], session_id: str = "?") -> T: ...
+        def _write(self, fn: Callable[[sqlite3.Connection], T], session_id: str = "?", what: str = "write") -> T: ...
+
+    def expire(
+        self,
+        idle_for_s: float,
+        *,
+        source: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        dry_run: bool = False,
+    ) -> list[str]:
+        args = check_expire(idle_for_s, source, metadata, dry_run)
+        now = self.now()
+        cutoff = now - args.idle_for
+        idle = self._read(lambda c: idle_lineages(c, self._q, cutoff=cutoff, now=now, source=args.source))
+        roots = kept_roots(idle, args.metadata, lambda: self.sessions(source=args.source, metadata=args.metadata))
+        if args.dry_run:
+            return roots
+        erased = []
+        for root in roots:  # one transaction each: a long expiry never holds the lock for long
+            if self._write(self._expire_one(root, cutoff), root, "expire"):
+                erased.append(root)
+        if erased:
+            logger.info("expired %d lineage(s) idle for %.0f s", len(erased), args.idle_for)
+        return erased
+
+    def _expire_one(self, root: str, cutoff: float) -> Callable[[sqlite3.Connection], bool]:
+        return lambda conn: expire_lineage(conn, self._q, root, cutoff=cutoff, now=self.now())

@@ -1,6 +1,7 @@
 """Reading the archive back on SQLite: full-text search (FTS5) and what one
 compaction did. The store methods (`RecallMethods`, mixed into `SqliteStore`)
-run read transactions only: the index is kept by triggers in the schema."""
+run read transactions only: the archive's index is kept by triggers in the schema,
+and the live rows, which no index holds, are read and matched here."""
 
 from __future__ import annotations
 
@@ -12,7 +13,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from protocol import CompactionDetail, CompactionNotFoundError, SearchHit
 from protocol._checks import check_count
 
-from .._recall import SearchArgs, check_search, detail_from_rows, fts5_query, hit_from_row
+from .._recall import (
+    SearchArgs,
+    check_search,
+    detail_from_rows,
+    fts5_query,
+    hit_from_row,
+    live_hit,
+    prefilter_words,
+)
 from .._rows import compaction_from_row
 from ._lifecycle import lineage_ids
 
@@ -23,15 +32,30 @@ T = TypeVar("T")
 
 
 def search(conn: sqlite3.Connection, q: Queries, args: SearchArgs) -> list[SearchHit]:
+    """The archive's hits (ranked by the index) first, then the live rows' (newest
+    first, matched by `live_hit`), ``args.limit`` in all."""
     ids = None if args.session_id is None else json.dumps(lineage_ids(conn, q, args.session_id))
     params = {
-        "query": fts5_query(args.query),
-        "archived": args.archived,
+        "query": fts5_query(args.words),
         "source": args.source,
         "ids": ids,
         "limit": args.limit,
     }
-    return [hit_from_row(r) for r in conn.execute(q["search_messages"], params)]
+    hits = []
+    if args.archived:
+        archive = q["search_archive"] if ids is None else q["search_archive_in"]
+        hits = [hit_from_row(r) for r in conn.execute(archive, params)]
+    if len(hits) >= args.limit:  # the archive filled the page: no live row is read
+        return hits
+    params["words"] = prefilter_words(args.words)
+    live = q["live_candidates"] if ids is None else q["live_candidates_in"]
+    for row in conn.execute(live, params):
+        hit = live_hit(row, args.words)
+        if hit is not None:
+            hits.append(hit)
+            if len(hits) >= args.limit:
+                break
+    return hits
 
 
 def compaction_detail(conn: sqlite3.Connection, q: Queries, compaction_id: int) -> CompactionDetail | None:

@@ -67,6 +67,7 @@ from . import _lifecycle as lifecycle
 from . import _lineage as lineage
 from . import _sessions as sessions
 from ._batch import AloneAppends, AppendJob, RememberedCounters, bulk_append
+from ._branch import BranchMethods
 from ._driver import (
     SYNCHRONOUS_MODES,
     BusyRetry,
@@ -93,7 +94,7 @@ MAX_BATCH = 256
 MAX_IDLE_READERS = 8
 
 
-class SqliteStore(TurnMethods, RecallMethods):
+class SqliteStore(TurnMethods, RecallMethods, lifecycle.ExpiryMethods, BranchMethods):
     """A `Store` on one SQLite file (see the module docstring).
 
     Options: ``synchronous`` (``"FULL"`` by default: durable on return),

@@ -19,7 +19,7 @@ INSERT INTO schema_version (version, applied_at) VALUES (:version, :now)
 
 -- name: get_session
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
-       s.epoch, s.next_seq, s.metadata, s.incarnation, c.until AS cooldown_until, c.error AS cooldown_error,
+       s.epoch, s.next_seq, s.metadata, s.incarnation, s.branch_of_session, s.branch_of_seq, c.until AS cooldown_until, c.error AS cooldown_error,
        s.turn_holder, s.turn_token, s.turn_expires_at, s.live_from
 FROM sessions AS s LEFT JOIN cooldowns AS c ON c.session_id = s.id
 WHERE s.id = :session_id
@@ -27,6 +27,9 @@ WHERE s.id = :session_id
 -- name: insert_session
 INSERT INTO sessions (id, source, parent_session_id, created_at, metadata, incarnation)
 VALUES (:session_id, :source, :parent_session_id, :now, :metadata, :incarnation)
+
+-- name: mark_branch
+UPDATE sessions SET branch_of_session = :branch_of, branch_of_seq = :at_seq WHERE id = :session_id
 
 -- name: end_session
 UPDATE sessions SET ended_at = :now, end_reason = :reason
@@ -38,7 +41,7 @@ WHERE id = :session_id AND ended_at IS NULL
 -- equality (numbers by value, booleans apart from numbers, strings exact; null
 -- matches a missing key too). :limit -1 means all.
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
-       s.epoch, s.next_seq, s.metadata, s.incarnation, c.until AS cooldown_until, c.error AS cooldown_error
+       s.epoch, s.next_seq, s.metadata, s.incarnation, s.branch_of_session, s.branch_of_seq, c.until AS cooldown_until, c.error AS cooldown_error
 FROM sessions AS s LEFT JOIN cooldowns AS c ON c.session_id = s.id
 WHERE (:live IS NULL OR (s.ended_at IS NULL) = :live)
   AND (:source IS NULL OR s.source = :source)
@@ -99,7 +102,7 @@ DELETE FROM sessions WHERE id IN (SELECT value FROM json_each(:ids))
 
 -- name: children
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
-       s.epoch, s.next_seq, s.metadata, s.incarnation, c.until AS cooldown_until, c.error AS cooldown_error
+       s.epoch, s.next_seq, s.metadata, s.incarnation, s.branch_of_session, s.branch_of_seq, c.until AS cooldown_until, c.error AS cooldown_error
 FROM sessions AS s LEFT JOIN cooldowns AS c ON c.session_id = s.id
 WHERE s.parent_session_id = :session_id
 ORDER BY s.created_at, s.rowid
@@ -227,6 +230,32 @@ UPDATE messages
 SET state = 'pruned', content = '""', name = NULL, tool_calls = NULL, meta = '{}'
 WHERE state IN ('compacted', 'superseded', 'retracted') AND archived_at <= :cutoff
   AND (:ids IS NULL OR session_id IN (SELECT value FROM json_each(:ids)))
+
+-- name: idle_lineages
+-- Expiry: the lineages (root id, and each session without a continuation: its tips)
+-- with no activity after :cutoff. Activity: a session created, a message appended
+-- (a session's last row by seq is its newest), a turn or compaction lease live now.
+-- :source limits it to one source (a lineage shares its root's), :root to one lineage.
+WITH RECURSIVE lineage (root, id) AS (
+    SELECT id, id FROM sessions
+    WHERE parent_session_id IS NULL AND (:source IS NULL OR source = :source)
+      AND (:root IS NULL OR id = :root)
+    UNION ALL
+    SELECT l.root, s.id FROM sessions AS s JOIN lineage AS l ON s.parent_session_id = l.id
+),
+idle (root) AS (
+    SELECT l.root FROM lineage AS l JOIN sessions AS s ON s.id = l.id
+    GROUP BY l.root
+    HAVING max(s.created_at) <= :cutoff
+       AND coalesce(max((SELECT m.created_at FROM messages AS m WHERE m.session_id = s.id
+                         ORDER BY m.seq DESC LIMIT 1)), 0) <= :cutoff
+       AND NOT max(s.turn_holder IS NOT NULL AND s.turn_expires_at > :now)
+       AND NOT max(EXISTS (SELECT 1 FROM leases AS k WHERE k.session_id = s.id
+                           AND k.holder IS NOT NULL AND k.expires_at > :now))
+)
+SELECT l.root, l.id AS tip FROM idle JOIN lineage AS l ON l.root = idle.root
+WHERE NOT EXISTS (SELECT 1 FROM sessions AS c WHERE c.parent_session_id = l.id)
+ORDER BY l.root, l.id
 
 -- ---------------------------------------------------------------- leases
 

@@ -9,7 +9,7 @@ import pytest
 
 from persistence import open_store
 from protocol import Message
-from tests.cli.helpers import build_lineage_db, run_piped
+from tests.cli.helpers import build_lineage_db, run_cli, run_piped
 from tests.persistence.contract.db import execute, snapshot
 
 pytestmark = pytest.mark.timeout(120)
@@ -194,3 +194,43 @@ def test_sessions_pages_with_after(db):
         after = doc["next_after"]
     assert seen == everything
     _assert_usage_error(run_piped("--db", url, "sessions", "--after", "chat:missing"), "chat:missing")
+
+
+def test_expire_lists_with_dry_run_then_erases_idle_lineages(capsys, store_url, backend) -> None:
+    ids = build_lineage_db(store_url)
+    execute(backend, store_url, "UPDATE sessions SET created_at = created_at - 200000 WHERE id <> 'chat:idle'")
+    execute(backend, store_url, "UPDATE messages SET created_at = created_at - 200000")
+    dry = run_cli(capsys, "--db", store_url, "--json", "expire", "--idle", "2d", "--dry-run")
+    assert dry.code == 0, dry.err
+    assert json.loads(dry.out) == {"dry_run": True, "idle_for_s": 172800.0, "lineages": ["chat:inplace", "chat:root"]}
+    only = run_cli(capsys, "--db", store_url, "expire", "--idle", "2d", "--source", "web")
+    assert only.code == 0 and "erased 1 lineage(s) idle for at least 2d" in only.out and "chat:inplace" in only.out
+    rest = json.loads(run_cli(capsys, "--db", store_url, "--json", "expire", "--idle", "2d").out)
+    assert rest["lineages"] == [ids["root"]]
+    left = json.loads(run_cli(capsys, "--db", store_url, "--json", "sessions").out)["sessions"]
+    assert [s["id"] for s in left] == [ids["idle"]]
+    bad = run_cli(capsys, "--db", store_url, "expire", "--idle=-1d")
+    assert bad.code == 2 and "--idle must be a duration" in bad.err
+
+
+def test_branch_starts_a_conversation_and_lineage_tells_it_from_a_fork(capsys, store_url) -> None:
+    ids = build_lineage_db(store_url)
+    made = run_cli(capsys, "--db", store_url, "--json", "branch", ids["child"], "--at", "1", "--new", "chat:alt")
+    assert made.code == 0, made.err
+    doc = json.loads(made.out)
+    assert (doc["id"], doc["branch_of"], doc["parent_session_id"], doc["live_messages"]) == (
+        "chat:alt",
+        [ids["child"], 1],
+        None,
+        1,
+    )
+    root = json.loads(run_cli(capsys, "--db", store_url, "--json", "lineage", ids["root"]).out)
+    assert root["forked"] is False and root["count"] == 2  # the branch is no continuation
+    assert root["branches"] == [{"id": "chat:alt", "from": ids["child"], "at_seq": 1}]
+    alt = run_cli(capsys, "--db", store_url, "lineage", "chat:alt")
+    assert f"a branch of {ids['child']} at seq 1: a conversation of its own" in alt.out
+    assert run_cli(capsys, "--db", store_url, "fsck").code == 0
+    again = run_cli(capsys, "--db", store_url, "branch", ids["child"], "--at", "1", "--new", "chat:alt")
+    assert again.code == 2 and "already exists" in again.err
+    bad = run_cli(capsys, "--db", store_url, "branch", ids["child"], "--at", "99", "--new", "chat:x")
+    assert bad.code == 2 and "not a live message" in bad.err

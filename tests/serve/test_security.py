@@ -38,7 +38,7 @@ def test_a_source_token_reaches_only_its_sources_sessions(server):
         ("PUT", "/v1/sessions/web:1", {"source": "discord"}),
     ]:
         answer = server.call(method, path, body, as_="discord")
-        assert (answer.status, answer.body["error"]) == (403, "Forbidden"), (method, path, answer.body)
+        assert (answer.status, answer.body["error"]) == (403, "AccessDeniedError"), (method, path, answer.body)
     listed = server.call("GET", "/v1/sessions", as_="discord").body["sessions"]
     assert [s["id"] for s in listed] == ["d:1"]
     assert server.call("GET", "/v1/sessions?source=web", as_="discord").status == 403

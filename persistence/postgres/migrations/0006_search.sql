@@ -1,14 +1,17 @@
--- session-actors PostgreSQL schema, version 6: search, and where a compaction's rows went.
+-- session-actors PostgreSQL schema, version 6: search, where a compaction's rows went, branches.
 --
--- 1. Full-text search over message text, kept by the database: a GIN index on the
--- text's tsvector. The text is the content's string, or the "text" of each part
--- of multi-part content (message_text). The 'simple' configuration: no stemming
--- and no stop words, so every language is treated alike. Pruned rows hold empty
--- content, so retention empties their entries too.
--- The text of a JSON string is the JSON with its escapes as spaces (no JSON
--- parsing: a string holding NUL, \u0000 in JSON, has no jsonb form, and an append
--- must never fail for its index); multi-part content is parsed, unless it holds
--- \u0000, when its JSON with escapes as spaces is indexed instead.
+-- 1. Full-text search over the archive, kept by the database: a GIN index on the
+-- text's tsvector of every row that left the live transcript by compaction
+-- (compacted, or superseded by its copy). An append writes a live row, which the
+-- index's predicate leaves out: appends stay as cheap as before, and the live
+-- transcript is searched by scanning it (search_live in recall.sql). Pruned rows
+-- leave the predicate. The 'simple' configuration: no stemming and no stop words,
+-- so every language is treated alike.
+--
+-- The text (message_text): of a JSON string, the JSON with its escapes as spaces
+-- (no JSON parsing: a string holding NUL, \u0000 in JSON, has no jsonb form, and a
+-- compaction must never fail for its index); of multi-part content, the "text" of
+-- each part, unless it holds \u0000, when its JSON with escapes as spaces.
 CREATE FUNCTION message_text(content text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
 RETURN CASE
@@ -21,7 +24,8 @@ RETURN CASE
 END;
 
 CREATE INDEX messages_search_idx ON messages
-    USING gin (to_tsvector('simple'::regconfig, coalesce(message_text(content), '')));
+    USING gin (to_tsvector('simple'::regconfig, coalesce(message_text(content), '')))
+    WHERE state IN ('compacted', 'superseded');
 
 -- 2. Where a compaction's rows went: the first seq of the live rows it archived
 -- (the session's live_from at the commit), and the first seq and count of the
@@ -30,3 +34,9 @@ CREATE INDEX messages_search_idx ON messages
 ALTER TABLE compactions ADD COLUMN replaced_from bigint;
 ALTER TABLE compactions ADD COLUMN written_from bigint;
 ALTER TABLE compactions ADD COLUMN summary_count bigint;
+
+-- 3. Branches: a session started from a prefix of another's live transcript
+-- (store.branch) records where it came from. No foreign key: the session it came
+-- from may be erased, and the branch, a conversation of its own, stays.
+ALTER TABLE sessions ADD COLUMN branch_of_session text;
+ALTER TABLE sessions ADD COLUMN branch_of_seq bigint;

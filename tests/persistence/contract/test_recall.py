@@ -33,10 +33,8 @@ def test_search_finds_string_and_multipart_text_with_a_marked_snippet(store):
         ],
     )
     hits = store.search("ferry")
-    assert sorted((h.seq, h.role) for h in hits) == [(1, "user"), (2, "assistant"), (4, "tool")]
+    assert [(h.seq, h.role) for h in hits] == [(4, "tool"), (2, "assistant"), (1, "user")]  # live: newest first
     assert all(h.session_id == "s" and not h.archived for h in hits)
-    ranks = [h.rank for h in hits]
-    assert ranks == sorted(ranks)  # best (lowest) first
     by_seq = {h.seq: h.snippet for h in hits}
     assert "[ferry]" in by_seq[1] and "Tangier" in by_seq[1]
     assert "[FERRY]" in by_seq[2]
@@ -193,3 +191,78 @@ def test_escaped_text_is_found_by_its_words_and_never_fails_an_append(store):
     assert [h.seq for h in store.search("plain part")] == [4]
     assert [h.seq for h in store.search("here")] == [3]
     assert [h.seq for h in store.search("image_url")] == []  # a part's keys are not its text
+
+
+TRICKY = [
+    "Don't re-run the build_step, it's 2x slower",
+    "ÄRGER über Straße and CAFÉ au lait",
+    "e-mail: bob@example.com (urgent!!)",
+    "tab\tseparated\nlines and   spaces",
+    "numbers 42 and 4.2 and v1.2.3",
+]
+QUERIES = [
+    "don",
+    "t",
+    "run",
+    "build",
+    "step",
+    "2x",
+    "ärger",
+    "ÄRGER",
+    "straße",
+    "café",
+    "cafe",
+    "email",
+    "mail",
+    "bob",
+    "example com",
+    "urgent",
+    "separated",
+    "lines",
+    "42",
+    "v1",
+    "3",
+    "zzz",
+]
+
+
+def test_live_and_archived_rows_match_the_same_words(store):
+    """The live rows are matched outside the index: the same queries find the same
+    messages before and after they are compacted away."""
+    store.create_session("s")
+    store.append("s", [Message("user", text) for text in TRICKY])
+    live = {q: sorted(h.seq for h in store.search(q, limit=100)) for q in QUERIES}
+    assert live["zzz"] == [] and live["ärger"] == live["ÄRGER"] == [2] and live["cafe"] == []
+    lease = store.acquire_lease("s", "A", 30)
+    store.commit_compaction(lease, watermark=len(TRICKY), compacted=[Message("user", "summary")], mode="in_place")
+    archived = {q: sorted(h.seq for h in store.search(q, limit=100)) for q in QUERIES}
+    assert archived == live
+    assert all(h.archived for q in QUERIES for h in store.search(q))
+
+
+def test_archived_hits_come_first_best_first_then_live_newest_first(store):
+    store.create_session("s")
+    store.append("s", [Message("user", "kiwi"), Message("user", "kiwi kiwi kiwi and more")])
+    lease = store.acquire_lease("s", "A", 30)
+    store.commit_compaction(lease, watermark=2, compacted=[Message("user", "summary")], mode="in_place")
+    store.append("s", [Message("user", "a kiwi"), Message("user", "another kiwi")])
+    hits = store.search("kiwi")
+    assert [(h.seq, h.archived) for h in hits] == [(1, True), (2, True), (5, False), (4, False)] or [
+        (h.seq, h.archived) for h in hits
+    ] == [(2, True), (1, True), (5, False), (4, False)]
+    archived = [h.rank for h in hits if h.archived]
+    assert archived == sorted(archived)
+    assert [(h.seq, h.archived) for h in store.search("kiwi", limit=3)][2] == (5, False)
+    assert [h.seq for h in store.search("kiwi", archived=False)] == [5, 4]
+
+
+def test_a_filtered_search_finds_old_matches_behind_many_newer_ones(store):
+    """Archived matches are ranked among the newest 2,000; filters apply before that cut."""
+    for sid, source, count in (("old", "b", 1), ("busy", "a", 2050)):
+        store.create_session(sid, source=source)
+        store.append(sid, [Message("user", f"needle {n}") for n in range(count)])
+        lease = store.acquire_lease(sid, "A", 30)
+        store.commit_compaction(lease, watermark=count, compacted=[Message("user", "summary")], mode="in_place")
+    assert [(h.session_id, h.seq) for h in store.search("needle", source="b")] == [("old", 1)]
+    assert [(h.session_id, h.seq) for h in store.search("needle", session_id="old")] == [("old", 1)]
+    assert len(store.search("needle", limit=1000)) == 1000
