@@ -260,7 +260,8 @@ class Store(Protocol):
         archived: bool = True,
         limit: int = 20,
     ) -> list[SearchHit]:
-        """Messages whose text holds every word of ``query``, best first.
+        """Messages whose text holds every word of ``query``: the archive's, best
+        first, then the live transcript's, newest first (``limit`` in all).
 
         ``session_id`` searches its whole lineage (the root and every continuation);
         ``source`` only sessions of that source; ``archived=False`` only live rows.

@@ -40,7 +40,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         out.emit({"query": args.query, "hits": rows}, rows, HIT_FIELDS)
         return 0
     out.table(
-        f"{len(hits)} hit(s) for {args.query!r}, best first",
+        f"{len(hits)} hit(s) for {args.query!r}: archived best first, then live newest first",
         ["session", Column("seq", "right"), "role", "where", "snippet"],
         [(h.session_id, h.seq, h.role, "archive" if h.archived else "live", shorten(h.snippet, PREVIEW)) for h in hits],
     )

@@ -49,7 +49,7 @@ def recall_tool(registry: SessionRegistry, session_id: str, *, name: str = "reca
     """A ``FunctionTool`` searching ``session_id``'s lineage in ``registry``'s store.
 
     The model passes ``query`` (plain words) and optionally ``limit`` (1-20; default
-    ``limit``). It reads back one line per hit, best first; a query the store refuses
+    ``limit``). It reads back one line per hit (archived ones first, best first); a query the store refuses
     comes back as a sentence saying why, never as an exception in the run.
 
     Raises: `ConfigurationError` without the SDK (``pip install
@@ -102,7 +102,7 @@ def _arguments(arguments: str, default: int) -> tuple[Any, int]:
 def _answer(query: str, hits: list[SearchHit]) -> str:
     if not hits:
         return f"Nothing in this conversation's history matches {query!r}."
-    lines = [f"{len(hits)} message(s) matching {query!r}, best first:"]
+    lines = [f"{len(hits)} message(s) matching {query!r}, archived ones first:"]
     for h in hits:
         where = "archived" if h.archived else "in context"
         lines.append(f"- #{h.seq} {h.role} ({where}, session {h.session_id}): {h.snippet}")

@@ -20,7 +20,7 @@ def recall_routes(service: Service, who: Any) -> APIRouter:
     router = APIRouter(prefix="/v1")
     Who = Annotated[Token, Depends(who)]
 
-    @router.get("/search", summary="Messages holding every word of q, live and archived, best first")
+    @router.get("/search", summary="Messages holding every word of q: archived best first, then live newest first")
     async def search(
         token: Who,
         q: str = "",

@@ -39,7 +39,7 @@ def search(cur: Any, q: Queries, args: SearchArgs) -> list[SearchHit]:
         hits = [hit_from_row(r) for r in cur.fetchall()]
     if len(hits) < args.limit:
         params |= {"limit": args.limit - len(hits), "words": prefilter_words(args.words)}
-        cur.execute(q["search_live"], params, prepare=False)
+        cur.execute(q["search_live" if ids is None else "search_live_in"], params, prepare=False)
         hits += [hit_from_row(r) for r in cur.fetchall()]
     return hits
 

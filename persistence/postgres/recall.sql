@@ -39,8 +39,9 @@ ORDER BY h.score DESC, h.id;
 
 -- name: search_live
 -- The live rows holding every word, newest first: no index holds them (appends
--- stay cheap), so the rows of the sessions asked are read, first narrowed by the
--- ASCII words (a JSON array, lower case) in their lower-cased JSON text.
+-- stay cheap), so the live rows are read, newest first until the page is full,
+-- first narrowed by the ASCII words (a JSON array, lower case) in their
+-- lower-cased JSON text.
 SELECT m.session_id, m.seq, m.role, m.state,
        -ts_rank(to_tsvector('simple'::regconfig, coalesce(message_text(m.content), '')),
                 plainto_tsquery('simple'::regconfig, %(query)s)) AS rank,
@@ -51,12 +52,33 @@ FROM messages AS m
 JOIN sessions AS s ON s.id = m.session_id
 WHERE m.state = 'live'
   AND (%(source)s::text IS NULL OR s.source = %(source)s::text)
-  AND (%(ids)s::text[] IS NULL OR m.session_id = ANY (%(ids)s::text[]))
   AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements_text(%(words)s::jsonb) AS w (word)
                   WHERE strpos(lower(m.content), w.word) = 0)
   AND to_tsvector('simple'::regconfig, coalesce(message_text(m.content), ''))
       @@ plainto_tsquery('simple'::regconfig, %(query)s)
 ORDER BY m.id DESC
+LIMIT %(limit)s;
+
+-- name: search_live_in
+-- search_live within the sessions ids: their live rows first, from the partial
+-- index messages_live_idx (MATERIALIZED: not a walk over every row, newest first).
+WITH rows AS MATERIALIZED (
+    SELECT m.id, m.session_id, m.seq, m.role, m.state, m.content
+    FROM messages AS m
+    WHERE m.session_id = ANY (%(ids)s::text[]) AND m.state = 'live'
+)
+SELECT r.session_id, r.seq, r.role, r.state,
+       -ts_rank(to_tsvector('simple'::regconfig, coalesce(message_text(r.content), '')),
+                plainto_tsquery('simple'::regconfig, %(query)s)) AS rank,
+       ts_headline('simple'::regconfig, coalesce(message_text(r.content), ''),
+                   plainto_tsquery('simple'::regconfig, %(query)s),
+                   'StartSel=[, StopSel=], MaxWords=16, MinWords=6, MaxFragments=1, FragmentDelimiter=" … "') AS snippet
+FROM rows AS r
+JOIN sessions AS s ON s.id = r.session_id
+WHERE (%(source)s::text IS NULL OR s.source = %(source)s::text)
+  AND to_tsvector('simple'::regconfig, coalesce(message_text(r.content), ''))
+      @@ plainto_tsquery('simple'::regconfig, %(query)s)
+ORDER BY r.id DESC
 LIMIT %(limit)s;
 
 -- name: get_compaction
