@@ -67,18 +67,22 @@ def parse_meta(pair: str) -> tuple[str, Any]:
 # -- options ----------------------------------------------------------------------
 
 
-def add_sessions_filters(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--source", metavar="S", default=None, help="only sessions from this source")
+def _add_source_and_meta(parser: argparse.ArgumentParser, what: str, whose: str) -> None:
+    parser.add_argument("--source", metavar="S", default=None, help=f"only {what} from this source")
     parser.add_argument(
         "--meta",
         metavar="KEY=VALUE",
         action="append",
         default=None,
         type=_argument(parse_meta),
-        help="only sessions whose metadata has KEY equal to VALUE (repeatable; "
+        help=f"only {what} whose {whose} has KEY equal to VALUE (repeatable; "
         'VALUE is JSON when it parses as a scalar: 42, true, null, "42"; '
         "else a string)",
     )
+
+
+def add_sessions_filters(parser: argparse.ArgumentParser) -> None:
+    _add_source_and_meta(parser, "sessions", "metadata")
     parser.add_argument(
         "--after", metavar="ID", default=None, help="the page after this session id (the last one shown; keyset paging)"
     )
@@ -131,15 +135,7 @@ def add_expire_options(parser: argparse.ArgumentParser) -> None:
         help="erase lineages with no new session or message for this long: 90d, 12h, 45s (0: every idle one)",
     )
     parser.add_argument("--dry-run", action="store_true", help="only list what would be erased")
-    parser.add_argument("--source", metavar="S", default=None, help="only lineages from this source")
-    parser.add_argument(
-        "--meta",
-        metavar="KEY=VALUE",
-        action="append",
-        default=None,
-        type=_argument(parse_meta),
-        help="only lineages whose live session's metadata has KEY equal to VALUE (repeatable)",
-    )
+    _add_source_and_meta(parser, "lineages", "live session's metadata")
 
 
 def add_branch_options(parser: argparse.ArgumentParser) -> None:

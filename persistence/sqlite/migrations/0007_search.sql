@@ -28,21 +28,6 @@ BEGIN
            END);
 END;
 
--- a row written straight into the archive (none is today; a restore might)
-CREATE TRIGGER message_search_insert AFTER INSERT ON messages
-WHEN NEW.state IN ('compacted', 'superseded') AND json_type(NEW.content) IN ('text', 'array')
-BEGIN
-    INSERT INTO message_search (rowid, text)
-    VALUES (NEW.id, CASE
-               WHEN instr(NEW.content, '\u0000') > 0 THEN  -- NUL: FTS5 would end the text there
-                   replace(replace(replace(replace(replace(NEW.content, '\u0000', ' '), '\n', ' '), '\t', ' '), '\r', ' '), '\"', ' ')
-               WHEN json_type(NEW.content) = 'text' THEN json_extract(NEW.content, '$')
-               ELSE (SELECT group_concat(json_extract(p.value, '$.text'), ' ')
-                     FROM json_each(NEW.content) AS p
-                     WHERE json_type(p.value, '$.text') = 'text')
-           END);
-END;
-
 CREATE TRIGGER message_search_erase AFTER DELETE ON messages
 WHEN OLD.state IN ('compacted', 'superseded')
 BEGIN
