@@ -166,12 +166,12 @@ def check_listing(live: object, source: object, metadata: object, after: object,
     return Listing(live, source, check_metadata_filter(metadata), check_after(after), check_page_limit(limit))
 
 
-def check_older_than(older_than_s: object) -> float:
-    """A retention duration in seconds: a finite real number >= 0 (0 = everything)."""
+def check_older_than(older_than_s: object, name: str = "older_than_s") -> float:
+    """A retention (or idle) duration in seconds: a finite real number >= 0 (0 = everything)."""
     if isinstance(older_than_s, bool) or not isinstance(older_than_s, (int, float)):
-        raise InvalidArgumentError(f"older_than_s must be a number of seconds, got {older_than_s!r}")
+        raise InvalidArgumentError(f"{name} must be a number of seconds, got {older_than_s!r}")
     if not math.isfinite(older_than_s) or not 0 <= older_than_s <= MAX_RETENTION_S:
         raise InvalidArgumentError(
-            f"older_than_s must be finite, >= 0 and at most {MAX_RETENTION_S:.0f}, got {older_than_s!r}"
+            f"{name} must be finite, >= 0 and at most {MAX_RETENTION_S:.0f}, got {older_than_s!r}"
         )
     return float(older_than_s)

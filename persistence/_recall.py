@@ -35,8 +35,8 @@ __all__ = [
 #: The longest query `Store.search` takes, in characters.
 MAX_QUERY_CHARS = 1000
 MAX_HITS = 1000
-#: Archived matches ranked, the newest first: a word in most messages is ranked
-#: among its newest matches (ranking reads every match's text).
+#: PostgreSQL ranks this many archived matches, the newest: ts_rank reads each
+#: match's text again, so a word in most messages is ranked among its newest.
 RANKED_CANDIDATES = 2000
 #: A word: a run of letters and digits (what SQLite's unicode61 tokenizer keeps).
 _WORD = re.compile(r"[^\W_]+")
@@ -50,7 +50,6 @@ def words_of(text: str) -> list[str]:
 
 
 class SearchArgs(NamedTuple):
-    query: str
     words: tuple[str, ...]
     session_id: str | None
     source: str | None
@@ -72,7 +71,7 @@ def check_search(query: object, session_id: object, source: object, archived: ob
     if not isinstance(archived, bool):
         raise InvalidArgumentError(f"archived must be a bool, got {archived!r}")
     count = check_count(limit, "limit", minimum=1, maximum=MAX_HITS)
-    return SearchArgs(text, words, sid, source, archived, count)  # type: ignore[arg-type]
+    return SearchArgs(words, sid, source, archived, count)  # type: ignore[arg-type]
 
 
 def fts5_query(words: Sequence[str]) -> str:
@@ -152,7 +151,7 @@ def detail_from_rows(
     if row["written_from"] is None:
         replaced = _messages(legacy_replaced())
         return CompactionDetail(record, replaced, (), (), complete=False)
-    archived = [r for r in rows_in(record.session_id, row["replaced_from"], record.watermark)]
+    archived = rows_in(record.session_id, row["replaced_from"], record.watermark)
     replaced = _messages(r for r in archived if r["state"] in ("compacted", "pruned"))
     target = record.child_session_id or record.session_id
     first, count = row["written_from"], row["summary_count"]

@@ -406,17 +406,8 @@ def session_from_row(row: RowLike) -> SessionInfo:
         cooldown_error=row["cooldown_error"],
         metadata=metadata_from_column(row["metadata"]),
         incarnation=row["incarnation"],
-        branch_of=_branch_of(row),
+        branch_of=None if row["branch_of_session"] is None else (row["branch_of_session"], row["branch_of_seq"]),
     )
-
-
-def _branch_of(row: RowLike) -> tuple[str, int] | None:
-    """``(session, seq)`` a branch started from; None for every other session (and
-    for rows read by a query that does not select it)."""
-    names = row.keys()
-    if "branch_of_session" not in names or row["branch_of_session"] is None:
-        return None
-    return row["branch_of_session"], int(row["branch_of_seq"])
 
 
 def lease_from_row(row: RowLike) -> Lease:

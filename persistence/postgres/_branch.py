@@ -3,7 +3,6 @@ method (`BranchMethods`, mixed into `PostgresStore`)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +20,7 @@ Queries = Mapping[str, str]
 
 def branch(cur: Any, q: Queries, session_id: str, at_seq: int, new_id: str, metadata: str | None) -> Mapping[str, Any]:
     """Start ``new_id`` with the live rows of ``session_id`` up to ``at_seq``."""
-    origin = require_session(cur, q, session_id)
+    require_session(cur, q, session_id)
     cur.execute(q["live_messages"], {"id": session_id})
     rows = cur.fetchall()
     params = copied_rows(session_id, at_seq, [stored_message_from_row(r) for r in rows], rows)
@@ -32,8 +31,7 @@ def branch(cur: Any, q: Queries, session_id: str, at_seq: int, new_id: str, meta
         q["insert_branch"],
         {
             "id": new_id,
-            "source": origin["source"],
-            "metadata": metadata if metadata is not None else _metadata_text(origin["metadata"]),
+            "metadata": metadata,
             "incarnation": new_incarnation(),
             "branch_of": session_id,
             "at_seq": at_seq,
@@ -42,10 +40,6 @@ def branch(cur: Any, q: Queries, session_id: str, at_seq: int, new_id: str, meta
     )
     cur.execute(q["insert_messages"], {"session_id": new_id, "first_seq": 1, **column_arrays(params)})
     return require_session(cur, q, new_id)
-
-
-def _metadata_text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 class BranchMethods:

@@ -9,9 +9,8 @@ commit that comes after an erasure finds no session and writes nothing.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from protocol import (
     END_REASON_COMPRESSION,
@@ -20,15 +19,14 @@ from protocol import (
     SessionNotFoundError,
 )
 
-from .._expiry import check_expire, kept_roots
 from .._metadata import Listing, merge_metadata, metadata_from_column
 from .._rows import other_incarnation
 from ._lineage import require_session, resolve_tip
 from ._turns import turn_held
 
 __all__ = [
-    "ExpiryMethods",
     "erase_lineage",
+    "expire_lineage",
     "idle_lineages",
     "lineage_ids",
     "list_sessions",
@@ -36,8 +34,6 @@ __all__ = [
     "retract_last",
     "update_metadata",
 ]
-
-log = logging.getLogger("session_actors.postgres")
 
 Queries = Mapping[str, str]
 
@@ -169,43 +165,3 @@ def expire_lineage(cur: Any, q: Queries, root: str, *, idle_for: float) -> bool:
         return False
     erase_lineage(cur, q, root)
     return True
-
-
-class ExpiryMethods:
-    """`Store.expire` on PostgreSQL, mixed into `PostgresStore`."""
-
-    if TYPE_CHECKING:
-        _q: Queries
-
-        def sessions(
-            self,
-            *,
-            live: bool | None = None,
-            source: str | None = None,
-            metadata: Mapping[str, Any] | None = None,
-            after: SessionInfo | str | None = None,
-            limit: int | None = None,
-        ) -> list[SessionInfo]: ...
-        def _read(self, what: str, work: Any) -> Any: ...
-        def _write(self, what: str, work: Any) -> Any: ...
-
-    def expire(
-        self,
-        idle_for_s: float,
-        *,
-        source: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        dry_run: bool = False,
-    ) -> list[str]:
-        args = check_expire(idle_for_s, source, metadata, dry_run)
-        idle = self._read("expire", lambda cur: idle_lineages(cur, self._q, idle_for=args.idle_for, source=args.source))
-        roots = kept_roots(idle, args.metadata, lambda: self.sessions(source=args.source, metadata=args.metadata))
-        if args.dry_run:
-            return roots
-        erased = []
-        for root in roots:  # one transaction each: a long expiry never holds many locks
-            if self._write("expire", lambda cur, r=root: expire_lineage(cur, self._q, r, idle_for=args.idle_for)):
-                erased.append(root)
-        if erased:
-            log.info("expired %d lineage(s) idle for %.0f s", len(erased), args.idle_for)
-        return erased

@@ -40,6 +40,7 @@ from protocol._checks import check_text
 from protocol._records import CompactionMode
 
 from .. import _telemetry as telemetry
+from .._expiry import check_expire, expire_lineages
 from .._metadata import (
     check_listing,
     check_metadata,
@@ -89,7 +90,7 @@ __all__ = ["PostgresStore"]
 log = logging.getLogger("session_actors.postgres")
 
 
-class PostgresStore(TurnMethods, RecallMethods, lifecycle.ExpiryMethods, BranchMethods):
+class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
     """The `Store` on PostgreSQL, through a ``psycopg_pool.ConnectionPool``.
 
     Options: ``min_size``/``max_size`` (pool), ``patience_s`` (how long a call
@@ -272,6 +273,24 @@ class PostgresStore(TurnMethods, RecallMethods, lifecycle.ExpiryMethods, BranchM
         sid = None if session_id is None else validate_session_id(session_id)
         return self._write(
             "prune_archive", lambda cur: lifecycle.prune(cur, self._q, older_than=older_than, session_id=sid)
+        )
+
+    def expire(
+        self,
+        idle_for_s: float,
+        *,
+        source: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        dry_run: bool = False,
+    ) -> list[str]:
+        args = check_expire(idle_for_s, source, metadata, dry_run)
+        q, idle_for = self._q, args.idle_for
+        idle = self._read("expire", lambda cur: lifecycle.idle_lineages(cur, q, idle_for=idle_for, source=args.source))
+        return expire_lineages(
+            args,
+            idle,
+            lambda: self.sessions(source=args.source, metadata=args.metadata),
+            lambda root: self._write("expire", lambda cur: lifecycle.expire_lineage(cur, q, root, idle_for=idle_for)),
         )
 
     def children(self, session_id: str) -> list[SessionInfo]:

@@ -236,6 +236,7 @@ FROM json_array_elements(%(rows)s::json) WITH ORDINALITY AS u(r, ord)
 ORDER BY u.ord
 ON CONFLICT (id) DO NOTHING
 RETURNING id, source, parent_session_id, created_at, ended_at, end_reason, epoch, metadata, incarnation,
+          branch_of_session, branch_of_seq,
           NULL::double precision AS cooldown_until, NULL::text AS cooldown_error;
 
 -- name: insert_messages
@@ -381,11 +382,13 @@ UPDATE sessions SET next_seq = %(next_seq)s WHERE id = %(id)s;
 
 -- name: insert_branch
 -- A branch: a conversation of its own (a new incarnation, no parent) that records
--- the session and seq it started from; its rows are inserted from seq 1.
+-- the session and seq it started from, with its source and (metadata NULL) its
+-- metadata; its rows are inserted from seq 1.
 INSERT INTO sessions (id, source, parent_session_id, created_at, next_seq, metadata, incarnation,
                       branch_of_session, branch_of_seq)
-VALUES (%(id)s, %(source)s, NULL, extract(epoch FROM clock_timestamp())::double precision,
-        %(next_seq)s, %(metadata)s::jsonb, %(incarnation)s, %(branch_of)s, %(at_seq)s);
+SELECT %(id)s, o.source, NULL, extract(epoch FROM clock_timestamp())::double precision,
+       %(next_seq)s, coalesce(%(metadata)s::jsonb, o.metadata), %(incarnation)s, o.id, %(at_seq)s
+FROM sessions AS o WHERE o.id = %(branch_of)s;
 
 -- name: insert_child
 -- A continuation starts with its parent's metadata and incarnation, and carries

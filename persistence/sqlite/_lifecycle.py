@@ -9,10 +9,9 @@ it guards see one state of the database).
 from __future__ import annotations
 
 import json
-import logging
 import sqlite3
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
 from protocol import (
     END_REASON_COMPRESSION,
@@ -21,14 +20,13 @@ from protocol import (
     SessionNotFoundError,
 )
 
-from .._expiry import check_expire, kept_roots
 from .._metadata import merge_metadata, metadata_from_column
 from ._lineage import require_incarnation, require_session, resolve
 from ._sessions import turn_held
 
 __all__ = [
-    "ExpiryMethods",
     "erase_lineage",
+    "expire_lineage",
     "idle_lineages",
     "lineage_ids",
     "list_sessions",
@@ -37,11 +35,8 @@ __all__ = [
     "update_metadata",
 ]
 
-logger = logging.getLogger("session_actors.sqlite")
-
 Queries = Mapping[str, str]
 Row = sqlite3.Row
-T = TypeVar("T")
 
 
 def list_sessions(
@@ -147,49 +142,3 @@ def expire_lineage(conn: sqlite3.Connection, q: Queries, root: str, *, cutoff: f
         return False
     erase_lineage(conn, q, root)
     return True
-
-
-class ExpiryMethods:
-    """`Store.expire` on SQLite, mixed into `SqliteStore`."""
-
-    if TYPE_CHECKING:
-        _q: Queries
-
-        def now(self) -> float: ...
-        def sessions(
-            self,
-            *,
-            live: bool | None = None,
-            source: str | None = None,
-            metadata: Mapping[str, Any] | None = None,
-            after: SessionInfo | str | None = None,
-            limit: int | None = None,
-        ) -> list[SessionInfo]: ...
-        def _read(self, fn: Callable[[sqlite3.Connection], T], session_id: str = "?") -> T: ...
-        def _write(self, fn: Callable[[sqlite3.Connection], T], session_id: str = "?", what: str = "write") -> T: ...
-
-    def expire(
-        self,
-        idle_for_s: float,
-        *,
-        source: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        dry_run: bool = False,
-    ) -> list[str]:
-        args = check_expire(idle_for_s, source, metadata, dry_run)
-        now = self.now()
-        cutoff = now - args.idle_for
-        idle = self._read(lambda c: idle_lineages(c, self._q, cutoff=cutoff, now=now, source=args.source))
-        roots = kept_roots(idle, args.metadata, lambda: self.sessions(source=args.source, metadata=args.metadata))
-        if args.dry_run:
-            return roots
-        erased = []
-        for root in roots:  # one transaction each: a long expiry never holds the lock for long
-            if self._write(self._expire_one(root, cutoff), root, "expire"):
-                erased.append(root)
-        if erased:
-            logger.info("expired %d lineage(s) idle for %.0f s", len(erased), args.idle_for)
-        return erased
-
-    def _expire_one(self, root: str, cutoff: float) -> Callable[[sqlite3.Connection], bool]:
-        return lambda conn: expire_lineage(conn, self._q, root, cutoff=cutoff, now=self.now())

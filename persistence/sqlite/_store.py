@@ -33,6 +33,7 @@ from protocol._checks import check_text
 from protocol._records import CompactionMode
 
 from .. import _telemetry as telemetry
+from .._expiry import check_expire, expire_lineages
 from .._metadata import (
     check_listing,
     check_metadata,
@@ -94,7 +95,7 @@ MAX_BATCH = 256
 MAX_IDLE_READERS = 8
 
 
-class SqliteStore(TurnMethods, RecallMethods, lifecycle.ExpiryMethods, BranchMethods):
+class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
     """A `Store` on one SQLite file (see the module docstring).
 
     Options: ``synchronous`` (``"FULL"`` by default: durable on return),
@@ -329,6 +330,27 @@ class SqliteStore(TurnMethods, RecallMethods, lifecycle.ExpiryMethods, BranchMet
             lambda c: lifecycle.prune(c, self._q, cutoff=self.now() - older_than, session_id=session_id),
             session_id or "?",
             "prune_archive",
+        )
+
+    def expire(
+        self,
+        idle_for_s: float,
+        *,
+        source: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        dry_run: bool = False,
+    ) -> list[str]:
+        args = check_expire(idle_for_s, source, metadata, dry_run)
+        now = self.now()
+        cutoff = now - args.idle_for
+        idle = self._read(lambda c: lifecycle.idle_lineages(c, self._q, cutoff=cutoff, now=now, source=args.source))
+        return expire_lineages(
+            args,
+            idle,
+            lambda: self.sessions(source=args.source, metadata=args.metadata),
+            lambda root: self._write(
+                lambda c: lifecycle.expire_lineage(c, self._q, root, cutoff=cutoff, now=self.now()), root, "expire"
+            ),
         )
 
     def children(self, session_id: str) -> list[SessionInfo]:
