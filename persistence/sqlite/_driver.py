@@ -136,6 +136,12 @@ def _has_wal(path: str) -> bool:
         return False
 
 
+#: How long opening a connection waits for a lock (another process migrating a new file).
+_SETUP_WAIT_S = 30.0
+#: SQLite's own wait per try once open: short, with `BusyRetry`'s jittered retries around it.
+_BUSY_WAIT_MS = 50
+
+
 def connect(path: str, *, synchronous: str, readonly: bool = False) -> sqlite3.Connection:
     """A connection in autocommit mode (we issue BEGIN ourselves), WAL, foreign keys on.
 
@@ -157,7 +163,9 @@ def connect(path: str, *, synchronous: str, readonly: bool = False) -> sqlite3.C
             target,
             isolation_level=None,
             check_same_thread=False,
-            timeout=0.05,
+            # the set-up below reads the schema: on a new file another process may be
+            # migrating (no WAL yet, so it locks readers out), for longer than a retry
+            timeout=_SETUP_WAIT_S,
             cached_statements=CACHED_STATEMENTS,
             uri=uri,
         )
@@ -168,6 +176,7 @@ def connect(path: str, *, synchronous: str, readonly: bool = False) -> sqlite3.C
         conn.execute("PRAGMA temp_store = MEMORY")  # savepoint journals stay off disk
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")  # see there
+        conn.execute(f"PRAGMA busy_timeout = {_BUSY_WAIT_MS}")  # from here on, BusyRetry paces the waits
     except sqlite3.Error as exc:
         if conn is not None:
             conn.close()
