@@ -28,9 +28,11 @@ from protocol import (
     SessionInfo,
     SessionNotFoundError,
     StoredMessage,
+    TranscriptError,
     TurnHeldError,
     TurnLease,
     TurnLostError,
+    Usage,
     validate_session_id,
 )
 from protocol._checks import (
@@ -46,6 +48,7 @@ from protocol._messages import (
     _check_key,
     content_limit,
 )
+from protocol._usage import usage_from_json, usage_json
 
 from ._metadata import metadata_from_column
 
@@ -190,7 +193,23 @@ def message_params(message: Message, max_content_bytes: int | None) -> dict[str,
         "tool_calls": None if tool_calls is None else _dumps(tool_calls, "tool_calls"),
         "meta": _dumps(dict(meta), "meta") if meta else "{}",
         "key": None if message.key is None else _checked_key(message.key),
+        "usage": None if message.usage is None else usage_json(_checked_usage(message.usage, InvalidMessageError)),
     }
+
+
+def _checked_usage(usage: object, error: type[TranscriptError]) -> Usage:
+    """A recorded call's usage, checked again (a frozen value can still be forged)."""
+    try:
+        checked = Usage.coerce(usage)
+        return Usage(checked.input_tokens, checked.output_tokens, checked.model)
+    except InvalidMessageError as exc:
+        raise error(str(exc)) from None
+
+
+def check_usage(usage: object) -> str | None:
+    """A `commit_compaction` ``usage`` argument (None, a `Usage` or a mapping) as its
+    column text; `InvalidArgumentError` if it is not a recorded call's usage."""
+    return None if usage is None else usage_json(_checked_usage(usage, InvalidArgumentError))
 
 
 def _checked_key(key: str) -> str:
@@ -328,8 +347,9 @@ def check_commit_args(
         if mode != "rotate":
             raise InvalidArgumentError("child_session_id is only meaningful in rotate mode")
     check_text(compressor, "compressor", allow_empty=True)
-    # a summary carries no idempotency key: the key stays with the row it replaced
-    return [{**p, "key": None} for p in check_messages(list(compacted), max_content_bytes)]
+    # a summary carries no idempotency key and no usage: both stay with the row it
+    # replaced (the compressor's usage is the commit's own ``usage``)
+    return [{**p, "key": None, "usage": None} for p in check_messages(list(compacted), max_content_bytes)]
 
 
 def check_watermark(session_id: str, watermark: int, next_seq: int) -> None:
@@ -370,6 +390,7 @@ def stored_message_from_row(row: RowLike) -> StoredMessage:
         row["state"],
         row["origin_id"],
         row["key"],
+        usage_from_json(row["usage"]),
     )
 
 
@@ -470,6 +491,7 @@ def compaction_from_row(row: RowLike) -> CompactionRecord:
         compressor=row["compressor"],
         started_at=row["started_at"],
         committed_at=row["committed_at"],
+        usage=usage_from_json(row["usage"]),
     )
 
 
@@ -523,6 +545,7 @@ def stored_from_params(
         "live",
         None,
         params["key"],
+        message.usage if params["usage"] is not None else None,
     )
 
 

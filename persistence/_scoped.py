@@ -27,6 +27,7 @@ from protocol import (
     SessionNotFoundError,
     StoredMessage,
     TurnLease,
+    Usage,
 )
 from protocol._checks import check_text
 
@@ -151,6 +152,11 @@ class SourceScopedStore:
         if session_id is not None:
             self._mine(session_id)
         return self.store.search(query, source=self._source(source), **kwargs)
+
+    def usage(self, session_id: str | None = None, source: str | None = None) -> Usage:
+        if session_id is not None:
+            self._mine(session_id)
+        return self.store.usage(session_id, self._source(source))
 
     def compaction_detail(self, compaction_id: int) -> CompactionDetail:
         detail = self.store.compaction_detail(compaction_id)

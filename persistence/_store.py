@@ -25,6 +25,7 @@ from protocol import (
     SessionInfo,
     StoredMessage,
     TurnLease,
+    Usage,
 )
 from protocol._records import CompactionMode
 
@@ -275,6 +276,22 @@ class Store(Protocol):
         """
         ...
 
+    def usage(self, session_id: str | None = None, source: str | None = None) -> Usage:
+        """The token usage recorded on messages (`Message.usage`) and compactions
+        (``commit_compaction(usage=...)``), summed: of ``session_id``'s whole lineage,
+        of sessions of ``source``, or (both None) of the whole store.
+
+        Every recorded call counts once: messages in any state (a compacted or
+        retracted message's call was made all the same), never a copy (a carried
+        tail, a branch's prefix), which records none. The sum's ``by_model`` holds
+        the totals per model (``""``: calls without one); ``compactions`` the
+        compressors' share. An erased lineage's usage is erased with it.
+
+        Raises: `SessionNotFoundError` for an unknown ``session_id``;
+        `InvalidSessionIdError` or `InvalidArgumentError` for a bad argument.
+        """
+        ...
+
     def compaction_detail(self, compaction_id: int) -> CompactionDetail:
         """What compaction ``compaction_id`` did: the rows it archived, the summary it
         wrote and the tail it carried (`CompactionDetail`).
@@ -386,10 +403,14 @@ class Store(Protocol):
         child_session_id: str | None = None,
         compressor: str = "",
         incarnation: str | None = None,
+        usage: Usage | Mapping[str, Any] | None = None,
     ) -> CompactionRecord:
         """Publish a compaction in one fenced transaction. ``incarnation``: commit only
         into that conversation (an erased and re-created id is another one, whose lease
         tokens began anew): `SessionNotFoundError` otherwise, nothing written.
+        ``usage``: what the compressor's model calls used (`CompactionRecord.usage`,
+        counted by `usage`); the compacted set's own ``usage`` and ``key`` are not
+        stored, nor are those of the copies.
 
         The lease check (holder, token, not expired) is part of the write itself.
         Live rows with ``seq <= watermark`` become ``compacted``; live rows above it
@@ -404,7 +425,7 @@ class Store(Protocol):
         for an ended session; `SessionExistsError` if the child id is taken;
         `SnapshotRetractedError` when the message at ``watermark`` was retracted since
         the snapshot (checked inside the transaction); `SessionNotFoundError` when the
-        lineage was erased.
+        lineage was erased; `InvalidArgumentError` for a bad ``usage``.
         Nothing is written when it raises.
         """
         ...

@@ -31,6 +31,7 @@ from ._records import (
     SessionInfo,
     TurnLease,
 )
+from ._usage import Usage
 from .errors import (
     AccessDeniedError,
     CompactionNotFoundError,
@@ -102,6 +103,7 @@ __all__ = [
     "TurnHeldError",
     "TurnLease",
     "TurnLostError",
+    "Usage",
     "set_content_limit",
     "transcripts_equal",
     "validate_session_id",

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Literal
 
 from ._checks import check_count, check_text, encode_json_bounded
+from ._usage import Usage
 from .errors import InvalidMessageError, InvalidSessionIdError
 
 __all__ = [
@@ -57,18 +58,20 @@ def content_limit() -> int:
     return _limit["bytes"] or DEFAULT_MAX_CONTENT_BYTES
 
 
-def set_content_limit(nbytes: int) -> int:
+def set_content_limit(nbytes: int | None) -> int | None:
     """Deprecated: pass ``max_content_bytes=`` to the store instead.
 
     Sets a process-wide per-message content limit, checked when a message is
-    constructed and used by stores given no ``max_content_bytes``; returns the
-    previous one. It will be removed in the next release.
+    constructed and used by stores given no ``max_content_bytes``; None removes it.
+    Returns the previous one (None when none was set), so that passing it back
+    restores the state before. It will be removed in the next release.
     """
     warnings.warn(
         "set_content_limit() is deprecated: pass max_content_bytes= to the store", DeprecationWarning, stacklevel=2
     )
-    check_count(nbytes, "content limit", minimum=1, maximum=MAX_CONTENT_LIMIT)
-    previous, _limit["bytes"] = content_limit(), nbytes
+    if nbytes is not None:
+        check_count(nbytes, "content limit", minimum=1, maximum=MAX_CONTENT_LIMIT)
+    previous, _limit["bytes"] = _limit["bytes"], nbytes
     return previous
 
 
@@ -147,7 +150,10 @@ class Message:
     a real user ask. ``key`` is an optional idempotency key (1-200 characters, the
     session-id character rules; e.g. the platform's message id): an append of a
     message whose key the conversation already stored writes nothing and returns the
-    stored message.
+    stored message. ``usage`` is the optional `Usage` of the model call that wrote
+    the message (a mapping of ``input_tokens``, ``output_tokens`` and ``model`` is
+    converted); `Store.usage` sums it. Neither ``key`` nor ``usage`` counts in
+    `transcripts_equal`.
     """
 
     role: Role
@@ -157,6 +163,7 @@ class Message:
     tool_calls: Any = None
     meta: Mapping[str, Any] = field(default_factory=dict)
     key: str | None = None
+    usage: Usage | None = None
 
     _FIELDS: ClassVar[tuple[str, ...]] = (
         "role",
@@ -166,6 +173,7 @@ class Message:
         "tool_calls",
         "meta",
         "key",
+        "usage",
     )
 
     def __post_init__(self) -> None:
@@ -188,6 +196,8 @@ class Message:
             _check_json(dict(meta), "meta")
         if self.key is not None:
             _check_key(self.key)
+        if self.usage is not None:  # a mapping becomes a Usage; a sum is refused
+            object.__setattr__(self, "usage", Usage.coerce(self.usage))
 
     def _validate_content(self) -> None:
         content = self.content
@@ -228,6 +238,8 @@ class Message:
             out["meta"] = dict(self.meta)
         if self.key is not None:
             out["key"] = self.key
+        if self.usage is not None:
+            out["usage"] = self.usage.to_dict()
         return out
 
     @classmethod
@@ -257,6 +269,7 @@ class Message:
             tool_calls=data.get("tool_calls"),
             meta=data.get("meta") or {},
             key=data.get("key"),
+            usage=data.get("usage"),
         )
 
     def as_message(self) -> Message:
@@ -296,6 +309,7 @@ class StoredMessage(Message):
         state: str,
         origin_id: int | None,
         key: str | None = None,
+        usage: Usage | None = None,
     ) -> StoredMessage:
         """The value ``StoredMessage(...)`` builds from these fields, for the stores.
 
@@ -311,6 +325,7 @@ class StoredMessage(Message):
         _set_tool_calls(message, tool_calls)
         _set_meta(message, meta)
         _set_key(message, key)
+        _set_usage(message, usage)
         _set_session_id(message, session_id)
         _set_seq(message, seq)
         _set_id(message, id)
@@ -332,6 +347,7 @@ _new = object.__new__
     _set_tool_calls,
     _set_meta,
     _set_key,
+    _set_usage,
     _set_session_id,
     _set_seq,
     _set_id,

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ._usage import Usage
+
 __all__ = [
     "END_REASON_COMPRESSION",
     "MODES",
@@ -111,3 +113,5 @@ class CompactionRecord:
     compressor: str
     started_at: float
     committed_at: float
+    #: what the compressor's model calls used, when it reported it
+    usage: Usage | None = None

@@ -6,6 +6,7 @@ forwarding HTTP proxy.
 ``"drop"`` (the connection is closed without a reply) or ``"echo"`` (HTTP 401 whose body
 echoes every request header, as some gateways do). ``script`` is consumed first, one
 behaviour per request. Errors carry ``Retry-After: {retry_after}`` (default ``0``).
+A good reply carries ``reply_extra`` (e.g. a ``usage`` and a ``model``) when set.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class FakeLLM(ThreadingHTTPServer):
         self.behaviour = "ok"
         self.script: list[str] = []
         self.retry_after: str | None = "0"
+        self.reply_extra: dict = {}
         self.requests: list[dict] = []
         self.headers_seen: list[dict] = []
         self.arrival_times: list[float] = []  # monotonic, one per request
@@ -90,6 +92,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, b"<html>gateway</html>")
         else:
             reply = {"choices": [{"message": {"role": "assistant", "content": "They planned a trip."}}]}
+            reply |= self.server.reply_extra
             self._send(200, json.dumps(reply).encode())
 
     def _send(self, status: int, payload: bytes, *, retry: bool = False) -> None:

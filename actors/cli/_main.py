@@ -148,6 +148,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = _add_command(
         sub,
         common,
+        "usage",
+        recall.cmd_usage,
+        "sum the token usage recorded on messages and compactions, per model",
+        f"{PROG} usage discord:123",
+    )
+    recall.add_usage_options(p)
+
+    p = _add_command(
+        sub,
+        common,
         "lineage",
         lineage.cmd_lineage,
         "show the continuations around a session: a straight chain as one short "

@@ -1,4 +1,4 @@
-"""Reading the archive back: ``search`` and ``show --compaction ID``."""
+"""Reading the archive back: ``search``, ``show --compaction ID`` and ``usage``."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from protocol import CompactionDetail, StoredMessage
 from ._database import open_existing
 from ._output import Column, Output, fmt_time, message_dict, shorten, to_jsonable
 
-__all__ = ["add_search_options", "cmd_search", "cmd_show_compaction"]
+__all__ = ["add_search_options", "add_usage_options", "cmd_search", "cmd_show_compaction", "cmd_usage"]
 
 HIT_FIELDS = ("session_id", "seq", "role", "archived", "rank", "snippet")
 DETAIL_FIELDS = ("part", "session_id", "seq", "id", "state", "role", "origin_id", "content")
+USAGE_FIELDS = ("model", "input_tokens", "output_tokens", "total_tokens")
 PREVIEW = 120
 
 
@@ -84,3 +85,44 @@ def _rows_table(out: Output, title: str, rows: tuple[StoredMessage, ...]) -> Non
         ["session", Column("seq", "right"), Column("id", "right"), "state", "role", "content"],
         [(m.session_id, m.seq, m.id, m.state, m.role, shorten(m.text, PREVIEW)) for m in rows],
     )
+
+
+def add_usage_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("session_id", metavar="ID", nargs="?", help="one session's whole lineage (default: every session)")
+    p.add_argument("--source", metavar="SOURCE", help="only sessions of this source")
+
+
+def cmd_usage(args: argparse.Namespace) -> int:
+    with open_existing(args, readonly=True) as store:
+        total = store.usage(args.session_id, source=args.source)
+    out = Output(args)
+    rows = [
+        {
+            "model": name,
+            "input_tokens": u.input_tokens,
+            "output_tokens": u.output_tokens,
+            "total_tokens": u.total_tokens,
+        }
+        for name, u in total.by_model.items()
+    ]
+    if out.structured:
+        document = {**total.to_dict(), "total_tokens": total.total_tokens}
+        out.emit({"session_id": args.session_id, "source": args.source, "usage": document}, rows, USAGE_FIELDS)
+        return 0
+    share = total.compactions
+    scope = f"lineage of {args.session_id}" if args.session_id else "every session"
+    if args.source:
+        scope += f" of source {args.source}"
+    out.line(
+        f"usage of {scope}: {total.input_tokens:,} input + {total.output_tokens:,} output = "
+        f"{total.total_tokens:,} tokens; compactions {share.total_tokens if share else 0:,}"
+    )
+    out.table(
+        "per model",
+        ["model", Column("input", "right"), Column("output", "right"), Column("total", "right")],
+        [
+            (r["model"] or "(none)", f"{r['input_tokens']:,}", f"{r['output_tokens']:,}", f"{r['total_tokens']:,}")
+            for r in rows
+        ],
+    )
+    return 0

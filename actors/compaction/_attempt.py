@@ -33,6 +33,7 @@ from protocol import (
     SnapshotRetractedError,
     StoredMessage,
     TurnHeldError,
+    Usage,
     transcripts_equal,
 )
 from protocol._commands import Compress
@@ -116,6 +117,7 @@ class Attempt:
         self._worker: _sched.Thread | None = None
         self._snapshot: list[StoredMessage] = []
         self._watermark = 0
+        self._usage: Usage | None = None  # what the compressor reported it used
         self._proven_at = _sched.monotonic()
         self._trace = telemetry.compaction(
             self._base_id, mode=self.mode, forced=command.force, automatic=command.automatic
@@ -282,6 +284,7 @@ class Attempt:
                 if inspect.isawaitable(output):  # an ``async def compress``
                     output = self._run_on_loop(output)
                 result = _as_messages(output)
+                self._usage = _usage_of(output)
         except BaseException as exc:  # delivered as FAILED, never escapes the thread
             error = exc
         try:
@@ -342,6 +345,7 @@ class Attempt:
                     mode=self.mode,
                     compressor=getattr(self._compressor, "name", "") or "",
                     incarnation=self._host.incarnation or None,
+                    usage=self._usage,
                 )
         except LeaseLostError:
             return self._outcome(S.LEASE_LOST, None)
@@ -495,6 +499,13 @@ class Attempt:
             messages_after=after if record is not None else before,
             error=error,
         )
+
+
+def _usage_of(output: object) -> Usage | None:
+    """The ``usage`` a compressor reported with its result (`Compressed`), checked:
+    a bad one fails the attempt before anything is written."""
+    usage = getattr(output, "usage", None)
+    return None if usage is None else Usage.coerce(usage)
 
 
 def _as_messages(output: Sequence[Message] | None) -> list[Message]:

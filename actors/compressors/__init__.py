@@ -4,11 +4,12 @@
 OpenAI-compatible chat-completions endpoint (standard library HTTP).
 """
 
-from ._base import Compressor
+from ._base import Compressed, Compressor
 from ._head_tail import HeadTailCompressor
 from ._llm import LLMCancelledError, LLMCompressor, LLMCompressorError, LLMTimeoutError
 
 __all__ = [
+    "Compressed",
     "Compressor",
     "HeadTailCompressor",
     "LLMCancelledError",

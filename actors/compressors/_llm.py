@@ -33,10 +33,13 @@ from protocol import (
     SUMMARY_PREFIX,
     ConfigurationError,
     InvalidArgumentError,
+    InvalidMessageError,
     Message,
+    Usage,
 )
 from protocol.errors import LLMCancelledError, LLMCompressorError, LLMTimeoutError
 
+from ._base import Compressed
 from ._shape import split_transcript, summary_message
 from ._transport import (
     Cancelled,
@@ -201,21 +204,21 @@ class LLMCompressor:
 
     # -- the Compressor protocol ---------------------------------------------------
 
-    def compress(
-        self, messages: Sequence[Message], *, target_tokens: int, cancel: threading.Event
-    ) -> Sequence[Message]:
-        """Return head + one summary message + the kept tail.
+    def compress(self, messages: Sequence[Message], *, target_tokens: int, cancel: threading.Event) -> Compressed:
+        """Return head + one summary message + the kept tail, with the reply's
+        ``usage`` (its ``prompt_tokens`` and ``completion_tokens``, and its
+        ``model``) when the endpoint reported one.
 
         A transcript with nothing between head and tail comes back unchanged.
         Raises `LLMCompressorError` (`LLMTimeoutError`, `LLMCancelledError`).
         """
         split = split_transcript(messages, self._keep_last())
         if not split.middle:
-            return [*split.head, *split.tail]
+            return Compressed([*split.head, *split.tail])
         budget = self._summary_budget(split.head, split.tail, target_tokens)
-        summary = self._summarize(split.middle, budget, cancel)
+        summary, usage = self._summarize(split.middle, budget, cancel)
         text = summary if summary.startswith(SUMMARY_PREFIX) else f"{SUMMARY_PREFIX}\n{summary}"
-        return [*split.head, summary_message(text, split), *split.tail]
+        return Compressed([*split.head, summary_message(text, split), *split.tail], usage)
 
     # -- shaping -------------------------------------------------------------------
 
@@ -243,14 +246,14 @@ class LLMCompressor:
 
     # -- the request, with retries ------------------------------------------------------
 
-    def _summarize(self, middle: list[Message], budget: int, cancel: threading.Event) -> str:
+    def _summarize(self, middle: list[Message], budget: int, cancel: threading.Event) -> tuple[str, Usage | None]:
         body = self._request_body(middle, budget)
         for attempt in range(self.max_retries + 1):
             if cancel.is_set():
                 raise LLMCancelledError("summary request cancelled")
             reply, error, retry_after = self._try_once(body, cancel)
             if reply is not None:
-                return _parse_summary(reply.body)
+                return _parse_summary(reply.body), _parse_usage(reply.body, self.model)
             if retry_after is None or attempt == self.max_retries:
                 raise error
             delay = backoff_delay(attempt, retry_after)
@@ -363,3 +366,21 @@ def _parse_summary(raw: bytes) -> str:
     if not isinstance(content, str) or not content.strip():
         raise LLMCompressorError("malformed reply from the LLM endpoint: empty summary")
     return content.strip()
+
+
+def _parse_usage(raw: bytes, model: str) -> Usage | None:
+    """The reply's ``usage`` as a `Usage` with the model that answered (else the one
+    asked for; neither if no name is valid). None when it has no readable counts: a
+    summary is never refused for its usage."""
+    try:
+        document = json.loads(raw.decode("utf-8"))
+        counts = (document["usage"]["prompt_tokens"], document["usage"]["completion_tokens"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    for name in [n for n in (document.get("model"), model) if n] + [None]:
+        try:
+            return Usage(*counts, name)
+        except InvalidMessageError:  # a bad name, or bad counts (then every name fails)
+            continue
+    log.debug("the LLM reply's usage is unreadable: %r", counts)
+    return None

@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from protocol import (
     ConfigurationError,
     InvalidArgumentError,
+    InvalidMessageError,
     SessionNotFoundError,
+    Usage,
     validate_session_id,
 )
 from protocol.errors import InvalidSessionSettingsError
@@ -28,6 +30,7 @@ from ..compaction._policy import OnBusy, check_on_busy
 from ._recall_tool import recall_tool
 from ._response_items import item_to_message, message_to_items
 from ._run_turns import RUN_HANDLE, RunTurn, RunTurns
+from ._run_usage import RunUsage
 
 if TYPE_CHECKING:
     from .._handle import SessionHandle
@@ -71,6 +74,10 @@ class AgentsSession:
     context the SDK passes it (see `actors.integrations._run_turns`); leave it off when
     a tool waits on a write to the same session through another handle (that write
     would be held until the run's turn closes).
+
+    Each run's token usage (from the run context the SDK passes) is recorded on the
+    last assistant message of each batch it writes, with ``model`` as its model
+    (the run context names none); `Store.usage` sums it.
     """
 
     def __init__(
@@ -81,12 +88,15 @@ class AgentsSession:
         session_settings: Any = None,
         on_busy: OnBusy | None = None,
         run_turns: bool = False,
+        model: str | None = None,
     ) -> None:
+        _check_model(model)
         if on_busy is not None:
             check_on_busy(on_busy)
         if not isinstance(run_turns, bool):
             raise InvalidArgumentError(f"run_turns must be a bool, got {run_turns!r}")
         self.on_busy = on_busy
+        self._usage = RunUsage(model)
         self._runs = RunTurns(self) if run_turns else None
         settings = _session_settings_module()
         self.session_id = validate_session_id(session_id)
@@ -125,8 +135,10 @@ class AgentsSession:
         """Append ``items`` durably, in order, as one contiguous batch."""
         self._check_open()
         messages = [item_to_message(item) for item in items]  # all checked before any write
+        messages, recorded = self._usage.record(wrapper, messages)
         if messages:
             await self._with_handle(lambda handle: handle.append_async(messages), wrapper)
+            recorded()
         if self._runs is not None:
             await self._runs.after_add(wrapper, items)
 
@@ -211,6 +223,16 @@ def _coerce(settings: Any, value: Any) -> Any:
         raise InvalidSessionSettingsError(str(exc)) from exc
     except ValueError as exc:  # pydantic's ValidationError
         raise InvalidArgumentError(f"invalid session_settings: {exc}") from exc
+
+
+def _check_model(model: object) -> None:
+    """The ``model`` option: what a recorded usage's model must be, checked at once."""
+    if model is None:
+        return
+    try:
+        Usage(model=model)  # type: ignore[arg-type]  # checked here
+    except InvalidMessageError as exc:
+        raise InvalidArgumentError(str(exc).replace("usage model", "model")) from None
 
 
 def _check_limit(limit: Any) -> int | None:

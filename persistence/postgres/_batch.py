@@ -232,6 +232,7 @@ def append_payload(jobs: Iterable[AppendJob]) -> tuple[str, str, str]:
             p["meta"],
             job.turn,
             p["key"],
+            p["usage"],
         )
         for job in jobs
         for p in job.params

@@ -55,6 +55,7 @@ def commit_in_transaction(
     mode: str,
     child_session_id: str | None,
     compressor: str,
+    usage: str | None,
     unique_violation: type[Exception],
     incarnation: str | None = None,
 ) -> CompactionRecord:
@@ -112,6 +113,7 @@ def commit_in_transaction(
             "replaced_from": session["live_from"],
             "written_from": first_seq,
             "summary_count": len(compacted),
+            "usage": usage,
         },
     )
     record = compaction_from_row(cur.fetchone())

@@ -8,11 +8,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from protocol import CompactionDetail, CompactionNotFoundError, SearchHit
+from protocol import CompactionDetail, CompactionNotFoundError, SearchHit, Usage
 from protocol._checks import check_count
 
 from .._recall import RANKED_CANDIDATES, SearchArgs, check_search, detail_from_rows, hit_from_row, prefilter_words
 from .._rows import compaction_from_row
+from .._usage import check_usage_scope, usage_from_rows
 from ._lifecycle import lineage_ids
 
 __all__ = ["RecallMethods"]
@@ -64,6 +65,12 @@ def compaction_detail(cur: Any, q: Queries, compaction_id: int) -> CompactionDet
     return detail_from_rows(record, row, rows_in, legacy)
 
 
+def usage(cur: Any, q: Queries, session_id: str | None, source: str | None) -> Usage:
+    ids = None if session_id is None else lineage_ids(cur, q, session_id)
+    cur.execute(q["usage"], {"ids": ids, "source": source})
+    return usage_from_rows(cur.fetchall())
+
+
 class RecallMethods:
     """The search and compaction-detail methods of `PostgresStore` (see `Store.search`)."""
 
@@ -91,3 +98,8 @@ class RecallMethods:
         if detail is None:
             raise CompactionNotFoundError(compaction_id)
         return detail
+
+    def usage(self, session_id: str | None = None, source: str | None = None) -> Usage:
+        sid, src = check_usage_scope(session_id, source)
+        total: Usage = self._read("usage", lambda cur: usage(cur, self._q, sid, src))
+        return total

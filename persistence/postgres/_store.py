@@ -34,6 +34,7 @@ from protocol import (
     SessionNotFoundError,
     StoredMessage,
     TurnLease,
+    Usage,
     validate_session_id,
 )
 from protocol._checks import check_text
@@ -59,6 +60,7 @@ from .._rows import (
     check_snapshot,
     check_ttl,
     check_turn,
+    check_usage,
     checked_session_id,
     compaction_from_row,
     cooldown_from_row,
@@ -495,8 +497,10 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
         child_session_id: str | None = None,
         compressor: str = "",
         incarnation: str | None = None,
+        usage: Usage | Mapping[str, object] | None = None,
     ) -> CompactionRecord:
         check_incarnation(incarnation)
+        usage_text = check_usage(usage)
         params = check_commit_args(
             lease,
             watermark=watermark,
@@ -517,6 +521,7 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
                 mode=mode,
                 child_session_id=child_session_id,
                 compressor=compressor,
+                usage=usage_text,
                 unique_violation=self._unique_violation,
                 incarnation=incarnation,
             )

@@ -107,7 +107,7 @@ WHERE id = (SELECT id FROM messages
               AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s)
             ORDER BY seq DESC LIMIT 1)
 RETURNING id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
-          created_at, 'live' AS state, origin_id, key;
+          created_at, 'live' AS state, origin_id, key, usage;
 
 -- name: idle_lineages
 -- Expiry: the lineages (root id, and each session without a continuation: its tips)
@@ -181,14 +181,14 @@ RETURNING id;
 -- incarnation or null for any}), or one under another holder's live turn lease
 -- (turns: {id: the token its appends carry}) gets no rows back: its requests fail
 -- alone. The rows arrive as one JSON array of [session_id, role, content, name,
--- tool_call_id, tool_calls, meta, turn, key] arrays (text or null): one parameter, far
+-- tool_call_id, tool_calls, meta, turn, key, usage] arrays (text or null): one parameter, far
 -- cheaper for the client to send than seven arrays. Read as jsonb, parsed once:
 -- each ->> of a json value scans its text again (a quarter of the statement's
 -- server CPU for a batch of 30).
 WITH input AS (
     SELECT r ->> 0 AS session_id, r ->> 1 AS role, r ->> 2 AS content, r ->> 3 AS name,
            r ->> 4 AS tool_call_id, r ->> 5 AS tool_calls, r ->> 6 AS meta,
-           (r ->> 7)::bigint AS turn, r ->> 8 AS key, m.ord
+           (r ->> 7)::bigint AS turn, r ->> 8 AS key, r ->> 9 AS usage, m.ord
     FROM jsonb_array_elements(%(rows)s::jsonb) WITH ORDINALITY AS m(r, ord)
 ),
 locked AS (
@@ -216,9 +216,9 @@ numbered AS (
 ),
 clock AS (SELECT extract(epoch FROM clock_timestamp())::double precision AS t)
 INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_calls,
-                      meta, created_at, state, origin_id, turn, key)
+                      meta, created_at, state, origin_id, turn, key, usage)
 SELECT n.session_id, n.seq, n.role, n.content, n.name, n.tool_call_id, n.tool_calls,
-       n.meta, clock.t, 'live', NULL, n.turn, n.key
+       n.meta, clock.t, 'live', NULL, n.turn, n.key, n.usage
 FROM numbered n, clock
 ORDER BY n.ord
 RETURNING id, session_id, seq, created_at;
@@ -253,7 +253,7 @@ ORDER BY m.ord;
 
 -- name: live_messages
 SELECT id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
-       created_at, state, origin_id, key
+       created_at, state, origin_id, key, usage
 FROM messages
 WHERE session_id = %(id)s AND state = 'live'
   AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s)  -- a range of the unique index
@@ -261,7 +261,7 @@ ORDER BY seq;
 
 -- name: archived_messages
 SELECT id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
-       created_at, state, origin_id, key
+       created_at, state, origin_id, key, usage
 FROM messages WHERE session_id = %(id)s AND state <> 'live'
 ORDER BY seq;
 
@@ -410,17 +410,17 @@ RETURNING id;
 -- name: insert_compaction
 INSERT INTO compactions (session_id, child_session_id, mode, token, holder, watermark,
                          archived_count, tail_count, compressor, started_at, committed_at,
-                         replaced_from, written_from, summary_count)
+                         replaced_from, written_from, summary_count, usage)
 VALUES (%(session_id)s, %(child_session_id)s, %(mode)s, %(token)s, %(holder)s,
         %(watermark)s, %(archived_count)s, %(tail_count)s, %(compressor)s,
         %(started_at)s, extract(epoch FROM clock_timestamp())::double precision,
-        %(replaced_from)s, %(written_from)s, %(summary_count)s)
+        %(replaced_from)s, %(written_from)s, %(summary_count)s, %(usage)s)
 RETURNING id, session_id, child_session_id, mode, token, holder, watermark,
-          archived_count, tail_count, compressor, started_at, committed_at;
+          archived_count, tail_count, compressor, started_at, committed_at, usage;
 
 -- name: list_compactions
 SELECT id, session_id, child_session_id, mode, token, holder, watermark,
-       archived_count, tail_count, compressor, started_at, committed_at
+       archived_count, tail_count, compressor, started_at, committed_at, usage
 FROM compactions WHERE session_id = %(id)s
 ORDER BY id;
 
@@ -560,7 +560,7 @@ RETURNING key;
 -- name: keyed_row
 -- The stored row carrying key in the conversation incarnation, live first.
 SELECT m.id, m.session_id, m.seq, m.role, m.content, m.name, m.tool_call_id, m.tool_calls, m.meta,
-       m.created_at, m.state, m.origin_id, m.key
+       m.created_at, m.state, m.origin_id, m.key, m.usage
 FROM messages AS m JOIN sessions AS s ON s.id = m.session_id
 WHERE m.key = %(key)s AND s.incarnation = %(incarnation)s
 ORDER BY m.state = 'live' DESC, m.id
@@ -568,5 +568,5 @@ LIMIT 1;
 
 -- name: rows_by_id
 SELECT id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
-       created_at, state, origin_id, key
+       created_at, state, origin_id, key, usage
 FROM messages WHERE id = ANY(%(ids)s) ORDER BY id;

@@ -84,7 +84,7 @@ LIMIT %(limit)s;
 -- name: get_compaction
 SELECT id, session_id, child_session_id, mode, token, holder, watermark,
        archived_count, tail_count, compressor, started_at, committed_at,
-       replaced_from, written_from, summary_count
+       replaced_from, written_from, summary_count, usage
 FROM compactions WHERE id = %(id)s;
 
 -- name: legacy_replaced_rows
@@ -100,3 +100,25 @@ ORDER BY seq;
 SELECT * FROM messages
 WHERE session_id = %(session_id)s AND seq BETWEEN %(first)s AND %(last)s
 ORDER BY seq;
+
+-- name: usage
+-- The recorded usage (persistence._usage) of the sessions %(ids)s (NULL: every
+-- session) of %(source)s (NULL: any), summed per kind and model: messages in every
+-- state (a retracted or compacted message's call was made all the same) and
+-- compactions. A copy records none, so each call counts once.
+SELECT 'message' AS kind, m.usage::jsonb ->> 'model' AS model,
+       sum((m.usage::jsonb ->> 'input_tokens')::bigint) AS input_tokens,
+       sum((m.usage::jsonb ->> 'output_tokens')::bigint) AS output_tokens
+FROM messages AS m JOIN sessions AS s ON s.id = m.session_id
+WHERE m.usage IS NOT NULL
+  AND (%(ids)s::text[] IS NULL OR m.session_id = ANY(%(ids)s::text[]))
+  AND (%(source)s::text IS NULL OR s.source = %(source)s::text)
+GROUP BY 2
+UNION ALL
+SELECT 'compaction', c.usage::jsonb ->> 'model',
+       sum((c.usage::jsonb ->> 'input_tokens')::bigint), sum((c.usage::jsonb ->> 'output_tokens')::bigint)
+FROM compactions AS c JOIN sessions AS s ON s.id = c.session_id
+WHERE c.usage IS NOT NULL
+  AND (%(ids)s::text[] IS NULL OR c.session_id = ANY(%(ids)s::text[]))
+  AND (%(source)s::text IS NULL OR s.source = %(source)s::text)
+GROUP BY 2;

@@ -39,8 +39,8 @@ ROWS_PER_INSERT = 64
 #: Sessions whose counters a writer remembers; past it the oldest noted is forgotten.
 MAX_REMEMBERED = 4096
 _COLUMNS = operator.itemgetter("role", "content", "name", "tool_call_id", "tool_calls", "meta")
-#: Parameters of a row (insert_messages_row): session_id, seq, the _COLUMNS, created_at, turn.
-ROW_WIDTH = 10
+#: Parameters of a row (insert_messages_row): session_id, seq, the _COLUMNS, created_at, turn, usage.
+ROW_WIDTH = 11
 _CHUNK = ROWS_PER_INSERT * ROW_WIDTH  # parameters of a full INSERT
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
@@ -234,7 +234,7 @@ def _rows(
         first = seq = next_seq[sid]
         turn = job.turn
         for p in job.params:
-            values += (sid, seq, *_COLUMNS(p), now, turn)
+            values += (sid, seq, *_COLUMNS(p), now, turn, p["usage"])
             seq += 1
         next_seq[sid] = seq
         firsts.append(first)

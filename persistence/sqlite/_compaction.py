@@ -53,6 +53,7 @@ def commit_compaction(
     mode: str,
     child_session_id: str | None,
     compressor: str,
+    usage: str | None,
     now: float,
     incarnation: str | None = None,
 ) -> CompactionRecord:
@@ -101,6 +102,7 @@ def commit_compaction(
             "replaced_from": session["live_from"],
             "written_from": written_from,
             "summary_count": len(params),
+            "usage": usage,
         },
     ).fetchone()
     return compaction_from_row(record)

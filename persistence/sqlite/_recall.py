@@ -10,7 +10,7 @@ import sqlite3
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from protocol import CompactionDetail, CompactionNotFoundError, SearchHit
+from protocol import CompactionDetail, CompactionNotFoundError, SearchHit, Usage
 from protocol._checks import check_count
 
 from .._recall import (
@@ -23,6 +23,7 @@ from .._recall import (
     prefilter_words,
 )
 from .._rows import compaction_from_row
+from .._usage import check_usage_scope, usage_from_rows
 from ._lifecycle import lineage_ids
 
 __all__ = ["RecallMethods"]
@@ -74,6 +75,11 @@ def compaction_detail(conn: sqlite3.Connection, q: Queries, compaction_id: int) 
     return detail_from_rows(record, row, rows_in, legacy)
 
 
+def usage(conn: sqlite3.Connection, q: Queries, session_id: str | None, source: str | None) -> Usage:
+    ids = None if session_id is None else json.dumps(lineage_ids(conn, q, session_id))
+    return usage_from_rows(conn.execute(q["usage"], {"ids": ids, "source": source}))
+
+
 class RecallMethods:
     """The search and compaction-detail methods of `SqliteStore` (see `Store.search`)."""
 
@@ -100,3 +106,7 @@ class RecallMethods:
         if detail is None:
             raise CompactionNotFoundError(compaction_id)
         return detail
+
+    def usage(self, session_id: str | None = None, source: str | None = None) -> Usage:
+        sid, src = check_usage_scope(session_id, source)
+        return self._read(lambda c: usage(c, self._q, sid, src), sid or "?")

@@ -96,7 +96,15 @@ def insert_rows(
     ids: list[int] = []
     for offset, p in enumerate(params):
         origin = origins[offset] if origins else None
-        row = {"turn": turn, "key": None, **p, "session_id": session_id, "seq": first_seq + offset, "now": now}
+        row = {
+            "turn": turn,
+            "key": None,
+            "usage": None,
+            **p,
+            "session_id": session_id,
+            "seq": first_seq + offset,
+            "now": now,
+        }
         row["origin_id"] = origin
         ids.append(conn.execute(q["insert_message"], row).lastrowid or 0)  # set by every INSERT
     return ids

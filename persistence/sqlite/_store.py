@@ -28,6 +28,7 @@ from protocol import (
     SessionInfo,
     StoredMessage,
     TurnLease,
+    Usage,
 )
 from protocol._checks import check_text
 from protocol._records import CompactionMode
@@ -53,6 +54,7 @@ from .._rows import (
     check_store_options,
     check_ttl,
     check_turn,
+    check_usage,
     checked_session_id,
     compaction_from_row,
     cooldown_from_row,
@@ -526,8 +528,10 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
         child_session_id: str | None = None,
         compressor: str = "",
         incarnation: str | None = None,
+        usage: Usage | Mapping[str, object] | None = None,
     ) -> CompactionRecord:
         check_incarnation(incarnation)
+        usage_text = check_usage(usage)
         params = check_commit_args(
             lease,
             watermark=watermark,
@@ -547,6 +551,7 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
                 mode=mode,
                 child_session_id=child_session_id,
                 compressor=compressor,
+                usage=usage_text,
                 now=self.now(),
                 incarnation=incarnation,
             ),

@@ -142,11 +142,11 @@ WHERE s.ended_at IS NULL AND coalesce(wanted.value = s.incarnation, 1)
 -- Group commit: many rows in one statement; the writer repeats insert_messages_row,
 -- comma-separated, once per row (positional parameters, in this order).
 INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_calls,
-                      meta, created_at, turn, state, origin_id)
+                      meta, created_at, turn, usage, state, origin_id)
 VALUES
 
 -- name: insert_messages_row
-(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'live', NULL)
+(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'live', NULL)
 
 -- name: insert_checked_messages_head
 -- Group commit, counters the writer remembers: the same rows (insert_messages_row
@@ -158,7 +158,7 @@ VALUES
 -- materialized once, before the first row moves a counter (the trigger
 -- messages_next_seq).
 INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_calls,
-                      meta, created_at, turn, state, origin_id)
+                      meta, created_at, turn, usage, state, origin_id)
 WITH checked AS MATERIALIZED (
     SELECT count(*) = ?1 AS ok
     FROM json_each(?2) AS e JOIN sessions AS s ON s.id = e.key
@@ -181,9 +181,9 @@ UPDATE sessions SET epoch = epoch + 1 WHERE id = :session_id RETURNING epoch
 
 -- name: insert_message
 INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_calls,
-                      meta, created_at, state, origin_id, turn, key)
+                      meta, created_at, state, origin_id, turn, key, usage)
 VALUES (:session_id, :seq, :role, :content, :name, :tool_call_id, :tool_calls,
-        :meta, :now, 'live', :origin_id, :turn, :key)
+        :meta, :now, 'live', :origin_id, :turn, :key, :usage)
 
 -- name: transcript
 -- Live rows sit at or above the session's live_from: a range of the unique index.
@@ -324,10 +324,10 @@ DELETE FROM cooldowns WHERE session_id = :session_id
 -- name: insert_compaction
 INSERT INTO compactions (session_id, child_session_id, mode, token, holder, watermark,
                          archived_count, tail_count, compressor, started_at, committed_at,
-                         replaced_from, written_from, summary_count)
+                         replaced_from, written_from, summary_count, usage)
 VALUES (:session_id, :child_session_id, :mode, :token, :holder, :watermark,
         :archived_count, :tail_count, :compressor, :started_at, :now,
-        :replaced_from, :written_from, :summary_count)
+        :replaced_from, :written_from, :summary_count, :usage)
 RETURNING *
 
 -- name: compactions

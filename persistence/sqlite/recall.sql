@@ -83,3 +83,25 @@ ORDER BY seq
 
 -- name: rows_in_range
 SELECT * FROM messages WHERE session_id = :session_id AND seq BETWEEN :first AND :last ORDER BY seq
+
+-- name: usage
+-- The recorded usage (persistence._usage) of the sessions :ids (a JSON array; NULL:
+-- every session) of :source (NULL: any), summed per kind and model: messages in
+-- every state (a retracted or compacted message's call was made all the same) and
+-- compactions. A copy records none, so each call counts once.
+SELECT 'message' AS kind, json_extract(m.usage, '$.model') AS model,
+       sum(json_extract(m.usage, '$.input_tokens')) AS input_tokens,
+       sum(json_extract(m.usage, '$.output_tokens')) AS output_tokens
+FROM messages AS m JOIN sessions AS s ON s.id = m.session_id
+WHERE m.usage IS NOT NULL
+  AND (:ids IS NULL OR m.session_id IN (SELECT value FROM json_each(:ids)))
+  AND (:source IS NULL OR s.source = :source)
+GROUP BY model
+UNION ALL
+SELECT 'compaction', json_extract(c.usage, '$.model'),
+       sum(json_extract(c.usage, '$.input_tokens')), sum(json_extract(c.usage, '$.output_tokens'))
+FROM compactions AS c JOIN sessions AS s ON s.id = c.session_id
+WHERE c.usage IS NOT NULL
+  AND (:ids IS NULL OR c.session_id IN (SELECT value FROM json_each(:ids)))
+  AND (:source IS NULL OR s.source = :source)
+GROUP BY 2

@@ -70,3 +70,31 @@ def test_show_compaction_lists_replaced_summary_and_carried(capsys, db) -> None:
     ]:
         result = run_cli(capsys, "--db", url, *argv)
         assert result.code == 2 and message in result.err, (argv, result.err)
+
+
+def test_usage_table_and_json_sum_messages_and_compactions(capsys, store_url) -> None:
+    from protocol import Message, Usage
+
+    store = open_store(store_url)
+    try:
+        store.create_session("u", source="web")
+        store.append("u", [Message("user", "q"), Message("assistant", "a", usage=Usage(40, 2, "big"))])
+        lease = store.acquire_lease("u", "cli-test", 30)
+        store.commit_compaction(
+            lease, watermark=2, compacted=[Message("user", "sum")], mode="in_place", usage=Usage(9, 1, "small")
+        )
+        store.create_session("other", source="discord")
+        store.append("other", Message("assistant", "b", usage=Usage(5, 5)))
+    finally:
+        store.close()
+    table = run_cli(capsys, "--db", store_url, "usage", "u")
+    assert table.code == 0, table.err
+    assert "usage of lineage of u: 49 input + 3 output = 52 tokens; compactions 10" in table.out
+    assert "big" in table.out and "small" in table.out and "(none)" not in table.out
+    doc = json.loads(run_cli(capsys, "--db", store_url, "--json", "usage").out)["usage"]
+    assert (doc["input_tokens"], doc["total_tokens"], doc["compactions"]["input_tokens"]) == (54, 62, 9)
+    assert sorted(doc["by_model"]) == ["", "big", "small"]
+    web = json.loads(run_cli(capsys, "--db", store_url, "--json", "usage", "--source", "discord").out)["usage"]
+    assert web["total_tokens"] == 10
+    missing = run_cli(capsys, "--db", store_url, "usage", "nope")
+    assert missing.code == 2 and "not found" in missing.err

@@ -66,7 +66,9 @@ def test_set_content_limit_is_a_deprecated_process_wide_limit():
             Message("user", "a" * 11)
     finally:
         with pytest.warns(DeprecationWarning):
-            set_content_limit(previous)
+            assert set_content_limit(previous) == 10
+    # restored: no process-wide limit, so a message up to the largest limit builds
+    Message("user", "a" * (DEFAULT_MAX_CONTENT_BYTES + 1))
     with pytest.raises(InvalidArgumentError), pytest.warns(DeprecationWarning):
         set_content_limit(0)
 

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from actors.compressors import Compressed
 from actors.compressors._llm import (
     ENV_API_KEY,
     ENV_BASE_URL,
@@ -16,7 +17,7 @@ from actors.compressors._llm import (
     LLMCompressorError,
     LLMTimeoutError,
 )
-from protocol import SUMMARY_PREFIX, ConfigurationError, Message, TranscriptError
+from protocol import SUMMARY_PREFIX, ConfigurationError, Message, TranscriptError, Usage
 from tests.llm_server import FakeLLM
 
 pytestmark = pytest.mark.timeout(30)
@@ -156,3 +157,43 @@ def test_unreachable_endpoint_raises() -> None:
     comp = LLMCompressor(base_url=f"http://127.0.0.1:{port}/v1", model="m", timeout_s=5, max_retries=0)
     with pytest.raises(LLMCompressorError, match="failed"):
         comp.compress(transcript(), target_tokens=100, cancel=threading.Event())
+
+
+def test_the_reply_usage_comes_back_with_the_summary(llm_server: FakeLLM) -> None:
+    comp = LLMCompressor(base_url=llm_server.base_url, model="m1", keep_last=2)
+    llm_server.reply_extra = {"model": "m1-2026", "usage": {"prompt_tokens": 812, "completion_tokens": 64}}
+    out = comp.compress(transcript(), target_tokens=500, cancel=threading.Event())
+    assert isinstance(out, Compressed) and out.usage == Usage(812, 64, "m1-2026")
+    assert out[2].text.startswith(SUMMARY_PREFIX) and len(out) == 5  # still a sequence of messages
+    llm_server.reply_extra = {"model": "bad\nname", "usage": {"prompt_tokens": 5, "completion_tokens": 1}}
+    assert comp.compress(transcript(), target_tokens=500, cancel=threading.Event()).usage == Usage(5, 1, "m1")
+
+
+@pytest.mark.parametrize("extra", [{}, {"usage": None}, {"usage": {"prompt_tokens": -3, "completion_tokens": 1}}])
+def test_a_reply_without_readable_usage_still_summarizes(llm_server: FakeLLM, extra) -> None:
+    llm_server.reply_extra = extra
+    out = LLMCompressor(base_url=llm_server.base_url, model="m1", keep_last=2).compress(
+        transcript(), target_tokens=500, cancel=threading.Event()
+    )
+    assert out.usage is None and out[2].text.startswith(SUMMARY_PREFIX)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_compaction_records_the_compressors_usage(llm_server: FakeLLM, store_url: str) -> None:
+    from actors import SessionRegistry
+    from persistence import open_store
+
+    llm_server.reply_extra = {"usage": {"prompt_tokens": 300, "completion_tokens": 20}}
+    store = open_store(store_url)
+    try:
+        comp = LLMCompressor(base_url=llm_server.base_url, model="m1", keep_last=2)
+        with SessionRegistry(store, compressor=comp) as registry:
+            handle = registry.session("u")
+            handle.append([*transcript()[:-1], Message("assistant", "last answer", usage=Usage(40, 9, "chat"))])
+            outcome = handle.compress(force=True)
+        assert outcome.record is not None and outcome.record.usage == Usage(300, 20, "m1")
+        total = store.usage("u")
+        assert (total.input_tokens, total.output_tokens, total.compactions) == (340, 29, Usage(300, 20))
+        assert [m.usage for m in store.transcript("u")][-1] is None  # the carried copy records none
+    finally:
+        store.close()

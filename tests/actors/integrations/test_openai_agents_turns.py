@@ -139,3 +139,43 @@ def test_run_turns_close_after_each_run_so_others_go_on(registry):
     asyncio.run(scenario())
     texts = [m.text for m in registry.session("runs").transcript()]
     assert texts == [t for n in range(3) for t in (f"message {n}", f"reply {n}", f"note {n}")]
+
+
+def test_each_run_records_its_usage_once_on_an_assistant_message(registry):
+    from agents import Agent, RunConfig, Runner, function_tool
+    from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+    from agents.usage import Usage as SdkUsage
+
+    from protocol import Usage
+
+    @function_tool
+    async def lookup(n: int) -> str:
+        """Look something up."""
+        return f"result {n}"
+
+    session = AgentsSession(registry, "usage", model="scripted-1")
+    model = ScriptedModel()
+    model.extend(
+        [
+            ModelStep(
+                output=[function_call("lookup", {"n": 1}, call_id="c1")], usage=SdkUsage(1, 100, output_tokens=7)
+            ),
+            ModelStep(output=[assistant_message("answer", item_id="m1")], usage=SdkUsage(1, 130, output_tokens=12)),
+            ModelStep(output=[assistant_message("again", item_id="m2")], usage=SdkUsage(1, 150, output_tokens=3)),
+        ]
+    )
+    agent = Agent(name="assistant", model=model, tools=[lookup])
+
+    async def scenario() -> None:
+        for text in ("question", "follow-up"):
+            await Runner.run(agent, text, session=session, run_config=RunConfig(tracing_disabled=True))
+
+    asyncio.run(scenario())
+    live = registry.session("usage").transcript()
+    recorded = [m.usage for m in live if m.usage is not None]
+    assert all(m.role == "assistant" for m in live if m.usage is not None)
+    assert {u.model for u in recorded} == {"scripted-1"} and recorded[-1] == Usage(150, 3, "scripted-1")
+    total = registry.store.usage("usage")
+    assert (total.input_tokens, total.output_tokens) == (380, 22)  # every model call once
+    with pytest.raises(InvalidArgumentError):
+        AgentsSession(registry, "x", model="bad\nmodel")

@@ -63,6 +63,8 @@ def test_every_read_and_write_of_another_source_is_refused_and_writes_nothing(sc
         lambda s: s.branch("w", 3, "stolen"),
         lambda s: s.search("web", session_id="w"),
         lambda s: s.search("web", source="web"),
+        lambda s: s.usage("w"),
+        lambda s: s.usage(source="web"),
         lambda s: s.sessions(source="web"),
         lambda s: s.expire(0, source="web"),
         lambda s: s.create_session("x", source="web"),
