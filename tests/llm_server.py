@@ -7,6 +7,11 @@ forwarding HTTP proxy.
 echoes every request header, as some gateways do). ``script`` is consumed first, one
 behaviour per request. Errors carry ``Retry-After: {retry_after}`` (default ``0``).
 A good reply carries ``reply_extra`` (e.g. a ``usage`` and a ``model``) when set.
+
+``POST /v1/responses/compact`` answers as OpenAI's does: every user message of the
+input (as output messages with ``input_text`` parts), then one ``compaction`` item
+(``cmp_N`` / ``enc-N``, N counting this server's compactions), with a ``usage``;
+``"malformed"`` leaves the compaction item out.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ class FakeLLM(ThreadingHTTPServer):
         self.requests: list[dict] = []
         self.headers_seen: list[dict] = []
         self.arrival_times: list[float] = []  # monotonic, one per request
+        self.compactions = 0  # /responses/compact replies so far
         self.arrived = threading.Event()  # a request reached the handler
         self.release = threading.Event()  # lets a held ("slow") handler finish
         self._lock = threading.Lock()
@@ -86,6 +92,9 @@ class _Handler(BaseHTTPRequestHandler):
                 "error": {"message": f"Incorrect API key. You sent {echoed}", "type": echoed, "code": "invalid_api_key"}
             }
             self._send(401, json.dumps(reply).encode())
+        elif self.path.endswith("/responses/compact"):
+            reply = self._compacted(self.server.requests[-1]["input"], with_item=behaviour != "malformed")
+            self._send(200, json.dumps(reply).encode())
         elif behaviour == "malformed":
             self._send(200, b'{"choices": []}')
         elif behaviour == "not_json":
@@ -95,6 +104,32 @@ class _Handler(BaseHTTPRequestHandler):
             reply |= self.server.reply_extra
             self._send(200, json.dumps(reply).encode())
 
+    def _compacted(self, items: list[dict], *, with_item: bool) -> dict:
+        with self.server._lock:
+            self.server.compactions += 1
+            n = self.server.compactions
+        users = [item for item in items if item.get("role") == "user"]
+        output = [
+            {
+                "id": f"msg_{n}_{i}",
+                "type": "message",
+                "status": "completed",
+                "role": "user",
+                "content": [{"type": "input_text", "text": _text(item["content"])}],
+            }
+            for i, item in enumerate(users)
+        ]
+        if with_item:
+            output.append({"id": f"cmp_{n}", "type": "compaction", "encrypted_content": f"enc-{n}"})
+        usage = {
+            "input_tokens": 100 * len(items),
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 7,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 100 * len(items) + 7,
+        }
+        return {"id": f"resp_{n}", "created_at": 1, "object": "response.compaction", "output": output, "usage": usage}
+
     def _send(self, status: int, payload: bytes, *, retry: bool = False) -> None:
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -103,6 +138,12 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Retry-After", self.server.retry_after)
         self.end_headers()
         self.wfile.write(payload)
+
+
+def _text(content: object) -> str:
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return str(content)
 
 
 class FakeProxy(ThreadingHTTPServer):

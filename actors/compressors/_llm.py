@@ -15,7 +15,6 @@ short error code from the reply.
 
 from __future__ import annotations
 
-import copy
 import email.utils
 import json
 import logging
@@ -40,7 +39,7 @@ from protocol import (
 from protocol.errors import LLMCancelledError, LLMCompressorError, LLMTimeoutError
 
 from ._base import Compressed
-from ._shape import split_transcript, summary_message
+from ._shape import adopt_keep_last, split_transcript, summary_message
 from ._transport import (
     Cancelled,
     Endpoint,
@@ -193,11 +192,7 @@ class LLMCompressor:
 
     def for_policy(self, policy: Any) -> LLMCompressor:
         """Adopt the policy's ``keep_last`` when none was given (see `bind_compressor`)."""
-        if self.keep_last is not None:
-            return self
-        bound = copy.copy(self)
-        bound.keep_last = policy.keep_last
-        return bound
+        return adopt_keep_last(self, policy)
 
     def __repr__(self) -> str:  # never shows the key
         return f"LLMCompressor(base_url={self.base_url!r}, model={self.model!r})"

@@ -9,14 +9,23 @@ ends where it did; everything else is the middle, replaced by one summary.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 from protocol import Message
 from protocol._messages import is_real_user_ask
 from protocol._transcript import tail_start
 
-__all__ = ["Split", "split_transcript", "summary_message"]
+__all__ = ["Split", "adopt_keep_last", "split_transcript", "summary_message"]
+
+
+class _KeepsLast(Protocol):
+    keep_last: int | None
+
+
+C = TypeVar("C", bound=_KeepsLast)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +52,16 @@ def summary_message(text: str, split: Split) -> Message:
     """The summary between head and tail, never a ``user`` next to a ``user``."""
     neighbours = {split.head[-1].role if split.head else None, split.tail[0].role if split.tail else None}
     return Message("assistant" if "user" in neighbours else "user", text, meta={"synthetic": True, "compaction": True})
+
+
+def adopt_keep_last(compressor: C, policy: Any) -> C:
+    """``compressor`` when it has its own ``keep_last``, else a copy with the policy's
+    (what ``for_policy`` does for the shipped compressors; see `bind_compressor`)."""
+    if compressor.keep_last is not None:
+        return compressor
+    bound = copy.copy(compressor)
+    bound.keep_last = policy.keep_last
+    return bound
 
 
 def _head_indexes(messages: Sequence[Message]) -> set[int]:

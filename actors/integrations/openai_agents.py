@@ -3,7 +3,7 @@
 ``Runner.run(agent, input, session=AgentsSession(registry, "discord:123"))`` keeps the
 conversation in session-actors: appends go through the session's actor, compaction
 is the registry's (policy, compressor, lease, fencing), and every item type
-round-trips exactly (see `actors.integrations._response_items` for the mapping).
+round-trips exactly (see `protocol._response_items` for the mapping).
 
 The SDK is an optional extra (``pip install 'session-actors[openai-agents]'``),
 imported when a session is constructed, never when this module is imported.
@@ -24,11 +24,11 @@ from protocol import (
     Usage,
     validate_session_id,
 )
+from protocol._response_items import item_to_message, message_to_items
 from protocol.errors import InvalidSessionSettingsError
 
 from ..compaction._policy import OnBusy, check_on_busy
 from ._recall_tool import recall_tool
-from ._response_items import item_to_message, message_to_items
 from ._run_turns import RUN_HANDLE, RunTurn, RunTurns
 from ._run_usage import RunUsage
 

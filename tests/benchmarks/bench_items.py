@@ -21,9 +21,9 @@ import timeit
 from collections.abc import Callable
 from typing import Any
 
-from actors.integrations._response_items import item_to_message
 from persistence._rows import message_params
 from protocol._checks import check_json_value, encode_json_bounded
+from protocol._response_items import item_to_message
 
 ITEMS: dict[str, dict[str, Any]] = {
     "function_call": {

@@ -248,6 +248,33 @@ def test_an_ask_merged_by_compaction_is_rendered_from_the_merged_message(make_re
     assert "latest ask" in live.content and SUMMARY_PREFIX in live.content
 
 
+def test_responses_compact_items_round_trip_through_get_items_and_the_next_compaction(make_registry, store, llm_server):
+    import openai
+
+    from actors.compressors import ResponsesCompactCompressor
+
+    client = openai.AsyncOpenAI(base_url=llm_server.base_url, api_key="sk-test", max_retries=0)
+    registry = make_registry(ResponsesCompactCompressor(client, "gpt-test", keep_last=2), merge_user_messages=False)
+    session = AgentsSession(registry, "native")
+    run(session.add_items(messages(8)))
+    assert registry.session("native").compress().status is CompressionStatus.COMPACTED
+    items = run(session.get_items())
+    first = {"id": "cmp_1", "type": "compaction", "encrypted_content": "enc-1"}
+    assert first in items  # exactly the item the API returned
+    assert items[0] == {"role": "user", "content": "Message 0"}
+    assert items[-2:] == messages(2, start=6)
+
+    run(session.add_items(messages(4, start=8)))
+    assert registry.session("native").compress().status is CompressionStatus.COMPACTED
+    assert first in llm_server.requests[-1]["input"]  # the next compaction sends it back
+    items = run(session.get_items())
+    assert first not in items
+    assert {"id": "cmp_2", "type": "compaction", "encrypted_content": "enc-2"} in items
+    assert items[-2:] == messages(2, start=10)
+    compressors = store.usage("native").compactions
+    assert compressors is not None and compressors.total_tokens > 0
+
+
 # -- pop_item and clear_session ----------------------------------------------------------------
 
 

@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from actors.integrations._response_items import (
+from protocol import InvalidMessageError, Message
+from protocol._response_items import (
     ITEM_KEY,
     item_to_message,
     message_to_items,
 )
-from protocol import InvalidMessageError, Message
 
 from .items_catalog import ITEMS
 
