@@ -25,7 +25,7 @@ from .._batching import linked_chains
 from .._latch import Latch
 from .._submitted import woken
 from ._lineage import ended_error, require_incarnation
-from ._turns import turn_held
+from ._turns import turn_refusing
 
 __all__ = [
     "JSONB_TEXT_LIMIT",
@@ -33,6 +33,7 @@ __all__ = [
     "CreateJob",
     "DoneFn",
     "Pending",
+    "RowLocked",
     "Wake",
     "append_payload",
     "append_run",
@@ -44,6 +45,7 @@ __all__ = [
     "refuse",
     "release_chain",
     "sweep",
+    "waiting_for_locks",
 ]
 
 log = logging.getLogger("session_actors.postgres.writer")
@@ -206,6 +208,17 @@ def append_run(cur: Any, queries: Mapping[str, str], appends: list[Pending], psy
     refuse(cur, queries, assign_rows(appends, fetched), psycopg)
 
 
+def waiting_for_locks(sql: str) -> str:
+    """The batch statement waiting for a locked session row instead of skipping it:
+    for an append in a transaction of its own (a keyed one), which may wait."""
+    if _SKIP_LOCKED not in sql:
+        raise AssertionError(f"append_batch no longer locks with {_SKIP_LOCKED}")
+    return sql.replace(_SKIP_LOCKED, "FOR NO KEY UPDATE")
+
+
+_SKIP_LOCKED = "FOR NO KEY UPDATE SKIP LOCKED"
+
+
 def _read_as_json(sql: str) -> str:
     """The batch statement reading its rows as json instead of jsonb."""
     if _AS_JSONB not in sql:
@@ -268,16 +281,25 @@ def refuse(cur: Any, queries: Mapping[str, str], refused: list[Pending], psycopg
         pending.error = refusal(cur, queries, pending.job, psycopg)
 
 
+class RowLocked(StoreBusyError):
+    """An append got no rows for no reason of its own: the batch statement skipped
+    its session's row, locked by another transaction. The writer tries it again in a
+    later batch, until its patience is spent (then the caller gets this error)."""
+
+
 def refusal(cur: Any, queries: Mapping[str, str], job: AppendJob, psycopg: Any) -> TranscriptError:
     """Why an append got no rows: its session is missing, another incarnation, ended
     or under another holder's turn (read after the statement, which committed the
-    rest of the batch)."""
+    rest of the batch), else `RowLocked`."""
     session_id = job.session_id
     try:
         row = require_incarnation(cur, queries, session_id, job.incarnation)
-        if row["ended_at"] is None:
-            return turn_held(cur, queries, session_id, job.turn)
-        return ended_error(cur, queries, session_id)
+        if row["ended_at"] is not None:
+            return ended_error(cur, queries, session_id)
+        held = turn_refusing(cur, queries, session_id, job.turn)
+        if held is not None:
+            return held
+        return RowLocked(f"append to {session_id!r}: its session row stayed locked by another transaction")
     except SessionNotFoundError as exc:
         return exc
     except psycopg.Error as exc:

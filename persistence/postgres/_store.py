@@ -75,7 +75,7 @@ from .._store import WriteStats
 from .._submitted import completion, stored_messages
 from . import _lifecycle as lifecycle
 from ._args import check_pool_options
-from ._batch import Wake, append_payload, refusal
+from ._batch import Wake, append_payload, refusal, waiting_for_locks
 from ._branch import BranchMethods
 from ._compaction import commit_in_transaction
 from ._driver import PgDatabase
@@ -338,7 +338,7 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
         def append_rows(cur: Any, fresh: Sequence[Mapping[str, Any]]) -> list[int]:
             job = AppendJob(sid, fresh, incarnation, token)
             rows, wanted, turns = append_payload([job])
-            cur.execute(q["append_batch"], {"rows": rows, "wanted": wanted, "turns": turns})
+            cur.execute(waiting_for_locks(q["append_batch"]), {"rows": rows, "wanted": wanted, "turns": turns})
             ids = [row["id"] for row in cur.fetchall()]
             if not ids:
                 raise refusal(cur, q, job, self._db.psycopg)

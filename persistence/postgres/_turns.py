@@ -28,6 +28,7 @@ __all__ = [
     "open_turn",
     "renew_turn",
     "turn_held",
+    "turn_refusing",
 ]
 
 Queries = Mapping[str, str]
@@ -43,6 +44,20 @@ def turn_held(
     if row is None:
         return SessionNotFoundError(session_id)
     return turn_refusal(session_id, row, live=row["turn_live"], turn=turn)
+
+
+def turn_refusing(
+    cur: Any, q: Queries, session_id: str, turn: int | None = None
+) -> TurnHeldError | TurnLostError | SessionNotFoundError | None:
+    """`turn_held`'s error if the turn lease refuses a write carrying ``turn`` now (the
+    batch statement's own test, on the database clock), else None."""
+    cur.execute(q["turn_of"], {"id": session_id})
+    row = cur.fetchone()
+    if row is None:
+        return SessionNotFoundError(session_id)
+    live = row["turn_live"]
+    allowed = not live if turn is None else live and row["turn_token"] == turn
+    return None if allowed else turn_refusal(session_id, row, live=live, turn=turn)
 
 
 def open_turn(

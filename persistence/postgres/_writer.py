@@ -7,11 +7,15 @@ the whole batch. Each caller is released after the commit that holds its rows.
 
 A fixed lock order, so two processes' writers can never deadlock each other:
 creates insert in id order, and the append statement locks its session rows in
-id order (``ORDER BY id FOR NO KEY UPDATE``) before it touches them, each held
-until its commit, so seqs are still handed out under the session's row lock in
-commit order; ``UNIQUE(session_id, seq)`` and the compaction fence (the lease
-row, then the session row) are untouched. A missing or ended session gets no
-rows and fails its own requests only. A statement that fails for its data
+id order (``ORDER BY id FOR NO KEY UPDATE SKIP LOCKED``) before it touches
+them, each held until its commit, so seqs are still handed out under the
+session's row lock in commit order; ``UNIQUE(session_id, seq)`` and the
+compaction fence (the lease row, then the session row) are untouched. A missing
+or ended session gets no rows and fails its own requests only. So does a session
+whose row another transaction holds: skipped rather than waited for, so one
+locked session cannot stall or time out the batch; its requests are set aside
+and tried again, in their order and ahead of later requests for it, after a
+jittered backoff, until their patience is spent. A statement that fails for its data
 (anything but the retryable errors below) wrote nothing, and the batch is
 replayed request by request, each in its own transaction, so only the guilty
 request fails.
@@ -48,6 +52,7 @@ from ._batch import (
     CreateJob,
     DoneFn,
     Pending,
+    RowLocked,
     append_payload,
     append_run,
     assign_rows,
@@ -102,6 +107,9 @@ class PgWriter:
         self._requests = 0  # requests they held
         self._in_flight = 0  # requests of the batches being attempted
         self._held: list[Pending] = []  # taken from the queue, to go in the next batch
+        self._locked_out: list[Pending] = []  # skipped for a row another transaction holds
+        self._retry_locked_at = 0.0  # when they go in a batch again
+        self._locked_backoff = _BACKOFF_FIRST_S
         self._pipe: AppendPipeline | None = None  # the pipeline of the current connection
         self._no_pipeline = False  # the batch statement could not be prepared: plain way only
         self._unanswered: list[list[Pending]] = []  # batches sent down the pipeline, not yet settled
@@ -131,7 +139,7 @@ class PgWriter:
             self._queue.put(pending)
 
     def stats(self) -> WriteStats:
-        queued = self._queue.qsize() + len(self._held)  # held: for the next batch
+        queued = self._queue.qsize() + len(self._held) + len(self._locked_out)  # for a later batch
         return WriteStats(self._transactions, self._requests, self._in_flight, queued)
 
     def close(self) -> None:
@@ -151,15 +159,10 @@ class PgWriter:
         flight: list[Pending] | None = None  # an append batch in the pipeline
         stopping = False
         try:
-            while flight is not None or self._held or not stopping:
+            while flight is not None or self._held or self._locked_out or not stopping:
                 if flight is None:
-                    if not self._held:
-                        try:
-                            first = self._queue.get_nowait()
-                        except queue.Empty:
-                            sweep(released)  # idle: nobody may wait on a stalled chain meanwhile
-                            first = self._queue.get()
-                        self._held.append(first)
+                    if not self._held and not self._locked_due():
+                        self._wait_for_work(stopping, released)
                     batch, stopping = self._take(stopping)
                     if not batch:
                         continue
@@ -174,6 +177,26 @@ class PgWriter:
         finally:
             sweep(released)
             self._disconnect()
+
+    def _wait_for_work(self, stopping: bool, released: list[Pending]) -> None:
+        """Until a request is queued (then held for the next batch) or the locked-out
+        requests are due again."""
+        wait = max(0.0, self._retry_locked_at - time.monotonic()) if self._locked_out else None
+        if stopping:  # the queue is drained: only locked-out requests are left
+            time.sleep(wait or 0.0)
+            return
+        try:
+            first = self._queue.get_nowait()
+        except queue.Empty:
+            sweep(released)  # idle: nobody may wait on a stalled chain meanwhile
+            try:
+                first = self._queue.get(timeout=wait)
+            except queue.Empty:
+                return
+        self._held.append(first)
+
+    def _locked_due(self) -> bool:
+        return bool(self._locked_out) and time.monotonic() >= self._retry_locked_at
 
     def _take(self, stopping: bool, busy: list[Pending] | None = None) -> tuple[list[Pending], bool]:
         """The next batch: the requests held back first, then what is queued (up to
@@ -191,7 +214,46 @@ class PgWriter:
             self._held = [p for p in batch if p.job.session_id in sessions]
             if self._held:
                 batch = [p for p in batch if p.job.session_id not in sessions]
-        return batch, stopping
+        return self._with_locked_out(batch), stopping
+
+    def _with_locked_out(self, batch: list[Pending]) -> list[Pending]:
+        """``batch`` with the locked-out requests in front once they are due; until
+        then, a request for one of their sessions waits with them, so a session's
+        requests still commit in the order they were queued."""
+        if not self._locked_out:
+            return batch
+        if self._locked_due():
+            batch, self._locked_out = self._locked_out + batch, []
+            return batch
+        sessions = {p.job.session_id for p in self._locked_out}
+        self._locked_out += [p for p in batch if p.job.session_id in sessions]
+        return [p for p in batch if p.job.session_id not in sessions]
+
+    def _lock_out(self, batch: list[Pending]) -> list[Pending]:
+        """Set aside, for a later batch, the requests skipped for a session row another
+        transaction holds (`RowLocked`) whose patience is not spent; returns the rest,
+        whose outcome is final."""
+        now = time.monotonic()
+        final = []
+        for pending in batch:
+            if not isinstance(pending.error, RowLocked):
+                final.append(pending)
+            elif now < pending.queued_at + self._patience_s:
+                pending.error = None
+                self._locked_out.append(pending)
+            else:
+                pending.error = RowLocked(
+                    f"append to {pending.job.session_id!r}: its session row stayed locked by another "
+                    f"transaction for {self._patience_s:g}s (patience_s); nothing was written"
+                )
+                final.append(pending)
+        if len(final) < len(batch):
+            delay = self._locked_backoff * random.uniform(0.5, 1.5)
+            self._retry_locked_at = now + delay
+            self._locked_backoff = min(self._locked_backoff * 2, _BACKOFF_MAX_S)
+        elif not self._locked_out:
+            self._locked_backoff = _BACKOFF_FIRST_S
+        return final
 
     def _commit(self, batch: list[Pending], failed: BaseException | None = None, sent: bool = True) -> list[Pending]:
         """Run ``batch`` to an outcome for every request, complete its submitted
@@ -210,7 +272,7 @@ class PgWriter:
         return self._complete(batch)
 
     def _complete(self, batch: list[Pending]) -> list[Pending]:
-        batch = complete_submitted(batch)
+        batch = complete_submitted(self._lock_out(batch))
         release_chain(batch)
         return batch
 

@@ -180,9 +180,12 @@ RETURNING id;
 -- ended session, another incarnation than the one meant (wanted: {id:
 -- incarnation or null for any}), or one under another holder's live turn lease
 -- (turns: {id: the token its appends carry}) gets no rows back: its requests fail
--- alone. The rows arrive as one JSON array of [session_id, role, content, name,
--- tool_call_id, tool_calls, meta, turn, key, usage] arrays (text or null): one parameter, far
--- cheaper for the client to send than seven arrays. Read as jsonb, parsed once:
+-- alone. So does a session whose row another transaction holds (SKIP LOCKED): one
+-- locked session must not hold up, or time out, every session batched with it;
+-- the writer tries its requests again in a later batch. The rows arrive as one
+-- JSON array of [session_id, role, content, name, tool_call_id, tool_calls,
+-- meta, turn, key, usage] arrays (text or null): one parameter, far cheaper for
+-- the client to send than seven arrays. Read as jsonb, parsed once:
 -- each ->> of a json value scans its text again (a quarter of the statement's
 -- server CPU for a batch of 30).
 WITH input AS (
@@ -201,7 +204,7 @@ locked AS (
                ELSE coalesce(turn_token = (%(turns)s::jsonb ->> id)::bigint, false) AND turn_holder IS NOT NULL
                     AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision END
     ORDER BY id
-    FOR NO KEY UPDATE
+    FOR NO KEY UPDATE SKIP LOCKED
 ),
 counts AS (SELECT session_id, count(*) AS n FROM input GROUP BY session_id),
 bumped AS (

@@ -107,7 +107,7 @@ def test_postgres_read_retried_after_a_lost_connection_is_counted(otel: Otel, pg
 
 @pytest.mark.postgres
 def test_postgres_append_retried_after_its_backend_was_terminated_is_counted(otel: Otel, pg_url: str) -> None:
-    import psycopg
+    from tests.persistence.postgres.test_group_commit import gate
 
     app = f"otel-{uuid.uuid4().hex[:8]}"
     store = open_store(with_application_name(pg_url, app))
@@ -116,16 +116,14 @@ def test_postgres_append_retried_after_its_backend_was_terminated_is_counted(ote
         store.append("s", Message("user", "before"))
         retries = otel.counter(BUSY)
         result: dict[str, object] = {}
-        with psycopg.connect(with_application_name(pg_url, f"blocker-{app}")) as blocker:
-            blocker.execute("SELECT 1 FROM sessions WHERE id = 's' FOR UPDATE")  # holds the row
+        with gate(pg_url):  # holds the append's statement
             writer = threading.Thread(
                 target=lambda: result.setdefault("stored", store.append("s", Message("user", "x")))
             )
             writer.start()
             wait_until(lambda: pg_rows(pg_url, WAITING, (app,))[0][0] == 1, what="the blocked append")
             assert pg_rows(pg_url, KILL, (app,))[0][0] >= 1  # killed mid-statement: rolled back
-            blocker.rollback()
-            writer.join(30)
+        writer.join(30)
         assert [m.seq for m in result["stored"]] == [2]  # sent again on a new connection
         assert otel.counter(BUSY) > retries
     finally:

@@ -21,7 +21,7 @@ def test_a_batch_of_submitted_appends_is_completed_by_the_writer_and_woken_once(
         for sid in ["gate"] + [f"s{k}" for k in range(8)]:
             store.create_session(sid)
         done = Completions(expected=81)
-        with gate(pg_url, "gate"):  # the writer waits: every submission joins one batch
+        with gate(pg_url):  # the writer waits: every submission joins one batch
             assert store.append_nowait("gate", [Message("user", "held")], done.on_done)
             wait_queued(store, 0)
             for i in range(10):
@@ -57,7 +57,7 @@ def test_a_waiting_caller_and_submissions_share_a_batch(pg_url: str):
             store.create_session(sid)
         done = Completions(expected=2)
         outcome: dict[str, Any] = {}
-        with gate(pg_url, "gate"):
+        with gate(pg_url):
             assert store.append_nowait("gate", [Message("user", "held")], lambda *_: None)
             wait_queued(store, 0)
             assert store.append_nowait("a", [Message("user", "a")], done.on_done)

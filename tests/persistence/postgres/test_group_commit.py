@@ -1,9 +1,10 @@
 """Group commit on PostgreSQL: many sessions' appends and creates share a transaction,
 a failing request fails alone, and two writers never deadlock.
 
-The writer is held at a *gate*: another connection locks a session row, an
-append to it stalls the writer's batch, and everything submitted meanwhile
-queues up and is committed together once the gate opens.
+The writer is held at a *gate*: another connection holds the messages table in
+SHARE mode, the writer's batch stalls at its insert, and everything submitted
+meanwhile queues up and is committed together once the gate opens. A session row
+another transaction locks holds up that session's appends only.
 """
 
 from __future__ import annotations
@@ -32,14 +33,30 @@ pytestmark = [pytest.mark.postgres, pytest.mark.timeout(60)]
 
 
 @contextmanager
-def gate(url: str, *session_ids: str) -> Iterator[None]:
-    """Hold the row locks of ``session_ids`` (another connection) until the block ends."""
+def gate(url: str) -> Iterator[None]:
+    """Hold every writer of the database in its next insert until the block ends: a
+    statement trigger on ``messages`` waits for an advisory lock this block holds (a
+    row lock would not do: the batch statement skips a locked session and goes on)."""
     import psycopg
 
-    with psycopg.connect(url, connect_timeout=5) as conn:
-        conn.execute("SELECT id FROM sessions WHERE id = ANY(%s) FOR UPDATE", (list(session_ids),))
-        yield
-        conn.rollback()
+    pg_rows(
+        url,
+        f"CREATE OR REPLACE FUNCTION gate_hold() RETURNS trigger LANGUAGE plpgsql AS $$ "
+        f"BEGIN PERFORM pg_advisory_xact_lock_shared({_GATE_KEY}); RETURN NULL; END $$",
+    )
+    with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (_GATE_KEY,))
+        conn.execute(
+            "CREATE OR REPLACE TRIGGER gate_hold BEFORE INSERT ON messages "
+            "FOR EACH STATEMENT EXECUTE FUNCTION gate_hold()"
+        )
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_GATE_KEY,))
+
+
+_GATE_KEY = 4343
 
 
 def wait_queued(store: PostgresStore, count: int) -> None:
@@ -93,7 +110,7 @@ def test_a_failing_request_fails_alone_and_its_batch_commits(pg_url: str):
             store.create_session(sid)
         store.end_session("ended", "closed")
         calls = Calls()
-        with gate(pg_url, "gate"):
+        with gate(pg_url):
             calls.start("gate", lambda: store.append("gate", Message("user", "held")))
             wait_queued(store, 0)
             submitted = 0
@@ -140,7 +157,7 @@ def test_two_writers_locking_opposite_orders_never_deadlock(pg_url: str, caplog)
             one.create_session(sid)
         for round_ in range(3):
             calls = Calls()
-            with gate(pg_url, "gate-1", "gate-2"):
+            with gate(pg_url):
                 calls.start("gate-1", lambda: one.append("gate-1", Message("user", "g")))
                 calls.start("gate-2", lambda: two.append("gate-2", Message("user", "g")))
                 wait_queued(one, 0)
@@ -169,7 +186,7 @@ def test_appends_of_many_sessions_share_one_transaction(pg_url: str):
         for sid in ["gate"] + [f"s-{n}" for n in range(20)]:
             store.create_session(sid)
         calls = Calls()
-        with gate(pg_url, "gate"):
+        with gate(pg_url):
             calls.start("gate", lambda: store.append("gate", Message("user", "held")))
             wait_queued(store, 0)
             before = store.write_stats()
@@ -193,7 +210,7 @@ def test_concurrent_creates_share_transactions_and_one_id_is_created_once(pg_url
     with PostgresStore(pg_url) as store:
         store.create_session("gate")
         calls = Calls()
-        with gate(pg_url, "gate"):
+        with gate(pg_url):
             calls.start("gate", lambda: store.append("gate", Message("user", "held")))
             wait_queued(store, 0)
             before = store.write_stats()
@@ -247,7 +264,7 @@ def test_tricky_text_in_one_batch_is_stored_exactly_as_sent(pg_url: str):
             ],
         }
         calls = Calls()
-        with gate(pg_url, "gate"):
+        with gate(pg_url):
             calls.start("gate", lambda: store.append("gate", Message("user", "held")))
             wait_queued(store, 0)
             before = store.write_stats()
@@ -294,7 +311,7 @@ def test_callers_after_one_that_never_passes_the_release_on_still_return(pg_url:
         for sid in ["gate"] + order:
             store.create_session(sid)
         calls = Calls()
-        with gate(pg_url, "gate"):
+        with gate(pg_url):
             calls.start("gate", lambda: store.append("gate", Message("user", "held")))
             wait_queued(store, 0)
             for n, sid in enumerate(order):  # queued in this order: the chain's order

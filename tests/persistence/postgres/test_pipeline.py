@@ -32,11 +32,13 @@ from tests.pg import pg_rows, with_application_name
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(60)]
 
 _HOLD_KEY = 4242
+_STALL_KEY = 4244
 
 
 def install_hold(url: str) -> None:
     """A deferred trigger: the commit of a row whose content says "hold" waits for the
-    advisory lock `held_commits` holds, then fails if the content says "poison"."""
+    advisory lock `held_commits` holds, then fails if the content says "poison"; and
+    the insert of a row whose content says "stall" waits for `stalled_inserts`'."""
     PostgresStore(url).close()  # the schema
     pg_rows(
         url,
@@ -53,6 +55,16 @@ def install_hold(url: str) -> None:
         "CREATE CONSTRAINT TRIGGER hold AFTER INSERT ON messages DEFERRABLE INITIALLY DEFERRED "
         "FOR EACH ROW EXECUTE FUNCTION hold()",
     )
+    pg_rows(
+        url,
+        f"""
+        CREATE FUNCTION stall() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.content LIKE '%%stall%%' THEN PERFORM pg_advisory_xact_lock_shared({_STALL_KEY}); END IF;
+            RETURN NEW;
+        END $$""",
+    )
+    pg_rows(url, "CREATE TRIGGER stall BEFORE INSERT ON messages FOR EACH ROW EXECUTE FUNCTION stall()")
 
 
 @contextmanager
@@ -66,6 +78,19 @@ def held_commits(url: str) -> Iterator[None]:
             yield
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_HOLD_KEY,))
+
+
+@contextmanager
+def stalled_inserts(url: str) -> Iterator[None]:
+    """Inserts of "stall" rows wait until the block ends (their statement is in flight)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (_STALL_KEY,))
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_STALL_KEY,))
 
 
 def wait_for(condition, what: str) -> None:
@@ -105,10 +130,10 @@ def held_store(pg_url: str, *sessions: str) -> Iterator[tuple[PostgresStore, str
 def first_batch_committing(
     pg_url: str, store: PostgresStore, app: str, calls: Calls, *more: tuple[str, str, Message | list[Message]]
 ) -> None:
-    """Under a gate on session "g": "held" appends to it (its batch stops at the gate),
+    """Under a gate: "held" appends to session "g" (its batch stops at the gate),
     then each ``(name, session, messages)`` is queued, in this order. Returns once the
     gate opened and the first batch ran its statement and waits in its commit."""
-    with gate(pg_url, "g"):
+    with gate(pg_url):
         calls.start("held", lambda: store.append("g", Message("user", "hold me")))
         wait_queued(store, 0)
         for n, (name, sid, messages) in enumerate(more):
@@ -171,14 +196,14 @@ def test_a_batch_failing_at_commit_lets_the_next_commit_and_then_fails_only_its_
     with held_store(pg_url, "g", "p", "q", "r") as (store, app):
         calls = Calls()
         with held_commits(pg_url):
-            with gate(pg_url, "p"):
-                with gate(pg_url, "g"):
+            with stalled_inserts(pg_url):
+                with gate(pg_url):
                     calls.start("gate", lambda: store.append("g", Message("user", "gate")))
                     wait_queued(store, 0)
-                    calls.start("p", lambda: store.append("p", Message("user", "hold poison")))
+                    calls.start("p", lambda: store.append("p", Message("user", "hold poison stall")))
                     calls.start("q", lambda: store.append("q", Message("user", "q1")))
                     wait_queued(store, 2)
-                # the gate's batch committed; p's and q's statement waits for the row of "p"
+                # the gate's batch committed; p's and q's statement stalls at p's row
                 wait_for(lambda: in_flight_and_queued(store) == (2, 0), "the batch of p and q in flight")
                 calls.start("r", lambda: store.append("r", Message("user", "r1")))
                 wait_for(lambda: store.write_stats().queued == 1, "r queued")
