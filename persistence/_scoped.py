@@ -139,13 +139,13 @@ class SourceScopedStore:
         self._mine(session_id)
         return self.store.append(session_id, messages, **kwargs)
 
-    def transcript(self, session_id: str) -> list[StoredMessage]:
+    def transcript(self, session_id: str, *, incarnation: str | None = None) -> list[StoredMessage]:
         self._mine(session_id)
-        return self.store.transcript(session_id)
+        return self.store.transcript(session_id, incarnation=incarnation)
 
-    def archive(self, session_id: str) -> list[StoredMessage]:
+    def archive(self, session_id: str, *, incarnation: str | None = None) -> list[StoredMessage]:
         self._mine(session_id)
-        return self.store.archive(session_id)
+        return self.store.archive(session_id, incarnation=incarnation)
 
     def search(self, query: str, *, source: str | None = None, **kwargs: Any) -> list[SearchHit]:
         session_id = kwargs.get("session_id")

@@ -241,13 +241,15 @@ class Store(Protocol):
         """
         ...
 
-    def transcript(self, session_id: str) -> list[StoredMessage]:
-        """Live messages in ``seq`` order."""
+    def transcript(self, session_id: str, *, incarnation: str | None = None) -> list[StoredMessage]:
+        """Live messages in ``seq`` order. ``incarnation`` (a `SessionInfo.incarnation`):
+        only from that conversation; one erased and started again under the same id
+        raises `SessionNotFoundError` instead of returning the new conversation's."""
         ...
 
-    def archive(self, session_id: str) -> list[StoredMessage]:
+    def archive(self, session_id: str, *, incarnation: str | None = None) -> list[StoredMessage]:
         """Every non-live message (compacted, superseded, retracted, pruned), oldest
-        (lowest seq) first."""
+        (lowest seq) first. ``incarnation``: as for `transcript`."""
         ...
 
     # -- recall -----------------------------------------------------------------
@@ -307,7 +309,9 @@ class Store(Protocol):
         """Take the compaction lease of any existing session, ended or not.
 
         None if another holder's lease is live. Otherwise a new lease whose token is
-        the previous token + 1 (also when the same holder re-acquires). Expiry is
+        the previous token + 1 (also when the same holder re-acquires); the first
+        lease of an id starts above every token of an erased lease row, so tokens
+        never restart when a lineage is erased and its id used again. Expiry is
         computed on the database's clock.
 
         Raises: `InvalidArgumentError` (a `ValueError`) unless ``ttl_s`` is finite and > 0.

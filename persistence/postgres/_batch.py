@@ -169,9 +169,10 @@ def sweep(batch: list[Pending]) -> None:
         pending.release()
 
 
-def create_run(cur: Any, queries: Mapping[str, str], creates: list[Pending]) -> None:
+def create_run(cur: Any, queries: Mapping[str, str], creates: list[Pending], until: float | None) -> None:
     """Insert every distinct id of ``creates`` (sorted by id) with one statement; an
-    id asked twice, or already present, is `SessionExistsError` for that caller."""
+    id asked twice, or already present, is `SessionExistsError` for that caller.
+    ``until``: the statement's deadline on the server's clock (`call_deadline_check`)."""
     first: dict[str, Pending] = {}
     for pending in creates:
         if pending.job.session_id in first:
@@ -179,7 +180,7 @@ def create_run(cur: Any, queries: Mapping[str, str], creates: list[Pending]) -> 
         else:
             first[pending.job.session_id] = pending
     rows = [(sid, p.job.source, p.job.metadata, p.job.incarnation) for sid, p in first.items()]
-    cur.execute(queries["create_sessions"], {"rows": _ROWS.encode(rows)})
+    cur.execute(queries["create_sessions"], {"rows": _ROWS.encode(rows), "until": until})
     created = {row["id"]: row for row in cur.fetchall()}
     for sid, pending in first.items():
         row = created.get(sid)
@@ -189,19 +190,20 @@ def create_run(cur: Any, queries: Mapping[str, str], creates: list[Pending]) -> 
             pending.result = row
 
 
-def append_run(cur: Any, queries: Mapping[str, str], appends: list[Pending], psycopg: Any) -> None:
+def append_run(cur: Any, queries: Mapping[str, str], appends: list[Pending], psycopg: Any, until: float | None) -> None:
     """One statement writes every row; then each request takes its rows back
-    (`assign_rows`). Rows come back as tuples ``(id, session_id, seq, created_at)``."""
+    (`assign_rows`). Rows come back as tuples ``(id, session_id, seq, created_at)``.
+    ``until``: the statement's deadline on the server's clock (`call_deadline_check`)."""
     appends, later = one_incarnation_each(appends)
     if later:  # requests meaning another incarnation of an id: their own statement
-        append_run(cur, queries, later, psycopg)
+        append_run(cur, queries, later, psycopg, until)
     rows, wanted, turns = append_payload(p.job for p in appends)
     sql = queries["append_batch"]
     if len(rows) > JSONB_TEXT_LIMIT:  # too big for jsonb
         sql = _read_as_json(sql)
     factory, cur.row_factory = cur.row_factory, psycopg.rows.tuple_row  # cheaper than dicts
     try:
-        cur.execute(sql, {"rows": rows, "wanted": wanted, "turns": turns})
+        cur.execute(sql, {"rows": rows, "wanted": wanted, "turns": turns, "until": until})
         fetched = cur.fetchall()
     finally:
         cur.row_factory = factory

@@ -8,6 +8,11 @@ within the patience budget, then surface as `StoreBusyError`. A connection lost
 before COMMIT was sent is retried too (the server rolled that transaction back);
 one lost *during* COMMIT is retried only for read-only work: such a write may or
 may not have happened, so it is reported rather than repeated.
+
+Deadlines hold against a server that stops answering (`_watchdog`): a call still
+waiting `GRACE_S` past its deadline has its connection cut, and every write's
+COMMIT goes in one message with `call_deadline_check`, so the server refuses to
+commit it once the deadline has passed on its own clock.
 """
 
 from __future__ import annotations
@@ -30,16 +35,20 @@ from protocol import (
 from .. import _killpoints as killpoints
 from .. import _telemetry as telemetry
 from .._urls import display_url, scrubbed
+from ._watchdog import GRACE_S, Watchdog
 
 __all__ = [
     "DRIVER_LOGGER",
     "PgDatabase",
     "busy_reason",
+    "checked_commit_sql",
     "import_driver",
+    "past_deadline",
     "redact_url",
     "route_driver_logs",
     "set_local_timeouts",
     "set_timeouts_sql",
+    "stalled_reason",
 ]
 
 log = logging.getLogger("session_actors.pg_driver")
@@ -136,7 +145,8 @@ class PgDatabase:
         self._connect_timeout_s = connect_timeout_s
         self._where = redact_url(url)
         _check_conninfo(self._psycopg, url, self._where)
-        self._probe()  # a wrong URL fails now, with libpq's reason, not after the pool's wait
+        self._clock_offset = self._probe()  # a wrong URL fails now, with libpq's reason
+        self.watchdog = Watchdog(f"session-actors-pg-watchdog-{id(self):x}")
         self._pool = pool_mod.ConnectionPool(
             url,
             min_size=min_size,
@@ -154,18 +164,39 @@ class PgDatabase:
             # after a good probe (a race with max_connections, say): what the pool says, masked
             raise ConfigurationError(f"cannot connect to {self._where}: {scrubbed(str(exc), url)}") from None
 
-    def _probe(self) -> None:
+    def _probe(self) -> float:
+        """Connect once, not after the pool's wait; returns the server's clock offset
+        (`_clock_offset_on`)."""
         try:
-            self._psycopg.connect(self._url, **self._connection_options(self._connect_timeout_s)).close()
+            with self._psycopg.connect(self._url, **self._connection_options(self._connect_timeout_s)) as conn:
+                return _clock_offset_on(conn)
         except self._psycopg.Error as exc:
             raise ConfigurationError(
                 f"cannot connect to {self._where}: {scrubbed(str(exc).strip(), self._url)}"
             ) from None
 
+    def server_deadline(self, deadline: float) -> float:
+        """The monotonic ``deadline``, plus half the watchdog's grace, on the server's
+        clock (epoch seconds): what `call_deadline_check` compares with. A call's
+        connection is cut at the full grace, so even with the clocks half a grace
+        apart the server refuses before the caller hears of its failure."""
+        return deadline + self._clock_offset + GRACE_S / 2
+
+    def resync_clock(self) -> None:
+        """Measure the server's clock again: a write was refused as late before its
+        deadline had passed here, so the server's clock was stepped forward."""
+        try:
+            with self._pool.connection(timeout=self._patience_s) as conn:
+                self._clock_offset = _clock_offset_on(conn)
+        except Exception as exc:  # any: the next refusal tries again
+            log.info("measuring the clock of %s failed: %s", self._where, exc)
+            return
+        log.warning("the clock of %s was stepped; deadlines follow it again", self._where)
+
     def _connection_options(self, connect_timeout_s: float) -> dict[str, Any]:
         from psycopg.rows import dict_row
 
-        # autocommit: every transaction is an explicit conn.transaction() block.
+        # autocommit: every transaction is an explicit block (BEGIN ... checked COMMIT).
         options: dict[str, Any] = {
             "autocommit": True,
             "row_factory": dict_row,
@@ -226,9 +257,10 @@ class PgDatabase:
         return self._where
 
     def close(self) -> None:
-        """Close every connection and join the pool's threads. Idempotent."""
+        """Close every connection and join the pool's and the watchdog's threads. Idempotent."""
         if not self._pool.closed:
             self._pool.close(timeout=5.0)
+        self.watchdog.close()
 
     def run(self, what: str, work: Callable[[Any], T], *, readonly: bool = False) -> T:
         """Run ``work(cursor)`` in one transaction and return its result.
@@ -266,6 +298,8 @@ class PgDatabase:
                     f"{what}: the disk of {self._where} is full; nothing was written: {exc}"
                 ) from exc
             except rolled_back as exc:
+                if past_deadline(exc) and time.monotonic() < deadline:
+                    self.resync_clock()
                 cause: Exception = exc
             except _CommitUnknown as unknown:
                 lost = cast(Exception, unknown.__cause__)
@@ -275,6 +309,13 @@ class PgDatabase:
                         f" the write may or may not have been applied: {lost}"
                     ) from lost
                 cause = lost
+            except _Stalled as stalled:
+                if stalled.committing:
+                    raise StoreBusyError(
+                        f"{what}: {self._where} stopped answering during COMMIT ({stalled_reason(self._patience_s)});"
+                        " the write may have been applied before its deadline, never after it"
+                    ) from stalled.__cause__
+                cause = stalled
             except self._psycopg.OperationalError as exc:
                 # Lost before COMMIT was sent (or no connection obtained at all,
                 # PoolTimeout): the server rolled the transaction back, so even a
@@ -296,36 +337,77 @@ class PgDatabase:
             backoff = min(backoff * 2, _BACKOFF_MAX_S)
 
     def _once(self, work: Callable[[Any], T], deadline: float, write: str | None) -> T:
-        """One transaction (for a read whose deadline allows, its bare statements);
-        ``write`` names the store method of a write (kill points)."""
+        """One transaction (for a read whose deadline allows, its bare statements),
+        its connection watched until ``deadline``; ``write`` names the store method
+        of a write (kill points)."""
         timeout = max(0.001, deadline - time.monotonic())
         with self._pool.connection(timeout=timeout) as conn:
-            if write is None and self._session_timeouts_fit(deadline):
-                with conn.cursor() as cur:  # a read: each statement on its own
-                    return work(cur)
-            committing = False
+            watch = self.watchdog.watch(conn, deadline)
+            committing: list[bool] = []
             try:
-                if killpoints.ARMED and write:
-                    killpoints.reached("before_begin", write)
-                with conn.transaction():
-                    with conn.cursor() as cur:
-                        self._bound_lock_waits(cur, deadline)
-                        result = work(cur)
-                    if killpoints.ARMED and write:
-                        killpoints.reached("before_commit", write)
-                    committing = True  # leaving the block sends COMMIT
+                return self._watched(conn, work, deadline, write, committing)
             except self._psycopg.OperationalError as exc:
-                if committing:
-                    raise _CommitUnknown() from exc
+                if watch.cut:
+                    raise _Stalled(bool(committing)) from exc
+                if committing and not isinstance(exc, self._psycopg.errors.QueryCanceled):
+                    raise _CommitUnknown() from exc  # (cancelled: the server answered, rolled back)
                 raise
-            if killpoints.ARMED and write:
-                killpoints.reached("after_commit", write)
-            return result
+            finally:
+                self.watchdog.unwatch(watch)
+
+    def _watched(
+        self, conn: Any, work: Callable[[Any], T], deadline: float, write: str | None, committing: list[bool]
+    ) -> T:
+        """`_once`'s transaction; ``committing`` gets an entry once COMMIT is sent."""
+        if write is None:
+            with conn.cursor() as cur:
+                if self._session_timeouts_fit(deadline):  # a read: each statement on its own
+                    return work(cur)
+                with conn.transaction():
+                    self._bound_lock_waits(cur, deadline)
+                    return work(cur)
+        if killpoints.ARMED:
+            killpoints.reached("before_begin", write)
+        with conn.cursor() as cur:
+            cur.execute("BEGIN")
+            try:
+                self._bound_lock_waits(cur, deadline)
+                result = work(cur)
+                if killpoints.ARMED:
+                    killpoints.reached("before_commit", write)
+                committing.append(True)
+                cur.execute(checked_commit_sql(self.server_deadline(deadline)), prepare=False)
+            except BaseException:
+                if not conn.broken and conn.info.transaction_status != self._psycopg.pq.TransactionStatus.IDLE:
+                    cur.execute("ROLLBACK")  # failed work, or a COMMIT refused past its deadline
+                raise
+        if killpoints.ARMED:
+            killpoints.reached("after_commit", write)
+        return result
+
+
+def checked_commit_sql(until: float) -> str:
+    """COMMIT behind `call_deadline_check` of ``until`` (the server's clock), in one
+    message: a frozen backend that resumes late reads both, and refuses."""
+    return f"SELECT call_deadline_check({float(until)!r}); COMMIT"
+
+
+def stalled_reason(patience_s: float) -> str:
+    """Why a call's connection was cut, for `StoreBusyError`."""
+    return (
+        f"no reply within patience_s ({patience_s:g}s) plus {GRACE_S:g}s, so its connection was cut;"
+        " the server may be frozen or overloaded"
+    )
 
 
 def busy_reason(psycopg: Any, exc: BaseException) -> str:
-    """What kept a call waiting, for `StoreBusyError`: which lock, or the pool."""
+    """What kept a call waiting, for `StoreBusyError`: which lock, the pool, or a
+    server that stopped answering."""
+    if isinstance(exc, _Stalled):
+        return "the server stopped answering: its connection was cut after no reply past the call's deadline"
     errors = psycopg.errors
+    if isinstance(exc, errors.QueryCanceled) and past_deadline(exc):
+        return f"the server ran the write only after its deadline, and refused it: {exc}"
     if isinstance(exc, (errors.LockNotAvailable, errors.QueryCanceled)):
         where = getattr(getattr(exc, "diag", None), "context", None) or ""
         return (
@@ -338,6 +420,11 @@ def busy_reason(psycopg: Any, exc: BaseException) -> str:
     if type(exc).__name__ == "PoolTimeout":
         return f"no free connection in the pool: {exc}"
     return str(exc)
+
+
+def past_deadline(exc: BaseException) -> bool:
+    """Whether ``exc`` is `call_deadline_check` refusing a late write."""
+    return "call_deadline_check" in (getattr(getattr(exc, "diag", None), "context", None) or "")
 
 
 def _check_conninfo(psycopg: Any, url: str, where: str) -> None:
@@ -357,3 +444,20 @@ def _check_conninfo(psycopg: Any, url: str, where: str) -> None:
 
 class _CommitUnknown(Exception):
     """The connection failed while COMMIT was in flight: applied or not, unknown."""
+
+
+class _Stalled(Exception):
+    """The watchdog cut the connection of a call still waiting past its deadline."""
+
+    def __init__(self, committing: bool) -> None:
+        super().__init__("the watchdog cut a stalled connection")
+        self.committing = committing
+
+
+def _clock_offset_on(conn: Any) -> float:
+    """How far the server's clock (epoch seconds) is ahead of our monotonic clock,
+    within half a round trip. Monotonic, so a step of this machine's wall clock
+    moves no deadline."""
+    before = time.monotonic()
+    row = conn.execute("SELECT extract(epoch FROM clock_timestamp())::double precision AS t").fetchone()
+    return float(row["t"]) - (before + time.monotonic()) / 2

@@ -149,6 +149,9 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
             patience_s=float(patience_s),
             name=f"pg-writer-{id(self):x}",
             pgbouncer=pgbouncer,
+            watchdog=self._db.watchdog,
+            server_deadline=self._db.server_deadline,
+            resync_clock=self._db.resync_clock,
         )
 
     def __repr__(self) -> str:
@@ -338,7 +341,9 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
         def append_rows(cur: Any, fresh: Sequence[Mapping[str, Any]]) -> list[int]:
             job = AppendJob(sid, fresh, incarnation, token)
             rows, wanted, turns = append_payload([job])
-            cur.execute(waiting_for_locks(q["append_batch"]), {"rows": rows, "wanted": wanted, "turns": turns})
+            # no deadline of its own: the transaction's COMMIT checks it
+            params = {"rows": rows, "wanted": wanted, "turns": turns, "until": None}
+            cur.execute(waiting_for_locks(q["append_batch"]), params)
             ids = [row["id"] for row in cur.fetchall()]
             if not ids:
                 raise refusal(cur, q, job, self._db.psycopg)
@@ -404,20 +409,24 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
         return self._writer.stats()
 
     @telemetry.traced_read("transcript")
-    def transcript(self, session_id: str) -> list[StoredMessage]:
-        return self._messages("live_messages", session_id)
+    def transcript(self, session_id: str, *, incarnation: str | None = None) -> list[StoredMessage]:
+        return self._messages("live_messages", session_id, incarnation)
 
     @telemetry.traced_read("archive")
-    def archive(self, session_id: str) -> list[StoredMessage]:
-        return self._messages("archived_messages", session_id)
+    def archive(self, session_id: str, *, incarnation: str | None = None) -> list[StoredMessage]:
+        return self._messages("archived_messages", session_id, incarnation)
 
-    def _messages(self, query: str, session_id: str) -> list[StoredMessage]:
+    def _messages(self, query: str, session_id: str, incarnation: str | None) -> list[StoredMessage]:
         sid = validate_session_id(session_id)
+        check_incarnation(incarnation)
 
         def work(cur: Any) -> list[StoredMessage]:
-            require_session(cur, self._q, sid)
             cur.execute(self._q[query], {"id": sid})
-            return [stored_message_from_row(r) for r in cur.fetchall()]
+            rows = cur.fetchall()
+            # checked after the rows: each statement may read its own snapshot, and an
+            # id erased and started again never gets its old incarnation back
+            require_incarnation(cur, self._q, sid, incarnation)
+            return [stored_message_from_row(r) for r in rows]
 
         return self._read(query, work)
 

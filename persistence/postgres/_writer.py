@@ -63,8 +63,16 @@ from ._batch import (
     release_chain,
     sweep,
 )
-from ._driver import busy_reason, set_local_timeouts, set_timeouts_sql
+from ._driver import (
+    busy_reason,
+    checked_commit_sql,
+    past_deadline,
+    set_local_timeouts,
+    set_timeouts_sql,
+    stalled_reason,
+)
 from ._pipeline import AppendPipeline, numbered_placeholders, socket_ready
+from ._watchdog import Watch, Watchdog
 
 __all__ = ["AppendJob", "CreateJob", "PgWriter"]
 
@@ -91,9 +99,17 @@ class PgWriter:
         name: str,
         max_batch: int = MAX_BATCH,
         pgbouncer: bool = False,
+        watchdog: Watchdog,
+        server_deadline: Callable[[float], float],
+        resync_clock: Callable[[], None],
     ) -> None:
         self._pgbouncer = pgbouncer
         self._connect = connect
+        self._watchdog = watchdog
+        self._server_deadline = server_deadline
+        self._resync_clock = resync_clock
+        self._watch: Watch | None = None  # the connection's, cut once its oldest caller is overdue
+        self._until: float | None = None  # the deadline of the oldest request in flight
         self._q = queries
         self._psycopg = psycopg
         self._patience_s = patience_s
@@ -113,7 +129,7 @@ class PgWriter:
         self._pipe: AppendPipeline | None = None  # the pipeline of the current connection
         self._no_pipeline = False  # the batch statement could not be prepared: plain way only
         self._unanswered: list[list[Pending]] = []  # batches sent down the pipeline, not yet settled
-        self._batch_sql = numbered_placeholders(queries["append_batch"], ("rows", "wanted", "turns"))
+        self._batch_sql = numbered_placeholders(queries["append_batch"], ("rows", "wanted", "turns", "until"))
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -166,17 +182,27 @@ class PgWriter:
                     batch, stopping = self._take(stopping)
                     if not batch:
                         continue
+                    self._arm(batch)
                     if self._can_pipeline(batch) and self._send_first(batch):
                         flight = batch
                         continue
                     done = self._commit(batch)  # (if sending failed, nothing was committed)
                 else:
+                    self._arm([p for batch in self._unanswered for p in batch])
                     done, flight, stopping = self._land_guarded(flight, stopping)
+                self._arm([p for batch in self._unanswered for p in batch])
                 sweep(released)  # the previous chain had a whole batch to finish
                 released = done
         finally:
             sweep(released)
             self._disconnect()
+
+    def _arm(self, waiting: list[Pending]) -> None:
+        """Watch the connection until the deadline of the oldest of ``waiting`` (the
+        requests about to be, or being, written; none: nothing to watch)."""
+        self._until = min(p.queued_at for p in waiting) + self._patience_s if waiting else None
+        if self._watch is not None:
+            self._watch.until = self._until
 
     def _wait_for_work(self, stopping: bool, released: list[Pending]) -> None:
         """Until a request is queued (then held for the next batch) or the locked-out
@@ -326,7 +352,8 @@ class PgWriter:
         self._in_flight += len(batch)
         self._unanswered.append(batch)
         timeout_ms = max(1, int(timeout * 1000)) if own else None
-        pipe.send(rows.encode(), wanted.encode(), turns.encode(), timeout_ms)  # ASCII: batch._ROWS
+        until = repr(self._server_deadline(remaining + time.monotonic())).encode()
+        pipe.send(rows.encode(), wanted.encode(), turns.encode(), until, timeout_ms)  # ASCII: batch._ROWS
         return True
 
     def _answer(self, batch: list[Pending]) -> list[Pending]:
@@ -439,7 +466,7 @@ class PgWriter:
     def _run_statement(
         self,
         run: list[Pending],
-        execute: Callable[[Any, list[Pending]], None],
+        execute: Callable[[Any, list[Pending], float], None],
         deadline: float,
         failed: BaseException | None = None,
         sent: bool = True,
@@ -475,7 +502,7 @@ class PgWriter:
             failed, sent = self._attempt(run, execute, deadline)
 
     def _attempt(
-        self, run: list[Pending], execute: Callable[[Any, list[Pending]], None], deadline: float
+        self, run: list[Pending], execute: Callable[[Any, list[Pending], float], None], deadline: float
     ) -> tuple[BaseException | None, bool]:
         """One try: None if it committed, else its error and whether it was sent."""
         for pending in run:
@@ -488,7 +515,7 @@ class PgWriter:
             if killpoints.ARMED or self._pgbouncer:
                 self._write_in_transaction(cur, run, execute, deadline)
             else:
-                execute(cur, run)
+                execute(cur, run, deadline)
         except self._psycopg.Error as exc:
             return exc, sent
         self._transactions += 1
@@ -498,7 +525,7 @@ class PgWriter:
     def _settle(
         self,
         run: list[Pending],
-        execute: Callable[[Any, list[Pending]], None],
+        execute: Callable[[Any, list[Pending], float], None],
         deadline: float,
         exc: BaseException,
         sent: bool,
@@ -511,17 +538,13 @@ class PgWriter:
         if isinstance(exc, psycopg.errors.DiskFull):  # the statement wrote nothing
             _fail_all(run, StorageFullError(f"the database's disk is full; nothing was written: {exc}"), exc)
             return None
+        if past_deadline(exc) and time.monotonic() < deadline:
+            self._resync_clock()  # refused as late before its deadline: the server's clock was stepped
         if isinstance(exc, psycopg.OperationalError):
             terminated = isinstance(exc, psycopg.errors.AdminShutdown)
             if sent and not terminated and not _rolled_back(psycopg, exc):
+                _fail_all(run, self._lost_in_flight(exc), exc)
                 self._disconnect()  # lost while the statement was in flight
-                _fail_all(
-                    run,
-                    StoreBusyError(
-                        f"the connection failed while a write was in flight; it may or may not have been applied: {exc}"
-                    ),
-                    exc,
-                )
                 return None
             if terminated or not sent:
                 # Terminated: the server answered our statement with its own end,
@@ -538,8 +561,18 @@ class PgWriter:
             self._run_statement([pending], execute, deadline)
         return None
 
+    def _lost_in_flight(self, exc: BaseException) -> StoreBusyError:
+        if self._watch is not None and self._watch.cut:
+            return StoreBusyError(
+                f"the database stopped answering a write ({stalled_reason(self._patience_s)}); "
+                "it may have been applied before its deadline, never after it"
+            )
+        return StoreBusyError(
+            f"the connection failed while a write was in flight; it may or may not have been applied: {exc}"
+        )
+
     def _write_in_transaction(
-        self, cur: Any, run: list[Pending], execute: Callable[[Any, list[Pending]], None], deadline: float
+        self, cur: Any, run: list[Pending], execute: Callable[[Any, list[Pending], float], None], deadline: float
     ) -> None:
         """The same statement inside BEGIN ... COMMIT: behind PgBouncer, where the
         timeouts can only be set for the transaction (``SET LOCAL``), and in tests
@@ -551,10 +584,10 @@ class PgWriter:
         try:
             if self._pgbouncer:
                 set_local_timeouts(cur, deadline - time.monotonic())
-            execute(cur, run)
+            execute(cur, run, deadline)
             if killpoints.ARMED:
                 killpoints.reached("before_commit", operation)
-            cur.execute("COMMIT")
+            cur.execute(checked_commit_sql(self._server_deadline(deadline)), prepare=False)
         except BaseException:
             if not cur.connection.closed:
                 try:
@@ -565,11 +598,11 @@ class PgWriter:
         if killpoints.ARMED:
             killpoints.reached("after_commit", operation)
 
-    def _create_run(self, cur: Any, creates: list[Pending]) -> None:
-        create_run(cur, self._q, creates)
+    def _create_run(self, cur: Any, creates: list[Pending], deadline: float) -> None:
+        create_run(cur, self._q, creates, self._server_deadline(deadline))
 
-    def _append_run(self, cur: Any, appends: list[Pending]) -> None:
-        append_run(cur, self._q, appends, self._psycopg)
+    def _append_run(self, cur: Any, appends: list[Pending], deadline: float) -> None:
+        append_run(cur, self._q, appends, self._psycopg, self._server_deadline(deadline))
 
     # -- connection ----------------------------------------------------------------
 
@@ -596,9 +629,13 @@ class PgWriter:
             conn = None
         if conn is None or conn.closed:
             self._conn = conn = self._connect()
+            self._watch = self._watchdog.watch(conn, self._until)
         return conn
 
     def _disconnect(self) -> None:
+        if self._watch is not None:
+            self._watchdog.unwatch(self._watch)  # before the close frees its descriptor
+            self._watch = None
         conn, self._conn = self._conn, None
         self._lock_timeout = {}  # a new connection starts with patience_s (`driver.PgDatabase.connect`)
         if self._pipe is not None:

@@ -217,7 +217,9 @@ numbered AS (
     SELECT i.*, b.first_seq - 1 + row_number() OVER (PARTITION BY i.session_id ORDER BY i.ord) AS seq
     FROM input i JOIN bumped b ON b.id = i.session_id
 ),
-clock AS (SELECT extract(epoch FROM clock_timestamp())::double precision AS t)
+-- the deadline check last, once: a backend frozen before it runs refuses on resume
+clock AS (SELECT extract(epoch FROM clock_timestamp())::double precision AS t
+          WHERE call_deadline_check(%(until)s::double precision))
 INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_calls,
                       meta, created_at, state, origin_id, turn, key, usage)
 SELECT n.session_id, n.seq, n.role, n.content, n.name, n.tool_call_id, n.tool_calls,
@@ -236,6 +238,7 @@ INSERT INTO sessions (id, source, parent_session_id, created_at, metadata, incar
 SELECT u.r ->> 0, u.r ->> 1, NULL, extract(epoch FROM clock_timestamp())::double precision,
        (u.r ->> 2)::jsonb, u.r ->> 3
 FROM json_array_elements(%(rows)s::json) WITH ORDINALITY AS u(r, ord)
+WHERE call_deadline_check(%(until)s::double precision)
 ORDER BY u.ord
 ON CONFLICT (id) DO NOTHING
 RETURNING id, source, parent_session_id, created_at, ended_at, end_reason, epoch, metadata, incarnation,
@@ -272,10 +275,12 @@ ORDER BY seq;
 
 -- name: acquire_lease
 -- One statement: take the row when it is free, expired, or ours; the token only
--- ever goes up. No row returned means another holder's lease is live.
+-- ever goes up (a new row starts above every erased row's: lease_token_floor).
+-- No row returned means another holder's lease is live.
 WITH clock AS (SELECT extract(epoch FROM clock_timestamp())::double precision AS t)
 INSERT INTO leases (session_id, holder, token, acquired_at, expires_at)
-SELECT %(session_id)s, %(holder)s, 1, clock.t, clock.t + %(ttl)s FROM clock
+SELECT %(session_id)s, %(holder)s, (SELECT token + 1 FROM lease_token_floor), clock.t, clock.t + %(ttl)s
+FROM clock
 ON CONFLICT (session_id) DO UPDATE
 SET holder = EXCLUDED.holder,
     token = leases.token + 1,

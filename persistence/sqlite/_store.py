@@ -436,22 +436,23 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
         done = completion(on_done, messages, params, session_id, logger)
         return self._writer.submit_nowait(None, session_id, job=job, what="append", on_done=done)
 
-    def _messages(self, query: str, session_id: str) -> list[StoredMessage]:
+    def _messages(self, query: str, session_id: str, incarnation: str | None) -> list[StoredMessage]:
         checked_session_id(session_id)
+        check_incarnation(incarnation)
 
-        def body(c: sqlite3.Connection) -> list[sqlite3.Row]:
-            lineage.require_session(c, self._q, session_id)
+        def body(c: sqlite3.Connection) -> list[sqlite3.Row]:  # one snapshot
+            lineage.require_incarnation(c, self._q, session_id, incarnation)
             return c.execute(self._q[query], {"session_id": session_id}).fetchall()
 
         return [stored_message_from_row(r) for r in self._read(body, session_id)]
 
     @telemetry.traced_read("transcript")
-    def transcript(self, session_id: str) -> list[StoredMessage]:
-        return self._messages("transcript", session_id)
+    def transcript(self, session_id: str, *, incarnation: str | None = None) -> list[StoredMessage]:
+        return self._messages("transcript", session_id, incarnation)
 
     @telemetry.traced_read("archive")
-    def archive(self, session_id: str) -> list[StoredMessage]:
-        return self._messages("archive", session_id)
+    def archive(self, session_id: str, *, incarnation: str | None = None) -> list[StoredMessage]:
+        return self._messages("archive", session_id, incarnation)
 
     # -- leases -----------------------------------------------------------------
 

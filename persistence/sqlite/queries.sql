@@ -261,9 +261,10 @@ ORDER BY l.root, l.id
 
 -- name: acquire_lease
 -- A row that is free (released or expired) or held by the same holder is taken
--- over with token + 1; a live lease of another holder matches nothing.
+-- over with token + 1; a live lease of another holder matches nothing. A new row
+-- starts above every erased row's token (lease_token_floor).
 INSERT INTO leases (session_id, holder, token, acquired_at, expires_at)
-VALUES (:session_id, :holder, 1, :now, :expires_at)
+VALUES (:session_id, :holder, (SELECT token + 1 FROM lease_token_floor), :now, :expires_at)
 ON CONFLICT (session_id) DO UPDATE
 SET holder = excluded.holder, token = leases.token + 1,
     acquired_at = excluded.acquired_at, expires_at = excluded.expires_at

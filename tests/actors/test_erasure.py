@@ -156,6 +156,24 @@ def test_a_resident_actor_never_writes_into_a_conversation_started_again_elsewhe
     assert registry.session("s").transcript()[0].content == "second conversation"
 
 
+@pytest.mark.parametrize("kind", ["session", "review"])
+def test_an_old_handle_never_reads_a_conversation_started_again_elsewhere(make_registry, store, kind):
+    """Its reads name the actor's incarnation too: the new conversation's messages
+    are refused (SessionNotFoundError), and the actor retires."""
+    registry = make_registry()
+    old = getattr(registry, kind)("s")
+    old.append("user", "first conversation")
+    store.delete_session("s")  # elsewhere
+    store.create_session("s")
+    store.append("s", Message("user", "second conversation"))
+    with pytest.raises(SessionNotFoundError):
+        old.transcript()
+    assert registry.stats()["resident"] == 0  # retired
+    with pytest.raises(SessionNotFoundError):
+        old.archive()
+    assert [m.content for m in registry.session("s").transcript()] == ["second conversation"]
+
+
 def test_a_resident_actor_never_retracts_from_a_conversation_started_again_elsewhere(make_registry, store):
     registry = make_registry()
     old = registry.session("s")

@@ -65,6 +65,17 @@ def test_a_retraction_meant_for_an_erased_lineage_is_refused(store):
     assert store.retract("s", incarnation=new).content == "second conversation"
 
 
+def test_a_read_meant_for_an_erased_lineage_is_refused(store):
+    """A reader naming the old conversation never gets the new one's messages."""
+    old, new = _started_again(store, "s")
+    for read in (store.transcript, store.archive):
+        with pytest.raises(SessionNotFoundError):
+            read("s", incarnation=old)
+    assert [m.content for m in store.transcript("s", incarnation=new)] == ["second conversation"]
+    assert store.archive("s", incarnation=new) == []
+    assert [m.content for m in store.transcript("s")] == ["second conversation"]  # None: any
+
+
 def test_a_batch_of_appends_refuses_only_the_stale_ones(store):
     """Many callers at once (the writers batch them): the stale incarnation fails
     alone; every other append commits, in one group commit or several."""
@@ -102,6 +113,9 @@ def test_a_bad_incarnation_is_an_invalid_argument_and_writes_nothing(store, bad)
         store.append("s", Message("user", "x"), incarnation=bad)
     with pytest.raises(InvalidArgumentError):
         store.retract("s", incarnation=bad)
+    for read in (store.transcript, store.archive):
+        with pytest.raises(InvalidArgumentError):
+            read("s", incarnation=bad)
     assert store.transcript("s") == []
 
 
@@ -129,9 +143,9 @@ def test_commit_and_cooldown_name_the_conversation_they_mean(store, store_url, b
     store.create_session("s")
     store.append("s", [Message("user", "new a"), Message("assistant", "new b")])
     fresh = store.acquire_lease("s", "A", 30)
-    assert fresh.token == stale.token  # tokens of the new conversation began anew...
+    assert fresh.token > stale.token  # tokens never restart with the id...
     before = snapshot(backend, store_url)
-    with pytest.raises(SessionNotFoundError):  # ...so the commit checks the conversation itself
+    with pytest.raises(SessionNotFoundError):  # ...and the commit checks the conversation itself
         store.commit_compaction(
             fresh, watermark=2, compacted=[Message("user", "summary of the old")], mode="in_place", incarnation=old
         )

@@ -139,3 +139,19 @@ def test_reap_releases_expired_leases_keeps_tokens_and_live_leases(store):
 
 def snapshot_leases(store) -> dict[str, object]:
     return {lease.session_id: lease for lease in store.leases()}
+
+
+def test_a_conversation_started_again_never_reuses_an_erased_lease_token(store):
+    """Erasure deletes the lineage's lease rows; the id's next lease starts above
+    every token they had, so the erased conversation's lease (same holder, same
+    id) can neither renew nor release the new conversation's."""
+    store.create_session("s")
+    old = store.acquire_lease("s", "A", 30)
+    old = store.acquire_lease("s", "A", 30)  # the same holder again: token 2
+    store.delete_session("s")
+    store.create_session("s")
+    new = store.acquire_lease("s", "A", 30)
+    assert new is not None and new.token > old.token
+    assert store.renew_lease(old, 30) is None
+    assert store.release_lease(old) is False
+    assert store.current_lease("s") == new
