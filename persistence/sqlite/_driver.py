@@ -58,6 +58,11 @@ CACHED_STATEMENTS = 256
 # sessions, -25% with 20,000 (batches of 30 appends); the WAL file's high-water
 # mark is ~16 MiB instead of ~4 MiB.
 WAL_AUTOCHECKPOINT_PAGES = 4000
+# Once a disk filled up, the writer keeps its WAL this small (pages), and truncates
+# it back to this size after each checkpoint: the room an operator frees on a small
+# disk is otherwise taken again by the WAL growing back to its ~16 MiB high-water
+# mark, and the store fails again soon after recovering.
+WAL_PAGES_AFTER_FULL = 64
 
 
 def ensure_private_file(path: str, *, create: bool) -> None:
@@ -233,9 +238,13 @@ def map_sqlite_error(exc: sqlite3.Error, session_id: str = "?") -> TranscriptErr
 def checkpoint_after_full(conn: sqlite3.Connection, path: str) -> bool:
     """After a write failed for space: copy the WAL into the database and truncate it,
     so the space the WAL held is given back and the store works again as soon as
-    there is room, without reopening. False when it could not (still no room, or a
+    there is room, without reopening. From then on this connection keeps its WAL
+    small (`WAL_PAGES_AFTER_FULL`). False when it could not (still no room, or a
     reader in the way): the writer tries again before its next write."""
     try:
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_PAGES_AFTER_FULL}")
+        conn.execute(f"PRAGMA journal_size_limit = {WAL_PAGES_AFTER_FULL * page_size}")
         busy, wal_frames, moved = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
     except sqlite3.Error as exc:
         logger.info("checkpoint of %s after a full disk failed (retried before the next write): %s", path, exc)

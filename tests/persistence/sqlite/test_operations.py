@@ -113,3 +113,32 @@ def test_a_full_disk_is_storage_full_and_the_same_store_recovers(small_disk):
         assert os.path.getsize(str(db) + "-wal") < 64 * 1024
     finally:
         store.close()
+
+
+def test_after_a_full_disk_the_wal_leaves_the_freed_room_to_the_data(small_disk):
+    """On a small disk only part of the space comes back: the WAL stays small from
+    then on instead of growing back towards its high-water mark (~16 MiB) and
+    filling the disk again; hundreds of commits fit in the room freed."""
+    db = small_disk / "state.db"
+    store = SqliteStore(str(db))
+    try:
+        store.create_session("s")
+        spare = small_disk / "spare"  # what the operator will free: 1.5 MiB
+        with open(spare, "wb") as out:
+            out.write(b"\0" * (1536 * 1024))
+            os.fsync(out.fileno())
+        fill(small_disk / "filler", keep_free=64 * 1024)
+        for i in range(100):
+            try:
+                store.append("s", Message("user", f"m{i}:" + "x" * 8000))
+            except StorageFullError:
+                break
+        else:
+            pytest.fail("the disk never filled up")
+        os.remove(spare)
+        for i in range(300):  # one commit each: ~16 kB of WAL frames per commit
+            store.append("s", Message("user", f"after {i}: " + "y" * 1000))
+        assert os.path.getsize(str(db) + "-wal") <= 80 * 4096 + 32 * 1024  # 64 pages and a commit's worth
+        assert len(store.transcript("s")) >= 300
+    finally:
+        store.close()
