@@ -9,6 +9,9 @@ Only the `Store` protocol is used (``sessions``, ``transcript``, ``archive``,
 - ``seq_gap``: a session's seqs over all states are not exactly 1..N.
 - ``lineage_cycle``: following parents comes back to where it started.
 - ``missing_parent``: a parent id that names no session.
+- ``corrupt``: the file's pages fail SQLite's own check, or a message row's bytes
+  no longer match the checksum written with it (the row is named, its text never
+  printed).
 
 Warnings are listed, not counted (the exit status stays 0):
 
@@ -102,6 +105,7 @@ def check_store(
         report.problems += [Problem("corrupt", "", detail) for detail in physical()]
         if report.problems:  # the logical checks would read the damaged pages: stop here
             return report
+    report.problems += _damaged_row_problems(store, in_scope)
     checked = [info for sid, info in sorted(infos.items()) if in_scope(sid)]
     for info in checked:
         messages = [*store.transcript(info.id), *store.archive(info.id)]
@@ -114,6 +118,26 @@ def check_store(
     report.problems += _lineage_problems(infos, [info.id for info in checked])
     _check_leases(store, in_scope, report)
     return report
+
+
+def _damaged_row_problems(store: Store, in_scope: Callable[[str], bool]) -> list[Problem]:
+    """Rows whose bytes changed since they were written: their stored checksum
+    disagrees with their text (named by seq; the text is never printed)."""
+    damaged = getattr(store, "_damaged_rows", None)  # every backend keeps per-row checksums
+    if not callable(damaged):
+        return []
+    by_session: dict[str, list[int]] = defaultdict(list)
+    for session_id, seq in damaged():
+        if in_scope(session_id):
+            by_session[session_id].append(seq)
+    return [
+        Problem(
+            "corrupt",
+            sid,
+            f"{len(seqs)} message(s) changed since written: checksum mismatch at seqs {_listed(sorted(seqs))}",
+        )
+        for sid, seqs in sorted(by_session.items())
+    ]
 
 
 def _children_by_parent(infos: Iterable[SessionInfo]) -> dict[str, list[SessionInfo]]:

@@ -494,6 +494,15 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
 
         return self._read("leases", work)
 
+    def _damaged_rows(self) -> list[tuple[str, int]]:
+        """(session id, seq) of the rows whose text no longer matches their checksum. For fsck."""
+
+        def work(cur: Any) -> list[tuple[str, int]]:
+            cur.execute(self._q["damaged_rows"])
+            return [(r["session_id"], r["seq"]) for r in cur.fetchall()]
+
+        return self._read("fsck", work)
+
     # -- compaction ------------------------------------------------------------
 
     def commit_compaction(

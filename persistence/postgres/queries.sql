@@ -257,6 +257,11 @@ FROM unnest(%(roles)s::text[], %(contents)s::text[], %(names)s::text[],
          WITH ORDINALITY AS m(role, content, name, tool_call_id, tool_calls, meta, ord)
 ORDER BY m.ord;
 
+-- name: damaged_rows
+-- fsck: the rows whose stored text no longer matches the checksum written with it.
+SELECT session_id, seq FROM messages
+WHERE checksum IS DISTINCT FROM message_checksum(role, content, name, tool_call_id, tool_calls, meta);
+
 -- name: live_messages
 SELECT id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
        created_at, state, origin_id, key, usage

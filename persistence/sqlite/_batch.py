@@ -22,6 +22,8 @@ from typing import Any, NamedTuple
 
 from protocol import TranscriptError
 
+from ._checksums import row_checksum
+
 __all__ = [
     "MAX_REMEMBERED",
     "ROWS_PER_INSERT",
@@ -39,8 +41,9 @@ ROWS_PER_INSERT = 64
 #: Sessions whose counters a writer remembers; past it the oldest noted is forgotten.
 MAX_REMEMBERED = 4096
 _COLUMNS = operator.itemgetter("role", "content", "name", "tool_call_id", "tool_calls", "meta")
-#: Parameters of a row (insert_messages_row): session_id, seq, the _COLUMNS, created_at, turn, usage.
-ROW_WIDTH = 11
+#: Parameters of a row (insert_messages_row): session_id, seq, the _COLUMNS, created_at, turn, usage,
+#: checksum.
+ROW_WIDTH = 12
 _CHUNK = ROWS_PER_INSERT * ROW_WIDTH  # parameters of a full INSERT
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
@@ -234,7 +237,7 @@ def _rows(
         first = seq = next_seq[sid]
         turn = job.turn
         for p in job.params:
-            values += (sid, seq, *_COLUMNS(p), now, turn, p["usage"])
+            values += (sid, seq, *_COLUMNS(p), now, turn, p["usage"], row_checksum(p))
             seq += 1
         next_seq[sid] = seq
         firsts.append(first)

@@ -22,6 +22,7 @@ from protocol import (
 
 from .. import _keys as keys
 from .._rows import new_incarnation, stored_message_from_row, turn_refusal
+from ._checksums import row_checksum
 from ._lineage import ended_error, require_incarnation, require_session
 
 __all__ = [
@@ -106,6 +107,7 @@ def insert_rows(
             "now": now,
         }
         row["origin_id"] = origin
+        row["checksum"] = row_checksum(row)
         ids.append(conn.execute(q["insert_message"], row).lastrowid or 0)  # set by every INSERT
     return ids
 

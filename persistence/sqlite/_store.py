@@ -71,6 +71,7 @@ from . import _lineage as lineage
 from . import _sessions as sessions
 from ._batch import AloneAppends, AppendJob, RememberedCounters, bulk_append
 from ._branch import BranchMethods
+from ._checksums import damaged_rows
 from ._driver import (
     SYNCHRONOUS_MODES,
     BusyRetry,
@@ -221,6 +222,10 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
         rows = self._read(lambda c: c.execute("PRAGMA integrity_check(20)").fetchall())
         findings = [str(r[0]) for r in rows]
         return [] if findings == ["ok"] else findings
+
+    def _damaged_rows(self) -> list[tuple[str, int]]:
+        """(session id, seq) of the rows whose bytes no longer match their checksum. For fsck."""
+        return self._read(lambda c: list(damaged_rows(c, self._q)))
 
     def write_stats(self) -> WriteStats:
         """Write transactions committed by this store object, the requests they held

@@ -142,11 +142,11 @@ WHERE s.ended_at IS NULL AND coalesce(wanted.value = s.incarnation, 1)
 -- Group commit: many rows in one statement; the writer repeats insert_messages_row,
 -- comma-separated, once per row (positional parameters, in this order).
 INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_calls,
-                      meta, created_at, turn, usage, state, origin_id)
+                      meta, created_at, turn, usage, checksum, state, origin_id)
 VALUES
 
 -- name: insert_messages_row
-(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'live', NULL)
+(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'live', NULL)
 
 -- name: insert_checked_messages_head
 -- Group commit, counters the writer remembers: the same rows (insert_messages_row
@@ -158,7 +158,7 @@ VALUES
 -- materialized once, before the first row moves a counter (the trigger
 -- messages_next_seq).
 INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_calls,
-                      meta, created_at, turn, usage, state, origin_id)
+                      meta, created_at, turn, usage, checksum, state, origin_id)
 WITH checked AS MATERIALIZED (
     SELECT count(*) = ?1 AS ok
     FROM json_each(?2) AS e JOIN sessions AS s ON s.id = e.key
@@ -181,9 +181,9 @@ UPDATE sessions SET epoch = epoch + 1 WHERE id = :session_id RETURNING epoch
 
 -- name: insert_message
 INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_calls,
-                      meta, created_at, state, origin_id, turn, key, usage)
+                      meta, created_at, state, origin_id, turn, key, usage, checksum)
 VALUES (:session_id, :seq, :role, :content, :name, :tool_call_id, :tool_calls,
-        :meta, :now, 'live', :origin_id, :turn, :key, :usage)
+        :meta, :now, 'live', :origin_id, :turn, :key, :usage, :checksum)
 
 -- name: transcript
 -- Live rows sit at or above the session's live_from: a range of the unique index.
@@ -191,6 +191,12 @@ SELECT * FROM messages
 WHERE session_id = :session_id AND state = 'live'
   AND seq >= (SELECT live_from FROM sessions WHERE id = :session_id)
 ORDER BY seq
+
+-- name: checksummed_rows
+-- fsck: every row with a checksum, its columns' stored bytes in checksum order.
+SELECT session_id, seq, checksum, CAST(role AS BLOB), CAST(content AS BLOB), CAST(name AS BLOB),
+       CAST(tool_call_id AS BLOB), CAST(tool_calls AS BLOB), CAST(meta AS BLOB)
+FROM messages WHERE checksum IS NOT NULL
 
 -- name: archive
 SELECT * FROM messages WHERE session_id = :session_id AND state <> 'live' ORDER BY seq
@@ -227,7 +233,7 @@ UPDATE messages SET state = 'retracted', archived_at = :now WHERE id = :id AND s
 -- keep only their place (id, seq, role, created_at). :ids (a JSON array) limits
 -- it to some sessions; NULL means every session.
 UPDATE messages
-SET state = 'pruned', content = '""', name = NULL, tool_calls = NULL, meta = '{}'
+SET state = 'pruned', content = '""', name = NULL, tool_calls = NULL, meta = '{}', checksum = NULL
 WHERE state IN ('compacted', 'superseded', 'retracted') AND archived_at <= :cutoff
   AND (:ids IS NULL OR session_id IN (SELECT value FROM json_each(:ids)))
 

@@ -276,3 +276,82 @@ def test_export_all_writes_every_conversation_in_one_pass(capsys, tmp_path) -> N
     }
     assert run_cli(capsys, "--db", path, "export").code == 2  # one ID or --all
     assert run_cli(capsys, "--db", path, "export", "c1", "--all").code == 2
+
+
+def _change_stored_text(url: str, old: str, new: str) -> None:
+    """Change a message's text below the store, as a flipped byte on disk would: in
+    the SQLite file's bytes, or (PostgreSQL, where the checksum column is computed
+    on every write) with the column made a plain one first."""
+    if url.startswith("postgresql"):
+        from tests.pg import pg_rows
+
+        pg_rows(url, "ALTER TABLE messages ALTER COLUMN checksum DROP EXPRESSION")
+        pg_rows(url, "UPDATE messages SET content = replace(content, %s, %s)", (old, new))
+        return
+    with open(url, "rb") as f:
+        data = f.read()
+    assert data.count(old.encode()) == 1, "the text is in one place in the file"
+    with open(url, "wb") as f:
+        f.write(data.replace(old.encode(), new.encode()))
+
+
+def test_a_row_whose_bytes_changed_is_corrupt_and_its_text_is_never_shown(capsys, store_url: str) -> None:
+    store = open_store(store_url)
+    try:
+        for sid in ("a", "b"):
+            store.create_session(sid)
+        store.append("a", [Message("user", "hello"), Message("assistant", "the vault code is 4711")])
+        store.append("b", Message("user", "untouched"))
+    finally:
+        store.close()
+    code, doc = fsck(capsys, store_url)
+    assert code == 0, doc
+    _change_stored_text(store_url, "vault code is 4711", "vault code is 4712")  # one digit: valid JSON still
+    code, doc = fsck(capsys, store_url)
+    assert code == 1
+    assert kinds(doc) == [("corrupt", "a")]
+    assert "seqs 2" in doc["problems"][0]["detail"]
+    assert "vault" not in json.dumps(doc)
+    scoped = run_cli(capsys, "--db", store_url, "fsck", "--session", "b", "--format", "json")
+    assert scoped.code == 0 and json.loads(scoped.out)["ok"] is True
+
+
+def test_every_write_path_leaves_rows_whose_checksums_hold(capsys, store_url: str) -> None:
+    """Appends (plain, keyed, with tool calls and meta), a compaction's summary and
+    carried tail, a branch's copies and pruned rows all check clean."""
+    ids = build_lineage_db(store_url)
+    store = open_store(store_url)
+    try:
+        store.append(
+            ids["child"],
+            [
+                Message(
+                    "assistant",
+                    "",
+                    tool_calls=[{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+                ),
+                Message("tool", "out", tool_call_id="c1", name="f", meta={"k": "é"}),
+                Message("user", [{"type": "text", "text": "parts"}], key="k-1"),
+            ],
+        )
+        store.branch(ids["child"], 3, "branched")
+        assert store.prune_archive(older_than_s=0) > 0
+    finally:
+        store.close()
+    code, doc = fsck(capsys, store_url)
+    assert code == 0, doc["problems"]
+    assert doc["messages_checked"] >= 15
+    unchecked = "SELECT count(*) FROM messages WHERE checksum IS NULL AND state <> 'pruned'"
+    assert _rows(store_url, unchecked) == [(0,)]  # every row written has its checksum
+
+
+def _rows(url: str, query: str) -> list[tuple]:
+    if url.startswith("postgresql"):
+        from tests.pg import pg_rows
+
+        return pg_rows(url, query)
+    import sqlite3
+    from contextlib import closing
+
+    with closing(sqlite3.connect(url)) as conn:
+        return conn.execute(query).fetchall()
