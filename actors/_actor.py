@@ -296,7 +296,8 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
                     return  # the caller gave up while it was held: withdrawn
                 self._answer(reply, self._retract(request.sender))
             elif isinstance(command, ReadTranscript):
-                self._answer(reply, self._store.transcript(self.live_id, incarnation=self._incarnation))
+                read = self._store.transcript(self.live_id, incarnation=self._incarnation, limit=command.limit)
+                self._answer(reply, read)
             elif isinstance(command, ReadArchive):
                 self._answer(reply, self._store.archive(self.live_id, incarnation=self._incarnation))
             elif isinstance(command, Interrupt):  # out of band only: see SessionHandle.ask

@@ -39,6 +39,7 @@ from protocol import (
     Message,
     StoredMessage,
 )
+from protocol._checks import check_count
 from protocol._commands import (
     Append,
     CloseTurn,
@@ -139,9 +140,10 @@ class _Handle:
             return None
         return await answer  # cancelled meanwhile: it stays submitted (applied, answered to nobody)
 
-    def transcript(self) -> list[StoredMessage]:
-        """The live transcript (durable, in seq order)."""
-        return self._ask(ReadTranscript())
+    def transcript(self, *, limit: int | None = None) -> list[StoredMessage]:
+        """The live transcript (durable, in seq order); with ``limit`` (>= 1) its latest
+        ``limit`` messages, read at a cost that follows ``limit``."""
+        return self._ask(_read_transcript(limit))
 
     def archive(self) -> list[StoredMessage]:
         """Compacted and superseded messages of the live session."""
@@ -199,8 +201,8 @@ class _Handle:
     async def retract_async(self) -> StoredMessage | None:
         return await self._ask_async(Retract(origin=self._origin))
 
-    async def transcript_async(self) -> list[StoredMessage]:
-        return await self._ask_async(ReadTranscript())
+    async def transcript_async(self, *, limit: int | None = None) -> list[StoredMessage]:
+        return await self._ask_async(_read_transcript(limit))
 
     async def archive_async(self) -> list[StoredMessage]:
         return await self._ask_async(ReadArchive())
@@ -464,3 +466,8 @@ def _waits(
         return
     yield policy.ask_timeout_s  # the actor claimed it just now: its answer is coming
     _when_answered(request.reply, abandoned)
+
+
+def _read_transcript(limit: object) -> ReadTranscript:
+    """The read, its ``limit`` checked before it reaches the actor."""
+    return ReadTranscript(None if limit is None else check_count(limit, "limit", minimum=1))

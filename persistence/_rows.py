@@ -25,6 +25,7 @@ from protocol import (
     InvalidMessageError,
     Lease,
     Message,
+    SessionExistsError,
     SessionInfo,
     SessionNotFoundError,
     StoredMessage,
@@ -50,7 +51,7 @@ from protocol._messages import (
 )
 from protocol._usage import usage_from_json, usage_json
 
-from ._metadata import metadata_from_column
+from ._metadata import check_metadata, metadata_from_column
 
 #: A database row as the backends hand it over: psycopg's dict rows or ``sqlite3.Row``.
 RowLike = Mapping[str, Any] | sqlite3.Row
@@ -231,6 +232,28 @@ def check_messages(messages: Message | Sequence[Message], max_content_bytes: int
     if len(messages) == 1:  # most appends: no comprehension (a frame of its own) for one
         return [message_params(messages[0], max_content_bytes)]
     return [message_params(m, max_content_bytes) for m in messages]
+
+
+def check_new_sessions(session_ids: object, source: object, metadata: object) -> tuple[list[str], str]:
+    """A `create_sessions` call's arguments: its ids (`checked_new_ids`) and the
+    metadata's column text."""
+    ids = checked_new_ids(session_ids)
+    check_text(source, "source")
+    return ids, check_metadata(metadata)
+
+
+def checked_new_ids(session_ids: object) -> list[str]:
+    """The ids of a `create_sessions` call: a sequence (not a str) of valid ids, each
+    once (`SessionExistsError` for the first given twice)."""
+    if isinstance(session_ids, (str, bytes)) or not isinstance(session_ids, Sequence):
+        raise InvalidArgumentError(f"session_ids must be a sequence of session ids, got {type(session_ids).__name__}")
+    ids = [checked_session_id(sid) for sid in session_ids]
+    seen: set[str] = set()
+    for sid in ids:
+        if sid in seen:
+            raise SessionExistsError(sid)
+        seen.add(sid)
+    return ids
 
 
 def checked_session_id(session_id: object) -> str:

@@ -87,6 +87,11 @@ class SourceScopedStore:
             session_id, source=self._source(source), parent_session_id=parent_session_id, metadata=metadata
         )
 
+    def create_sessions(
+        self, session_ids: Sequence[str], *, source: str | None = None, metadata: Mapping[str, Any] | None = None
+    ) -> list[SessionInfo]:
+        return self.store.create_sessions(session_ids, source=self._source(source), metadata=metadata)
+
     def get_session(self, session_id: str) -> SessionInfo | None:
         info = self.store.get_session(session_id)
         if info is not None and info.source != self.source:
@@ -139,9 +144,11 @@ class SourceScopedStore:
         self._mine(session_id)
         return self.store.append(session_id, messages, **kwargs)
 
-    def transcript(self, session_id: str, *, incarnation: str | None = None) -> list[StoredMessage]:
+    def transcript(
+        self, session_id: str, *, incarnation: str | None = None, limit: int | None = None
+    ) -> list[StoredMessage]:
         self._mine(session_id)
-        return self.store.transcript(session_id, incarnation=incarnation)
+        return self.store.transcript(session_id, incarnation=incarnation, limit=limit)
 
     def archive(self, session_id: str, *, incarnation: str | None = None) -> list[StoredMessage]:
         self._mine(session_id)

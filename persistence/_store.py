@@ -72,6 +72,24 @@ class Store(Protocol):
         """
         ...
 
+    def create_sessions(
+        self,
+        session_ids: Sequence[str],
+        *,
+        source: str = "api",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> list[SessionInfo]:
+        """Create many new sessions (no parents) in one transaction: all of them or,
+        on any error, none. Returns them in the order given. The transaction holds
+        the write lock (SQLite) while it runs: split a very large set into calls of
+        some 100,000 ids when other writers share the database.
+
+        Raises: `SessionExistsError` for the first id that is taken or given twice;
+        `InvalidSessionIdError` for a bad id; `InvalidArgumentError` when
+        ``session_ids`` is not a sequence of ids; `InvalidMetadataError` for bad metadata.
+        """
+        ...
+
     def get_session(self, session_id: str) -> SessionInfo | None:
         """The session, or None for an unknown id."""
         ...
@@ -241,10 +259,14 @@ class Store(Protocol):
         """
         ...
 
-    def transcript(self, session_id: str, *, incarnation: str | None = None) -> list[StoredMessage]:
-        """Live messages in ``seq`` order. ``incarnation`` (a `SessionInfo.incarnation`):
-        only from that conversation; one erased and started again under the same id
-        raises `SessionNotFoundError` instead of returning the new conversation's."""
+    def transcript(
+        self, session_id: str, *, incarnation: str | None = None, limit: int | None = None
+    ) -> list[StoredMessage]:
+        """Live messages in ``seq`` order; with ``limit`` (>= 1), only the latest
+        ``limit`` of them, read at a cost that follows ``limit``, not the transcript's
+        length. ``incarnation`` (a `SessionInfo.incarnation`): only from that
+        conversation; one erased and started again under the same id raises
+        `SessionNotFoundError` instead of returning the new conversation's."""
         ...
 
     def archive(self, session_id: str, *, incarnation: str | None = None) -> list[StoredMessage]:

@@ -80,7 +80,9 @@ class Retract:
 
 @dataclass(frozen=True, slots=True)
 class ReadTranscript:
-    """Return the live transcript."""
+    """Return the live transcript (its latest ``limit`` messages when one is set)."""
+
+    limit: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from protocol import (
     InvalidArgumentError,
     InvalidMessageError,
     SessionNotFoundError,
+    StoredMessage,
     Usage,
     validate_session_id,
 )
@@ -117,19 +118,19 @@ class AgentsSession:
         ``wrapper``: the run context the SDK passes (``run_turns``)."""
         self._check_open()
         limit = self._settings.resolve_session_limit(_check_limit(limit), self.session_settings)
-        messages = await self._with_handle(lambda handle: handle.transcript_async(), wrapper)
         if limit is None:
+            messages = await self._with_handle(lambda handle: handle.transcript_async(), wrapper)
             return [item for message in messages for item in message_to_items(message)]
         if limit <= 0:  # no items, as the SDK's sessions answer a limit below 1
             return []
-        chunks: list[list[dict[str, Any]]] = []
-        count = 0
-        for message in reversed(messages):  # render only what the limit keeps
-            chunks.append(message_to_items(message))
-            count += len(chunks[-1])
-            if count >= limit:
-                break
-        return [item for chunk in reversed(chunks) for item in chunk][-limit:]
+        # A message is one item or more: the latest `limit` messages hold the latest
+        # `limit` items, read at a cost that follows the limit, not the transcript.
+        latest = await self._with_handle(lambda handle: handle.transcript_async(limit=limit), wrapper)
+        items = _latest_items(latest, limit)
+        if len(items) < limit and len(latest) == limit:  # a message that rendered no item
+            everything = await self._with_handle(lambda handle: handle.transcript_async(), wrapper)
+            items = _latest_items(everything, limit)
+        return items
 
     async def add_items(self, items: list[Any], *, wrapper: Any = None) -> None:
         """Append ``items`` durably, in order, as one contiguous batch."""
@@ -233,6 +234,18 @@ def _check_model(model: object) -> None:
         Usage(model=model)  # type: ignore[arg-type]  # checked here
     except InvalidMessageError as exc:
         raise InvalidArgumentError(str(exc).replace("usage model", "model")) from None
+
+
+def _latest_items(messages: list[StoredMessage], limit: int) -> list[dict[str, Any]]:
+    """The last ``limit`` items of ``messages``, rendering only the messages they come from."""
+    chunks: list[list[dict[str, Any]]] = []
+    count = 0
+    for message in reversed(messages):
+        chunks.append(message_to_items(message))
+        count += len(chunks[-1])
+        if count >= limit:
+            break
+    return [item for chunk in reversed(chunks) for item in chunk][-limit:]
 
 
 def _check_limit(limit: Any) -> int | None:

@@ -115,15 +115,16 @@ def session_routes(service: Service, who: Any) -> APIRouter:
     )
     async def read_messages(session_id: str, token: Who, limit: int | None = None, archived: bool = False) -> Any:
         service.require(token, "read")
+        if limit is not None:
+            limit = check_count(limit, "limit", minimum=1)
         if archived:  # of exactly this id: a rotated-away session keeps what it compacted
             await service.info(token, session_id)
             messages = await asyncio.to_thread(service.store_for(token).archive, session_id)
-        else:  # the live transcript of the lineage's live session
+            messages = messages if limit is None else messages[-limit:]
+        else:  # the live transcript of the lineage's live session: only the latest `limit` read
             handle = await service.handle(token, session_id)
-            messages = await handle.transcript_async()
+            messages = await handle.transcript_async(limit=limit)
             session_id = handle.session_id
-        if limit is not None:
-            messages = messages[-check_count(limit, "limit", minimum=1) :]
         return {"session_id": session_id, "messages": [message_dict(m) for m in messages]}
 
     @router.get("/sessions/{session_id}/compactions", summary="Every compaction record of the session")

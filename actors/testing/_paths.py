@@ -73,9 +73,9 @@ class PathHandle:
         self._ledger.retracted(popped)
         return popped
 
-    def transcript(self) -> list[StoredMessage]:
+    def transcript(self, *, limit: int | None = None) -> list[StoredMessage]:
         self._step("transcript")
-        return list(self._handle.transcript())
+        return list(self._handle.transcript(limit=limit))
 
     def archive(self) -> list[StoredMessage]:
         self._step("archive")

@@ -39,6 +39,7 @@ __all__ = [
     "append_run",
     "assign_rows",
     "complete_submitted",
+    "create_many",
     "create_run",
     "one_incarnation_each",
     "refusal",
@@ -169,6 +170,17 @@ def sweep(batch: list[Pending]) -> None:
         pending.release()
 
 
+def create_many(
+    cur: Any, queries: Mapping[str, str], rows: list[tuple[str, str, str, str]], until: float | None = None
+) -> dict[str, Any]:
+    """Insert sessions from (id, source, metadata JSON text, incarnation) rows, in id
+    order, with one statement; the rows created, by id (a taken id has none).
+    ``until``: the statement's deadline on the server's clock (`call_deadline_check`;
+    None when the transaction's COMMIT checks it)."""
+    cur.execute(queries["create_sessions"], {"rows": _ROWS.encode(rows), "until": until})
+    return {row["id"]: row for row in cur.fetchall()}
+
+
 def create_run(cur: Any, queries: Mapping[str, str], creates: list[Pending], until: float | None) -> None:
     """Insert every distinct id of ``creates`` (sorted by id) with one statement; an
     id asked twice, or already present, is `SessionExistsError` for that caller.
@@ -180,8 +192,7 @@ def create_run(cur: Any, queries: Mapping[str, str], creates: list[Pending], unt
         else:
             first[pending.job.session_id] = pending
     rows = [(sid, p.job.source, p.job.metadata, p.job.incarnation) for sid, p in first.items()]
-    cur.execute(queries["create_sessions"], {"rows": _ROWS.encode(rows), "until": until})
-    created = {row["id"]: row for row in cur.fetchall()}
+    created = create_many(cur, queries, rows, until)
     for sid, pending in first.items():
         row = created.get(sid)
         if row is None:

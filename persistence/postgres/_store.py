@@ -47,6 +47,7 @@ from .._metadata import (
     check_metadata,
     check_metadata_patch,
     check_older_than,
+    check_page_limit,
 )
 from .._queries import load_queries
 from .._rows import (
@@ -56,6 +57,7 @@ from .._rows import (
     check_incarnation,
     check_lease,
     check_messages,
+    check_new_sessions,
     check_open_flags,
     check_snapshot,
     check_ttl,
@@ -75,7 +77,7 @@ from .._store import WriteStats
 from .._submitted import completion, stored_messages
 from . import _lifecycle as lifecycle
 from ._args import check_pool_options
-from ._batch import Wake, append_payload, refusal, waiting_for_locks
+from ._batch import Wake, append_payload, create_many, refusal, waiting_for_locks
 from ._branch import BranchMethods
 from ._compaction import commit_in_transaction
 from ._driver import PgDatabase
@@ -211,6 +213,27 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
             return session_from_row(require_session(cur, q, sid))
 
         return self._write("create_session", work)
+
+    def create_sessions(
+        self,
+        session_ids: Sequence[str],
+        *,
+        source: str = "api",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> list[SessionInfo]:
+        ids, text = check_new_sessions(session_ids, source, metadata)
+        if not ids:
+            return []
+        rows = [(sid, source, text, new_incarnation()) for sid in sorted(ids)]  # every writer's lock order
+
+        def work(cur: Any) -> list[SessionInfo]:
+            created = create_many(cur, self._q, rows)
+            taken = next((sid for sid in ids if sid not in created), None)
+            if taken is not None:
+                raise SessionExistsError(taken)  # the transaction rolls back the rest
+            return [session_from_row(created[sid]) for sid in ids]
+
+        return self._write("create_sessions", work)
 
     def get_session(self, session_id: str) -> SessionInfo | None:
         sid = validate_session_id(session_id)
@@ -409,19 +432,25 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
         return self._writer.stats()
 
     @telemetry.traced_read("transcript")
-    def transcript(self, session_id: str, *, incarnation: str | None = None) -> list[StoredMessage]:
-        return self._messages("live_messages", session_id, incarnation)
+    def transcript(
+        self, session_id: str, *, incarnation: str | None = None, limit: int | None = None
+    ) -> list[StoredMessage]:
+        if check_page_limit(limit) is None:
+            return self._messages("live_messages", session_id, incarnation)
+        return self._messages("latest_live", session_id, incarnation, limit)[::-1]
 
     @telemetry.traced_read("archive")
     def archive(self, session_id: str, *, incarnation: str | None = None) -> list[StoredMessage]:
         return self._messages("archived_messages", session_id, incarnation)
 
-    def _messages(self, query: str, session_id: str, incarnation: str | None) -> list[StoredMessage]:
+    def _messages(
+        self, query: str, session_id: str, incarnation: str | None, limit: int | None = None
+    ) -> list[StoredMessage]:
         sid = validate_session_id(session_id)
         check_incarnation(incarnation)
 
         def work(cur: Any) -> list[StoredMessage]:
-            cur.execute(self._q[query], {"id": sid})
+            cur.execute(self._q[query], {"id": sid, "limit": limit})
             rows = cur.fetchall()
             # checked after the rows: each statement may read its own snapshot, and an
             # id erased and started again never gets its old incarnation back

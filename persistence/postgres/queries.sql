@@ -270,6 +270,17 @@ WHERE session_id = %(id)s AND state = 'live'
   AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s)  -- a range of the unique index
 ORDER BY seq;
 
+-- name: latest_live
+-- The newest %(limit)s live rows, newest first (the caller reverses them): read
+-- from the end of the same range, so they cost %(limit)s rows whatever the
+-- transcript's length.
+SELECT id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
+       created_at, state, origin_id, key, usage
+FROM messages
+WHERE session_id = %(id)s AND state = 'live'
+  AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s)
+ORDER BY seq DESC LIMIT %(limit)s;
+
 -- name: archived_messages
 SELECT id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
        created_at, state, origin_id, key, usage

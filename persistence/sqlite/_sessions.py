@@ -28,6 +28,7 @@ from ._lineage import ended_error, require_incarnation, require_session
 __all__ = [
     "append_rows",
     "create_session",
+    "create_sessions",
     "end_session",
     "insert_rows",
     "keyed_append",
@@ -69,6 +70,34 @@ def create_session(
         },
     )
     return require_session(conn, q, session_id)
+
+
+def create_sessions(
+    conn: sqlite3.Connection, q: Queries, session_ids: list[str], source: str, now: float, metadata: str
+) -> list[Row]:
+    """Insert new sessions (no parents), each a conversation of its own; their rows in
+    the order given. Any id taken: `SessionExistsError`, and the caller's transaction
+    rolls back the rest."""
+    ids = json.dumps(session_ids)
+    taken = conn.execute(q["first_taken"], {"ids": ids}).fetchone()
+    if taken is not None:
+        raise SessionExistsError(taken["id"])
+    conn.executemany(
+        q["insert_session"],
+        (
+            {
+                "session_id": sid,
+                "source": source,
+                "parent_session_id": None,
+                "now": now,
+                "metadata": metadata,
+                "incarnation": new_incarnation(),
+            }
+            for sid in session_ids
+        ),
+    )
+    rows = {row["id"]: row for row in conn.execute(q["sessions_by_id"], {"ids": ids})}
+    return [rows[sid] for sid in session_ids]
 
 
 def end_session(conn: sqlite3.Connection, q: Queries, session_id: str, reason: str, now: float) -> Row:

@@ -40,6 +40,7 @@ from .._metadata import (
     check_metadata,
     check_metadata_patch,
     check_older_than,
+    check_page_limit,
 )
 from .._queries import load_queries
 from .._rows import (
@@ -49,6 +50,7 @@ from .._rows import (
     check_incarnation,
     check_lease,
     check_messages,
+    check_new_sessions,
     check_open_flags,
     check_snapshot,
     check_store_options,
@@ -276,6 +278,19 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
         )
         return session_from_row(row)
 
+    def create_sessions(
+        self,
+        session_ids: Sequence[str],
+        *,
+        source: str = "api",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> list[SessionInfo]:
+        ids, text = check_new_sessions(session_ids, source, metadata)
+        if not ids:
+            return []
+        rows = self._write(lambda c: sessions.create_sessions(c, self._q, ids, source, self.now(), text), ids[0])
+        return [session_from_row(row) for row in rows]
+
     def get_session(self, session_id: str) -> SessionInfo | None:
         checked_session_id(session_id)
         row = self._read(lambda c: c.execute(self._q["get_session"], {"session_id": session_id}).fetchone())
@@ -441,19 +456,25 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
         done = completion(on_done, messages, params, session_id, logger)
         return self._writer.submit_nowait(None, session_id, job=job, what="append", on_done=done)
 
-    def _messages(self, query: str, session_id: str, incarnation: str | None) -> list[StoredMessage]:
+    def _messages(
+        self, query: str, session_id: str, incarnation: str | None, limit: int | None = None
+    ) -> list[StoredMessage]:
         checked_session_id(session_id)
         check_incarnation(incarnation)
 
         def body(c: sqlite3.Connection) -> list[sqlite3.Row]:  # one snapshot
             lineage.require_incarnation(c, self._q, session_id, incarnation)
-            return c.execute(self._q[query], {"session_id": session_id}).fetchall()
+            return c.execute(self._q[query], {"session_id": session_id, "limit": limit}).fetchall()
 
         return [stored_message_from_row(r) for r in self._read(body, session_id)]
 
     @telemetry.traced_read("transcript")
-    def transcript(self, session_id: str, *, incarnation: str | None = None) -> list[StoredMessage]:
-        return self._messages("transcript", session_id, incarnation)
+    def transcript(
+        self, session_id: str, *, incarnation: str | None = None, limit: int | None = None
+    ) -> list[StoredMessage]:
+        if check_page_limit(limit) is None:
+            return self._messages("transcript", session_id, incarnation)
+        return self._messages("latest_live", session_id, incarnation, limit)[::-1]
 
     @telemetry.traced_read("archive")
     def archive(self, session_id: str, *, incarnation: str | None = None) -> list[StoredMessage]:

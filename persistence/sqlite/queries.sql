@@ -28,6 +28,16 @@ WHERE s.id = :session_id
 INSERT INTO sessions (id, source, parent_session_id, created_at, metadata, incarnation)
 VALUES (:session_id, :source, :parent_session_id, :now, :metadata, :incarnation)
 
+-- name: first_taken
+-- create_sessions: the first of :ids (a JSON array) that names a session already.
+SELECT s.id FROM json_each(:ids) AS wanted JOIN sessions AS s ON s.id = wanted.value
+ORDER BY wanted.key LIMIT 1
+
+-- name: sessions_by_id
+-- New sessions (create_sessions): no cooldown yet.
+SELECT *, NULL AS cooldown_until, NULL AS cooldown_error
+FROM sessions WHERE id IN (SELECT value FROM json_each(:ids))
+
 -- name: mark_branch
 UPDATE sessions SET branch_of_session = :branch_of, branch_of_seq = :at_seq WHERE id = :session_id
 
@@ -191,6 +201,14 @@ SELECT * FROM messages
 WHERE session_id = :session_id AND state = 'live'
   AND seq >= (SELECT live_from FROM sessions WHERE id = :session_id)
 ORDER BY seq
+
+-- name: latest_live
+-- The newest :limit live rows, newest first (the caller reverses them): read from
+-- the end of the same range, so they cost :limit rows whatever the transcript's length.
+SELECT * FROM messages
+WHERE session_id = :session_id AND state = 'live'
+  AND seq >= (SELECT live_from FROM sessions WHERE id = :session_id)
+ORDER BY seq DESC LIMIT :limit
 
 -- name: checksummed_rows
 -- fsck: every row with a checksum, its columns' stored bytes in checksum order.

@@ -249,3 +249,13 @@ def test_bad_input_is_rejected_before_anything_is_written(make_registry, store):
     assert store.transcript("bad") == []
     one = session.append(Message("user", "ok"))
     assert one.seq == 1 and one.content == "ok"
+
+
+def test_a_handle_reads_the_latest_messages_with_a_limit(make_registry, store):
+    session = make_registry(ScriptedCompressor(summary_only)).session("latest")
+    session.append([Message("user", f"m{i}") for i in range(8)])
+    assert contents(session.transcript(limit=3)) == ["m5", "m6", "m7"]
+    assert contents(session.transcript(limit=50)) == contents(store.transcript("latest"))
+    for bad in (0, -2, True, "3"):
+        with pytest.raises(InvalidArgumentError):
+            session.transcript(limit=bad)

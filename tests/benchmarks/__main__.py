@@ -22,6 +22,10 @@ BENCHMARKS = {
         "bench_archive",
         "search: append cost of the index, latency over 1,000,000 archived messages; erasing a lineage under load",
     ),
+    "growth": (
+        "bench_growth",
+        "appends into 1,000,000 archived messages vs none; latest-N reads of a long transcript; bulk creates",
+    ),
     "items": ("bench_items", "CPU per Responses item converted to a message and back"),
     "leases": ("bench_leases", "appends/s with turn leases vs without; turns/s across 2 processes; writes per turn"),
     "harness": ("bench_harness", "harness schedules/s on the upstream scenarios; schedules to find each mutation"),

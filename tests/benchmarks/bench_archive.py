@@ -79,7 +79,8 @@ def drop_index(backend: str, url: str) -> None:
         pg_rows(url, "DROP INDEX messages_search_idx")
 
 
-def append_run(backend: str, url: str, indexed: bool, seconds: float, mode: str) -> Run:
+def append_run(backend: str, url: str, indexed: bool, seconds: float, mode: str, *, prefix: str = "") -> Run:
+    """16 callers appending to 16 new sessions (ids ``prefix`` + s0..s15) for ``seconds``."""
     open_store(url).close()  # migrated
     if not indexed:
         drop_index(backend, url)
@@ -88,7 +89,7 @@ def append_run(backend: str, url: str, indexed: bool, seconds: float, mode: str)
     try:
         appenders: list[Callable[[Message], object]] = []
         for k in range(CALLERS):
-            sid = f"s{k}"
+            sid = f"{prefix}s{k}"
             store.create_session(sid)
             cycle = itertools.cycle([Message("user", words(rng, 40)) for _ in range(32)])
             appenders.append(lambda _m, sid=sid, cycle=cycle: store.append(sid, next(cycle)))

@@ -103,6 +103,22 @@ def test_get_items_returns_the_latest_limit_in_order(registry, sqlite_session, l
     assert len(expected) == (6 if limit is None else min(limit, 6))
 
 
+def test_a_limit_counts_items_when_a_message_holds_several(registry):
+    """A message a gateway appended with tool calls is several items: the latest
+    ``limit`` items are still exactly the tail of the whole list."""
+    calls = [{"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}} for i in range(3)]
+    handle = registry.session("multi")
+    handle.append(Message("user", "q"))
+    handle.append(Message("assistant", "let me look", tool_calls=calls))
+    handle.append([Message("tool", f"r{i}", tool_call_id=f"c{i}") for i in range(3)])
+    handle.append(Message("assistant", "done"))
+    session = AgentsSession(registry, "multi")
+    everything = run(session.get_items())
+    assert len(everything) == 9  # q, the text, 3 calls, 3 outputs, done
+    for limit in range(1, 11):
+        assert run(session.get_items(limit)) == everything[-limit:]
+
+
 def test_a_negative_limit_returns_nothing(registry):
     session = AgentsSession(registry, "negative")
     run(session.add_items(messages(2)))

@@ -314,3 +314,26 @@ def test_empty_append_writes_nothing(store, store_url, backend):
     assert snapshot(backend, store_url) == before
     with pytest.raises((InvalidMessageError, InvalidArgumentError)):
         store.append("s1", "just a string")  # type: ignore[arg-type]
+
+
+def test_transcript_limit_is_the_latest_live_messages_in_seq_order(store):
+    store.create_session("s")
+    store.append("s", [Message("user" if i % 2 == 0 else "assistant", f"m{i}") for i in range(12)])
+    lease = store.acquire_lease("s", "h", 30)
+    store.commit_compaction(lease, watermark=6, compacted=[Message("user", "summary")], mode="in_place")
+    store.release_lease(lease)
+    store.retract("s")  # the newest row leaves the live transcript: a limit skips it
+    whole = store.transcript("s")
+    assert [m.content for m in whole] == ["summary", *(f"m{i}" for i in range(6, 11))]
+    for limit in (1, 3, len(whole), len(whole) + 5):
+        latest = store.transcript("s", limit=limit)
+        assert [m.seq for m in latest] == [m.seq for m in whole][-limit:]
+    info = store.get_session("s")
+    assert store.transcript("s", incarnation=info.incarnation, limit=2) == whole[-2:]
+
+
+@pytest.mark.parametrize("limit", [0, -1, True, 2.0, "3"])
+def test_transcript_limit_must_be_a_positive_int(store, limit):
+    store.create_session("s")
+    with pytest.raises(InvalidArgumentError):
+        store.transcript("s", limit=limit)

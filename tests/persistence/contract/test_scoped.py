@@ -22,6 +22,7 @@ def scoped(store):
 def test_its_own_source_works_as_the_store_does(scoped, store):
     assert [s.id for s in scoped.sessions()] == ["d"]
     assert scoped.create_session("d2").source == "discord"
+    assert [info.source for info in scoped.create_sessions(["d4", "d5"])] == ["discord", "discord"]
     [stored] = scoped.append("d2", Message("user", "new"))
     assert scoped.transcript("d2") == [stored] == store.transcript("d2")
     assert [h.session_id for h in scoped.search("secret")] == [] and scoped.search("hello")[0].session_id == "d"
@@ -68,6 +69,7 @@ def test_every_read_and_write_of_another_source_is_refused_and_writes_nothing(sc
         lambda s: s.sessions(source="web"),
         lambda s: s.expire(0, source="web"),
         lambda s: s.create_session("x", source="web"),
+        lambda s: s.create_sessions(["x", "y"], source="web"),
         lambda s: s.prune_archive(older_than_s=0),
         lambda s: s.prune_archive(older_than_s=0, session_id="w"),
         lambda s: s.acquire_lease("w", "B", 30),

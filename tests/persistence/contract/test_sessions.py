@@ -8,6 +8,7 @@ from protocol import (
     END_REASON_COMPRESSION,
     InvalidArgumentError,
     InvalidLineageError,
+    InvalidSessionIdError,
     LineageForkedError,
     Message,
     SessionEndedError,
@@ -139,3 +140,65 @@ def test_hand_made_fork_is_detected(store):
     assert ended.value.successor_id is None
     assert store.resolve("a") == "a"  # the children themselves are tips
     assert [c.id for c in store.children("p")] == ["a", "b"]
+
+
+# -- many at once ------------------------------------------------------------------------
+
+
+def test_create_sessions_creates_them_all_in_one_call(store):
+    ids = [f"bulk-{n}" for n in (3, 1, 2, 10)]
+    created = store.create_sessions(ids, source="import", metadata={"batch": 7})
+    assert [info.id for info in created] == ids  # in the order given
+    assert all(info.source == "import" and info.metadata == {"batch": 7} and info.live for info in created)
+    assert len({info.incarnation for info in created}) == len(ids)  # each a conversation of its own
+    assert [store.get_session(sid) for sid in ids] == created
+    store.append("bulk-2", Message("user", "hi"))
+    assert [m.content for m in store.transcript("bulk-2")] == ["hi"]
+    assert store.create_sessions([]) == []
+
+
+@pytest.mark.parametrize("taken", ["existing", "twice"])
+def test_create_sessions_writes_nothing_when_one_id_is_taken(store, store_url, backend, taken):
+    store.create_session("old")
+    before = snapshot(backend, store_url)
+    ids = ["a", "old", "b"] if taken == "existing" else ["a", "b", "a"]
+    with pytest.raises(SessionExistsError) as caught:
+        store.create_sessions(ids)
+    assert caught.value.session_id == ("old" if taken == "existing" else "a")
+    assert snapshot(backend, store_url) == before
+
+
+@pytest.mark.parametrize("bad", ["abc", ["ok", ""], ["ok", 5], None, {"a": 1}])
+def test_create_sessions_refuses_bad_ids_and_writes_nothing(store, store_url, backend, bad):
+    before = snapshot(backend, store_url)
+    with pytest.raises((InvalidArgumentError, InvalidSessionIdError)):
+        store.create_sessions(bad)
+    assert snapshot(backend, store_url) == before
+
+
+def test_overlapping_create_sessions_calls_create_one_set_whole(store):
+    """Two callers race for a shared id: one call creates every one of its ids, the
+    other none of its own."""
+    import threading
+
+    start = threading.Barrier(2)
+    outcomes: dict[str, object] = {}
+
+    def create(name: str) -> None:
+        ids = [f"{name}-{n}" for n in range(200)] + ["shared"]
+        start.wait(timeout=10)
+        try:
+            outcomes[name] = store.create_sessions(ids)
+        except SessionExistsError as exc:
+            outcomes[name] = exc
+
+    threads = [threading.Thread(target=create, args=(name,)) for name in ("left", "right")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    failed = [name for name, outcome in outcomes.items() if isinstance(outcome, SessionExistsError)]
+    assert len(outcomes) == 2 and len(failed) == 1
+    winner = "right" if failed == ["left"] else "left"
+    names = {info.id for info in store.sessions()}
+    assert names == {f"{winner}-{n}" for n in range(200)} | {"shared"}
