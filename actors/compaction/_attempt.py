@@ -54,6 +54,8 @@ logger = logging.getLogger("session_actors.attempt")
 S = CompressionStatus
 # Outcomes after which a forced attempt keeps the cooldown as the attempt left it.
 _KEEPS_FORCED_CLEAR = (S.COMPACTED, S.ROTATED, S.FAILED)
+#: Live messages read first when looking for the tail after a snapshot (then 4x as many).
+_TAIL_READ = 64
 
 
 class AttemptHost(Protocol):
@@ -367,9 +369,21 @@ class Attempt:
         """The valid-result check on what the commit would publish: the compacted
         set followed by the tail (everything appended after the watermark). A pair
         the live transcript already had broken is not the result's fault."""
-        live = self._store.transcript(self._base_id)
-        tail = [m for m in live if m.seq > self._watermark]
-        return invalid_tool_pairing([*compacted, *tail], self._snapshot, current=live)
+        tail = self._tail()
+        # Live now: the snapshot, then its tail. Appends only add at the end and a
+        # retract that reached the snapshot makes the commit refuse, so this is the
+        # live transcript without reading the snapshot's rows a second time.
+        return invalid_tool_pairing([*compacted, *tail], self._snapshot, current=[*self._snapshot, *tail])
+
+    def _tail(self) -> list[StoredMessage]:
+        """The live messages after the watermark (those appended while the compressor
+        ran, usually few), read from the end of the transcript until past it."""
+        limit = _TAIL_READ
+        while True:
+            latest = self._store.transcript(self._base_id, limit=limit)
+            if len(latest) < limit or latest[0].seq <= self._watermark:
+                return [m for m in latest if m.seq > self._watermark]
+            limit *= 4
 
     # -- step 8: interrupt, timeout, lease loss -------------------------------------
 

@@ -451,11 +451,11 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
 
         def work(cur: Any) -> list[StoredMessage]:
             cur.execute(self._q[query], {"id": sid, "limit": limit})
-            rows = cur.fetchall()
+            messages = [stored_message_from_row(r) for r in cur]  # a row's dict at a time, not all of them
             # checked after the rows: each statement may read its own snapshot, and an
             # id erased and started again never gets its old incarnation back
             require_incarnation(cur, self._q, sid, incarnation)
-            return [stored_message_from_row(r) for r in rows]
+            return messages
 
         return self._read(query, work)
 

@@ -130,15 +130,15 @@ def _archive_live(
     the compacted count and the tail rows (to be copied, in seq order). A snapshot
     reaching into the live turn (``turn``: its token) is refused: the turn travels
     whole in the tail."""
-    live = conn.execute(q["transcript"], {"session_id": sid}).fetchall()
-    tail = [r for r in live if r["seq"] > watermark]
-    if turn is not None and any(r["turn"] == turn for r in live if r["seq"] <= watermark):
+    params = {"session_id": sid, "watermark": watermark, "now": now, "turn": turn}
+    # the rows up to the watermark are never read here: a long transcript is loaded once, by the snapshot
+    if turn is not None and conn.execute(q["turn_in_snapshot"], params).fetchone() is not None:
         raise TurnHeldError(sid, message=f"the snapshot of {sid!r} up to seq {watermark} reaches into an open turn")
-    params = {"session_id": sid, "watermark": watermark, "now": now}
-    conn.execute(q["mark_compacted"], params)
+    tail = conn.execute(q["live_tail"], params).fetchall()
+    compacted = conn.execute(q["mark_compacted"], params).rowcount
     conn.execute(q["mark_superseded"], params)  # now none is live: transcripts start past them
     conn.execute(q["close_live_range"], {"session_id": sid})
-    return len(live) - len(tail), tail
+    return compacted, tail
 
 
 def _start_child(conn: sqlite3.Connection, q: Queries, parent: Row, child_id: str, now: float) -> None:

@@ -462,11 +462,12 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
         checked_session_id(session_id)
         check_incarnation(incarnation)
 
-        def body(c: sqlite3.Connection) -> list[sqlite3.Row]:  # one snapshot
+        def body(c: sqlite3.Connection) -> list[StoredMessage]:  # one snapshot
             lineage.require_incarnation(c, self._q, session_id, incarnation)
-            return c.execute(self._q[query], {"session_id": session_id, "limit": limit}).fetchall()
+            rows = c.execute(self._q[query], {"session_id": session_id, "limit": limit})
+            return [stored_message_from_row(r) for r in rows]  # a row at a time: never all rows and messages at once
 
-        return [stored_message_from_row(r) for r in self._read(body, session_id)]
+        return self._read(body, session_id)
 
     @telemetry.traced_read("transcript")
     def transcript(

@@ -219,6 +219,20 @@ FROM messages WHERE checksum IS NOT NULL
 -- name: archive
 SELECT * FROM messages WHERE session_id = :session_id AND state <> 'live' ORDER BY seq
 
+-- name: live_tail
+-- A compaction's tail: the live rows after its watermark, in seq order.
+SELECT * FROM messages
+WHERE session_id = :session_id AND state = 'live' AND seq > :watermark
+ORDER BY seq
+
+-- name: turn_in_snapshot
+-- A live row up to the watermark appended under the open turn (:turn, its lease
+-- token): the snapshot reaches into the turn.
+SELECT 1 FROM messages
+WHERE session_id = :session_id AND state = 'live' AND seq <= :watermark AND turn = :turn
+  AND seq >= (SELECT live_from FROM sessions WHERE id = :session_id)
+LIMIT 1
+
 -- name: mark_compacted
 UPDATE messages SET state = 'compacted', archived_at = :now
 WHERE session_id = :session_id AND state = 'live' AND seq <= :watermark

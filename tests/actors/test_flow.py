@@ -60,6 +60,26 @@ def test_appends_during_compaction_are_prompt_and_land_after_compacted_set(make_
     assert all(f"during {i}" in archived for i in range(10))
 
 
+def test_a_long_tail_appended_during_compaction_is_checked_and_carried_whole(make_registry, store):
+    """More messages arrive while the compressor runs than the first read of the
+    tail takes: the check reads further back until it is past the snapshot."""
+    gated = GatedCompressor()
+    session = make_registry(gated).session("long-tail")
+    session.append(conversation(6))
+    thread, box = run_in_thread(session.compress)
+    assert gated.wait_started(10)
+    calls = [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+    session.append([Message("assistant", "", tool_calls=calls), Message("tool", "r1", tool_call_id="c1")])
+    session.append(conversation(298, start=100))
+    gated.release()
+    outcome = result_of(thread, box)
+    assert outcome.status is S.COMPACTED, outcome
+    assert outcome.record.tail_count == 300
+    live = store.transcript("long-tail")
+    assert [m.role for m in live[-300:-298]] == ["assistant", "tool"]
+    assert contents(live[-298:]) == [f"turn {i}" for i in range(100, 398)]
+
+
 # -- 4: the durable transcript is what gets compressed ------------------------------------
 
 

@@ -21,7 +21,7 @@ from actors import CompactionPolicy, SessionRegistry
 from persistence import open_store
 from protocol import Message, StoreBusyError, TranscriptError
 from tests.actors.helpers import wait_until
-from tests.pg import PG_URL, isolated_postgres_url, pg_rows, with_application_name
+from tests.pg import PG_URL, isolated_postgres_url, pg_rows, pgbouncer_store_url, with_application_name
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(90)]
 
@@ -158,3 +158,41 @@ def test_deadlines_follow_a_server_clock_stepped_forward(app: tuple[str, str], m
         assert store.append("s", Message("user", "m"))[0].seq == 1
         monkeypatch.undo()
     assert contents(url, "s") == [(1, '"m"')]
+
+
+def test_through_pgbouncer_a_write_to_a_frozen_backend_fails_in_time_and_never_applies(pgbouncer_db: str) -> None:
+    """PgBouncer answers while the server backend behind it is frozen: the call
+    still ends at its deadline, and the statement PgBouncer had passed on carries
+    that deadline, so the backend refuses it once it resumes. Every server
+    connection PgBouncer holds to the test's database is frozen (which one a
+    transaction gets is PgBouncer's choice)."""
+    url = pgbouncer_store_url(pgbouncer_db)
+    frozen: list[int] = []
+    try:
+        with open_store(url, patience_s=PATIENCE_S, min_size=1, max_size=1) as store:
+            store.create_session("s")
+            store.append("s", Message("user", "before"))
+            frozen = [pid for (pid,) in pg_rows(PG_URL, _SERVER_CONNECTIONS, (pgbouncer_db,))]
+            assert frozen, "PgBouncer holds a server connection to the database"
+            for pid in frozen:
+                os.kill(pid, signal.SIGSTOP)
+            error, took = timed(lambda: store.append("s", Message("user", "stalled")))
+            assert isinstance(error, StoreBusyError), error
+            assert took < BOUND_S, took
+            for pid in frozen:
+                os.kill(pid, signal.SIGCONT)
+            busy = "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s) AND state = 'active'"
+            wait_until(lambda: pg_rows(PG_URL, busy, (frozen,)) == [(0,)], timeout=30, what="the resumed backends")
+            assert store.append("s", Message("user", "after"))[0].seq == 2
+    finally:
+        for pid in frozen:  # never leave a backend stopped, whatever failed
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+    direct = PG_URL.rsplit("/", 1)[0] + f"/{pgbouncer_db}"
+    assert contents(direct, "s") == [(1, '"before"'), (2, '"after"')]
+
+
+#: The server backends of a database (the checks query another one).
+_SERVER_CONNECTIONS = "SELECT pid FROM pg_stat_activity WHERE datname = %s"
