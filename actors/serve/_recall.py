@@ -1,4 +1,4 @@
-"""``/v1/search`` and ``/v1/compactions/{id}``: the archive read back."""
+"""``/v1/search``, ``/v1/compactions/{id}`` and ``/v1/usage``: the archive read back."""
 
 # no `from __future__ import annotations`: FastAPI reads these signatures at runtime
 
@@ -48,5 +48,12 @@ def recall_routes(service: Service, who: Any) -> APIRouter:
             "summary": [message_dict(m) for m in detail.summary],
             "carried": [message_dict(m) for m in detail.carried],
         }
+
+    @router.get("/usage", summary="Token usage recorded on messages and compactions, per model")
+    async def usage(token: Who, session_id: str | None = None, source: str | None = None) -> Any:
+        service.require(token, "read")
+        total = await asyncio.to_thread(service.store_for(token).usage, session_id, source=source)
+        summed = {**total.to_dict(), "total_tokens": total.total_tokens}
+        return {"session_id": session_id, "source": source, "usage": summed}
 
     return router

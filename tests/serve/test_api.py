@@ -197,6 +197,24 @@ def test_health_readiness_metrics_and_the_schema(server):
     assert call(server.port, "GET", "/docs").status == 404  # no page that loads assets from a CDN
 
 
+def test_usage_sums_what_the_messages_recorded_per_model(server):
+    _created(server, "u:1", source="web")
+    _created(server, "u:2", source="cli")
+    recorded = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "a", "usage": {"input_tokens": 100, "output_tokens": 7, "model": "m1"}},
+        {"role": "assistant", "content": "b", "usage": {"input_tokens": 50, "output_tokens": 3, "model": "m2"}},
+    ]
+    assert _append(server, "u:1", recorded).status == 201
+    assert _append(server, "u:2", recorded[1]).status == 201
+    one = server.call("GET", "/v1/usage?session_id=u:1").body
+    assert (one["session_id"], one["usage"]["input_tokens"], one["usage"]["total_tokens"]) == ("u:1", 150, 160)
+    assert one["usage"]["by_model"]["m1"] == {"input_tokens": 100, "output_tokens": 7, "model": "m1"}
+    assert server.call("GET", "/v1/usage?source=cli").body["usage"]["input_tokens"] == 100
+    assert server.call("GET", "/v1/usage").body["usage"]["input_tokens"] == 250
+    assert server.call("GET", "/v1/usage?session_id=nope").status == 404
+
+
 def test_search_finds_live_and_archived_text_and_a_compaction_shows_what_it_did(server):
     _created(server, "trip", source="web")
     texts = ["Book the Hotel Miradouro", "Booked Miradouro, two nights", *(f"filler {n}" for n in range(12))]

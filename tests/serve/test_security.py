@@ -65,6 +65,9 @@ def test_a_source_token_searches_and_reads_compactions_of_its_source_alone(serve
     }
     assert server.call("GET", f"/v1/compactions/{records['web:1']}", as_="discord").status == 403
     assert server.call("GET", f"/v1/compactions/{records['d:1']}", as_="discord").status == 200
+    for path in ("/v1/usage?source=web", "/v1/usage?session_id=web:1"):
+        assert server.call("GET", path, as_="discord").status == 403, path
+    assert server.call("GET", "/v1/usage", as_="discord").status == 200
 
 
 def test_ids_that_try_to_leave_their_path_are_refused(server, tmp_path):
