@@ -97,9 +97,15 @@ class TurnLeases:
 
     def _busy(self, request: Request, exc: TurnHeldError, on_busy: str) -> None:
         """Another holder's turn is open: refuse, or ask it to end and wait."""
+        if not self._refused_or_asked(request, exc, on_busy):
+            self.hold_foreign(request, exc)
+
+    def _refused_or_asked(self, request: Request, exc: TurnHeldError, on_busy: str) -> bool:
+        """Another holder's turn is open: True when ``request`` is refused now
+        (``"reject"``); otherwise that turn is asked to end as ``on_busy`` says."""
         if on_busy == "reject":
             self._answer(request.reply, error=SessionBusyError(self.live_id, exc.holder, exc.expires_at, exc.token))
-            return
+            return True
         if on_busy in ("interrupt", "rollback") and exc.token is not None and request.interrupted != exc.token:
             request.interrupted = exc.token
             if on_busy == "rollback" and request.rollback is None:
@@ -108,12 +114,16 @@ class TurnLeases:
                 self._store.interrupt_turn(self.live_id)
             except Exception:
                 logger.warning("interrupting the turn of %r on %s failed", exc.holder, self.live_id, exc_info=True)
-        self.hold_foreign(request, exc)
+        return False
 
     def _interrupt_local(self, request: Request, on_busy: str) -> bool:
-        """Another handle's turn is open here: True when ``request`` is answered now
-        (``"reject"``); otherwise that turn is asked to end as ``on_busy`` says."""
+        """A turn is open (another handle's here, or another holder's that holds this
+        actor's calls): True when ``request`` is answered now (``"reject"``);
+        otherwise that turn is asked to end as ``on_busy`` says."""
         turn = self._turns.turn
+        foreign = self._turns.foreign
+        if turn is None and foreign is not None:  # held behind another holder's turn
+            return self._refused_or_asked(request, foreign, on_busy)
         if turn is None:
             return False
         if on_busy == "reject":

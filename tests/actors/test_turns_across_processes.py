@@ -143,6 +143,33 @@ def test_on_busy_against_another_process(store_url, registry, on_busy):
         ]
 
 
+def test_a_rejecting_turn_behind_a_held_append_is_refused_at_once(store_url, registry):
+    """An append held behind another process's turn leaves the session busy: a turn
+    that rejects when busy is refused now, not once the other turn ends."""
+    proc = _worker("hold", store_url, "s", "30")
+    try:
+        _expect(proc, "opened")
+        outcome: list[object] = []
+        appended = threading.Thread(target=lambda: outcome.append(registry.session("s").append("user", "mine")))
+        appended.start()
+        appended.join(0.5)
+        assert appended.is_alive() and not outcome  # held behind the worker's turn
+        started = time.monotonic()
+        with pytest.raises(SessionBusyError) as caught:
+            with registry.session("s").turn(on_busy="reject"):
+                pass
+        assert time.monotonic() - started < 5.0
+        assert caught.value.holder == "worker"
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        _expect(proc, "closed")
+        appended.join(30)
+        assert outcome and outcome[0].content == "mine"
+    finally:
+        _finish(proc)
+    assert [m.content for m in registry.session("s").transcript()] == ["held-1", "held-2", "mine"]
+
+
 def test_turns_from_two_processes_are_never_split(store_url, registry):
     registry.session("s").append(Message("user", "start"))
     workers = [_worker("turns", store_url, "s", name, "15") for name in ("p1", "p2")]
