@@ -40,10 +40,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from protocol import StorageFullError, StoreBusyError, TranscriptError
+from protocol import StoreBusyError, TranscriptError
 
 from .. import _killpoints as killpoints
-from .. import _telemetry as telemetry
 from .._batching import drain, fill_batch
 from .._store import WriteStats
 from ._batch import (
@@ -54,24 +53,16 @@ from ._batch import (
     Pending,
     RowLocked,
     append_payload,
-    append_run,
     assign_rows,
     complete_submitted,
-    create_run,
     one_incarnation_each,
     refuse,
     release_chain,
     sweep,
 )
-from ._driver import (
-    busy_reason,
-    checked_commit_sql,
-    past_deadline,
-    set_local_timeouts,
-    set_timeouts_sql,
-    stalled_reason,
-)
+from ._driver import set_timeouts_sql
 from ._pipeline import AppendPipeline, numbered_placeholders, socket_ready
+from ._statements import BACKOFF_FIRST_S, BACKOFF_MAX_S, StatementRuns, fail_all
 from ._watchdog import Watch, Watchdog
 
 __all__ = ["AppendJob", "CreateJob", "PgWriter"]
@@ -80,13 +71,11 @@ log = logging.getLogger("session_actors.postgres.writer")
 
 #: Requests per transaction at most (a batch is what was queued when it started).
 MAX_BATCH = 512
-_BACKOFF_FIRST_S = 0.01
-_BACKOFF_MAX_S = 0.25
 _LATE_S = 0.05  # a statement sent this late into its batch's patience gets a shorter lock_timeout
 _STOP = object()
 
 
-class PgWriter:
+class PgWriter(StatementRuns):
     """The group-commit writer of one `PostgresStore`."""
 
     def __init__(
@@ -125,7 +114,7 @@ class PgWriter:
         self._held: list[Pending] = []  # taken from the queue, to go in the next batch
         self._locked_out: list[Pending] = []  # skipped for a row another transaction holds
         self._retry_locked_at = 0.0  # when they go in a batch again
-        self._locked_backoff = _BACKOFF_FIRST_S
+        self._locked_backoff = BACKOFF_FIRST_S
         self._pipe: AppendPipeline | None = None  # the pipeline of the current connection
         self._no_pipeline = False  # the batch statement could not be prepared: plain way only
         self._unanswered: list[list[Pending]] = []  # batches sent down the pipeline, not yet settled
@@ -276,9 +265,9 @@ class PgWriter:
         if len(final) < len(batch):
             delay = self._locked_backoff * random.uniform(0.5, 1.5)
             self._retry_locked_at = now + delay
-            self._locked_backoff = min(self._locked_backoff * 2, _BACKOFF_MAX_S)
+            self._locked_backoff = min(self._locked_backoff * 2, BACKOFF_MAX_S)
         elif not self._locked_out:
-            self._locked_backoff = _BACKOFF_FIRST_S
+            self._locked_backoff = BACKOFF_FIRST_S
         return final
 
     def _commit(self, batch: list[Pending], failed: BaseException | None = None, sent: bool = True) -> list[Pending]:
@@ -372,7 +361,7 @@ class PgWriter:
             self._disconnect()
             done: list[Pending] = []
             for batch in self._unanswered:
-                _fail_all(
+                fail_all(
                     batch,
                     StoreBusyError(f"write failed while in flight; it may or may not have been applied: {exc!r}"),
                     exc,
@@ -451,159 +440,6 @@ class PgWriter:
                     f"append to {pending.job.session_id!r} was refused, and reading why failed: {exc}"
                 )
 
-    def _commit_with_retries(self, batch: list[Pending], failed: BaseException | None, sent: bool) -> None:
-        deadline = min(p.queued_at for p in batch) + self._patience_s
-        if failed is not None:  # appends only, their first attempt made in the pipeline
-            self._run_statement(batch, self._append_run, deadline, failed, sent)
-            return
-        creates = sorted((p for p in batch if isinstance(p.job, CreateJob)), key=_session)
-        appends = [p for p in batch if isinstance(p.job, AppendJob)]
-        if creates:  # first, so an append queued with its session's create finds it
-            self._run_statement(creates, self._create_run, deadline)
-        if appends:
-            self._run_statement(appends, self._append_run, deadline)
-
-    def _run_statement(
-        self,
-        run: list[Pending],
-        execute: Callable[[Any, list[Pending], float], None],
-        deadline: float,
-        failed: BaseException | None = None,
-        sent: bool = True,
-    ) -> None:
-        """``execute`` the run as one autocommit statement, retried while the server
-        rolled it back; a statement that fails for its data is replayed request by
-        request, so only the guilty request fails. ``failed``: how a first attempt
-        already made (in the pipeline) ended, ``sent`` whether it reached the server."""
-        backoff, attempt = _BACKOFF_FIRST_S, 1
-        if failed is None:
-            failed, sent = self._attempt(run, execute, deadline)
-        while failed is not None:
-            cause = self._settle(run, execute, deadline, failed, sent)
-            if cause is None:
-                return
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                log.warning("write batch of %d gave up after %d attempts: %s", len(run), attempt, cause)
-                _fail_all(
-                    run,
-                    StoreBusyError(
-                        f"the database stayed busy for {self._patience_s:g}s (patience_s, {attempt} "
-                        f"attempts): {busy_reason(self._psycopg, cause)}"
-                    ),
-                    cause,
-                )
-                return
-            log.debug("write batch: retrying after %s (attempt %d)", type(cause).__name__, attempt)
-            telemetry.busy_retry()
-            time.sleep(min(remaining, backoff * random.uniform(0.5, 1.5)))
-            backoff = min(backoff * 2, _BACKOFF_MAX_S)
-            attempt += 1
-            failed, sent = self._attempt(run, execute, deadline)
-
-    def _attempt(
-        self, run: list[Pending], execute: Callable[[Any, list[Pending], float], None], deadline: float
-    ) -> tuple[BaseException | None, bool]:
-        """One try: None if it committed, else its error and whether it was sent."""
-        for pending in run:
-            pending.result, pending.error = None, None
-        sent = False
-        try:
-            cur = self._connection().cursor()
-            self._bound_lock_waits(cur, deadline)
-            sent = True
-            if killpoints.ARMED or self._pgbouncer:
-                self._write_in_transaction(cur, run, execute, deadline)
-            else:
-                execute(cur, run, deadline)
-        except self._psycopg.Error as exc:
-            return exc, sent
-        self._transactions += 1
-        self._requests += len(run)
-        return None, True
-
-    def _settle(
-        self,
-        run: list[Pending],
-        execute: Callable[[Any, list[Pending], float], None],
-        deadline: float,
-        exc: BaseException,
-        sent: bool,
-    ) -> Exception | None:
-        """After a failed try: set the outcomes it decides and return None, or return
-        the cause to retry after (the server rolled the statement back)."""
-        psycopg = self._psycopg
-        for pending in run:
-            pending.result = None
-        if isinstance(exc, psycopg.errors.DiskFull):  # the statement wrote nothing
-            _fail_all(run, StorageFullError(f"the database's disk is full; nothing was written: {exc}"), exc)
-            return None
-        if past_deadline(exc) and time.monotonic() < deadline:
-            self._resync_clock()  # refused as late before its deadline: the server's clock was stepped
-        if isinstance(exc, psycopg.OperationalError):
-            terminated = isinstance(exc, psycopg.errors.AdminShutdown)
-            if sent and not terminated and not _rolled_back(psycopg, exc):
-                _fail_all(run, self._lost_in_flight(exc), exc)
-                self._disconnect()  # lost while the statement was in flight
-                return None
-            if terminated or not sent:
-                # Terminated: the server answered our statement with its own end,
-                # so it rolled the statement back (a commit holds interrupts off and
-                # answers first). Safe to send again, on a new connection.
-                self._disconnect()
-            return exc
-        if len(run) == 1:
-            run[0].error = TranscriptError(f"write of {run[0].job.session_id!r} failed: {exc}")
-            run[0].error.__cause__ = exc
-            return None
-        log.info("write batch of %d: replaying request by request after %s", len(run), exc)
-        for pending in run:
-            self._run_statement([pending], execute, deadline)
-        return None
-
-    def _lost_in_flight(self, exc: BaseException) -> StoreBusyError:
-        if self._watch is not None and self._watch.cut:
-            return StoreBusyError(
-                f"the database stopped answering a write ({stalled_reason(self._patience_s)}); "
-                "it may have been applied before its deadline, never after it"
-            )
-        return StoreBusyError(
-            f"the connection failed while a write was in flight; it may or may not have been applied: {exc}"
-        )
-
-    def _write_in_transaction(
-        self, cur: Any, run: list[Pending], execute: Callable[[Any, list[Pending], float], None], deadline: float
-    ) -> None:
-        """The same statement inside BEGIN ... COMMIT: behind PgBouncer, where the
-        timeouts can only be set for the transaction (``SET LOCAL``), and in tests
-        with kill points armed, so that each named point of a write transaction exists."""
-        operation = "create_session" if isinstance(run[0].job, CreateJob) else "append"
-        if killpoints.ARMED:
-            killpoints.reached("before_begin", operation)
-        cur.execute("BEGIN")
-        try:
-            if self._pgbouncer:
-                set_local_timeouts(cur, deadline - time.monotonic())
-            execute(cur, run, deadline)
-            if killpoints.ARMED:
-                killpoints.reached("before_commit", operation)
-            cur.execute(checked_commit_sql(self._server_deadline(deadline)), prepare=False)
-        except BaseException:
-            if not cur.connection.closed:
-                try:
-                    cur.execute("ROLLBACK")
-                except self._psycopg.Error:
-                    self._disconnect()
-            raise
-        if killpoints.ARMED:
-            killpoints.reached("after_commit", operation)
-
-    def _create_run(self, cur: Any, creates: list[Pending], deadline: float) -> None:
-        create_run(cur, self._q, creates, self._server_deadline(deadline))
-
-    def _append_run(self, cur: Any, appends: list[Pending], deadline: float) -> None:
-        append_run(cur, self._q, appends, self._psycopg, self._server_deadline(deadline))
-
     # -- connection ----------------------------------------------------------------
 
     def _bound_lock_waits(self, cur: Any, deadline: float) -> None:
@@ -646,23 +482,3 @@ class PgWriter:
                 conn.close()
             except Exception:  # already broken: nothing more to release
                 pass
-
-
-def _session(pending: Pending) -> str:
-    return pending.job.session_id
-
-
-def _rolled_back(psycopg: Any, exc: BaseException) -> bool:
-    """A lock timeout, deadlock, serialization failure or cancelled statement: the
-    server rolled it back and the connection is fine."""
-    errors = psycopg.errors
-    return isinstance(
-        exc, (errors.SerializationFailure, errors.DeadlockDetected, errors.LockNotAvailable, errors.QueryCanceled)
-    )
-
-
-def _fail_all(batch: list[Pending], error: TranscriptError, cause: BaseException | None) -> None:
-    for pending in batch:
-        mine = type(error)(str(error))
-        mine.__cause__ = cause
-        pending.result, pending.error = None, mine
