@@ -149,14 +149,16 @@ def agents_reads(url: str, lengths: tuple[int, int]) -> dict[str, list[float]]:
 # -- part 3: creating sessions ----------------------------------------------------------
 
 
-def creates(url_for: Callable[[str], str], count: int) -> None:
+def creates(directory: str, count: int) -> None:
+    """Each way of creating ``count`` sessions, on a fresh SQLite file of its own."""
     print(f"\ncreating {count:,} sessions through the store (durable)")
-    for label, create in (
+    ways = (
         ("one create_session at a time", create_one_at_a_time),
         (f"create_session from {CALLERS} threads", create_from_threads),
         ("create_sessions, one call", create_in_one_call),
-    ):
-        with open_store(url_for(label)) as store:
+    )
+    for n, (label, create) in enumerate(ways):
+        with open_store(f"{directory}/creates-{n}.db") as store:
             ids = [f"c-{n}" for n in range(count)]
             started = time.perf_counter()
             create(store, ids)
@@ -249,7 +251,7 @@ def main() -> None:
         appends_as_data_grows(backend, args.messages, args.seconds, args.rounds)
     with tempfile.TemporaryDirectory(prefix="bench-growth-") as directory:
         latest_reads(f"{directory}/reads.db", args.live)
-        creates(lambda label: f"{directory}/creates-{label.split()[0]}-{label.split()[-1]}.db", args.creates)
+        creates(directory, args.creates)
     compaction_of_a_long_transcript(args.compact)
 
 
