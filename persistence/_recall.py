@@ -1,10 +1,16 @@
 """Search and compaction detail, shared by every backend: argument checks, the
-words of a query, matching them in live rows, and rows made into protocol values.
+terms of a query, matching them in live rows, and rows made into protocol values.
+
+A text is a sequence of words: runs of letters and digits, case-folded (what
+SQLite's unicode61 tokenizer keeps, and what PostgreSQL's search_vector indexes).
+A query is terms separated by whitespace, every one required; a term is the words
+it holds, found next to each other and in order. So an identifier (``ZX-4417``,
+``ana@example.com``, ``src/main.py``, ``v2.1.3``) is found whole, and each of its
+parts is a term of its own.
 
 The archive is indexed by the database; the live transcript is not (appends stay as
-cheap as they were), so a backend reads the live rows that may hold the words and
-`live_hit` matches them exactly here, with the same words the index uses: runs of
-letters and digits, case-folded.
+cheap as they were), so a backend reads the live rows that may hold the terms and
+`live_hit` matches them exactly here.
 """
 
 from __future__ import annotations
@@ -27,8 +33,10 @@ __all__ = [
     "detail_from_rows",
     "fts5_query",
     "hit_from_row",
+    "hit_from_text",
     "live_hit",
     "prefilter_words",
+    "terms_of",
     "words_of",
 ]
 
@@ -40,7 +48,7 @@ MAX_HITS = 1000
 RANKED_CANDIDATES = 2000
 #: A word: a run of letters and digits (what SQLite's unicode61 tokenizer keeps).
 _WORD = re.compile(r"[^\W_]+")
-#: Words of context on each side of the first match in a live hit's snippet.
+#: Words of context on each side of the first match in a snippet made here.
 _CONTEXT_WORDS = 7
 
 
@@ -50,11 +58,23 @@ def words_of(text: str) -> list[str]:
 
 
 class SearchArgs(NamedTuple):
-    words: tuple[str, ...]
+    #: each term's words, in order; no term twice
+    terms: tuple[tuple[str, ...], ...]
     session_id: str | None
     source: str | None
     archived: bool
     limit: int
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        """Every word of every term, each once, in order."""
+        return tuple(dict.fromkeys(w for term in self.terms for w in term))
+
+
+def terms_of(query: str) -> tuple[tuple[str, ...], ...]:
+    """The terms of ``query``: the words of each of its whitespace-separated parts
+    (a part without a letter or digit is none), each term once."""
+    return tuple(dict.fromkeys(t for t in (tuple(words_of(part)) for part in query.split()) if t))
 
 
 def check_search(query: object, session_id: object, source: object, archived: object, limit: object) -> SearchArgs:
@@ -62,8 +82,8 @@ def check_search(query: object, session_id: object, source: object, archived: ob
     text = check_text(query, "query")
     if len(text) > MAX_QUERY_CHARS:
         raise InvalidArgumentError(f"query must be at most {MAX_QUERY_CHARS} characters, got {len(text)}")
-    words = tuple(dict.fromkeys(words_of(text)))
-    if not words:
+    terms = terms_of(text)
+    if not terms:
         raise InvalidArgumentError(f"query must hold at least one letter or digit, got {query!r}")
     sid = None if session_id is None else checked_session_id(session_id)
     if source is not None:
@@ -71,13 +91,14 @@ def check_search(query: object, session_id: object, source: object, archived: ob
     if not isinstance(archived, bool):
         raise InvalidArgumentError(f"archived must be a bool, got {archived!r}")
     count = check_count(limit, "limit", minimum=1, maximum=MAX_HITS)
-    return SearchArgs(words, sid, source, archived, count)  # type: ignore[arg-type]
+    return SearchArgs(terms, sid, source, archived, count)  # type: ignore[arg-type]
 
 
-def fts5_query(words: Sequence[str]) -> str:
-    """Every word as a quoted FTS5 string, all of them required: a user's text is
-    matched, never parsed as FTS5 syntax (``"``, ``*``, ``NEAR``, ``-``)."""
-    return " ".join(f'"{w}"' for w in words)  # a word is letters and digits: nothing to escape
+def fts5_query(terms: Sequence[Sequence[str]]) -> str:
+    """Every term as a quoted FTS5 phrase (its words next to each other, in order),
+    all of them required: a user's text is matched, never parsed as FTS5 syntax
+    (``"``, ``*``, ``NEAR``, ``-``)."""
+    return " ".join(f'"{" ".join(term)}"' for term in terms)  # words are letters and digits: nothing to escape
 
 
 def prefilter_words(words: Sequence[str]) -> str:
@@ -96,34 +117,77 @@ def message_text(content: str) -> str:
     return value.replace("\x00", " ") if isinstance(value, str) else ""
 
 
-def live_hit(row: RowLike, words: Sequence[str]) -> SearchHit | None:
+def live_hit(row: RowLike, terms: Sequence[Sequence[str]]) -> SearchHit | None:
     """The hit of live ``row`` (its session_id, seq, role, content) when its text holds
-    every word, else None. Its ``rank``: minus the share of its words that matched."""
+    every term, else None. Its ``rank``: minus the share of its words that matched."""
     text = message_text(row["content"])
-    found = [(m, m.group().casefold() in words) for m in _WORD.finditer(text)]
-    if not set(words) <= {m.group().casefold() for m, _ in found}:
+    found = list(_WORD.finditer(text))
+    spans = _spans([m.group().casefold() for m in found], terms)
+    if spans is None:
         return None
-    matched = sum(hit for _, hit in found)
+    matched = sum(end - start for start, end in spans)
     return SearchHit(
         session_id=row["session_id"],
         seq=row["seq"],
         role=row["role"],
         archived=False,
-        snippet=_snippet(text, found),
+        snippet=_snippet(text, found, spans),
         rank=-matched / len(found),
     )
 
 
-def _snippet(text: str, found: list[tuple[re.Match[str], bool]]) -> str:
-    """The words around the first match, each match in ``[`` and ``]``, the text
-    between them as it is; ``…`` where it was cut."""
-    first = next(i for i, (_, hit) in enumerate(found) if hit)
+def hit_from_text(row: RowLike, terms: Sequence[Sequence[str]]) -> SearchHit:
+    """The hit of a row the database matched and ranked (its session_id, seq, role,
+    state, content, rank), its snippet marked as `live_hit` marks one."""
+    text = message_text(row["content"])
+    found = list(_WORD.finditer(text))
+    spans = _spans([m.group().casefold() for m in found], terms) or []
+    return SearchHit(
+        session_id=row["session_id"],
+        seq=row["seq"],
+        role=row["role"],
+        archived=row["state"] != "live",
+        snippet=_snippet(text, found, spans),
+        rank=float(row["rank"]),
+    )
+
+
+def _spans(words: list[str], terms: Sequence[Sequence[str]]) -> list[tuple[int, int]] | None:
+    """Where ``words`` hold each term, as sorted, disjoint ``(first, end)`` index
+    ranges (overlapping matches merged); None when a term is missing."""
+    at: dict[str, list[int]] = {}
+    for i, word in enumerate(words):
+        at.setdefault(word, []).append(i)
+    spans = []
+    for term in terms:
+        size = len(term)
+        starts = [i for i in at.get(term[0], ()) if tuple(words[i : i + size]) == tuple(term)]
+        if not starts:
+            return None
+        spans += [(i, i + size) for i in starts]
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start < merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _snippet(text: str, found: list[re.Match[str]], spans: list[tuple[int, int]]) -> str:
+    """The words around the first match, each match in ``[`` and ``]`` (a term of
+    several words in one pair, with what stands between them), the text between
+    them as it is; ``…`` where it was cut."""
+    if not found:
+        return ""
+    first = spans[0][0] if spans else 0
     low, high = max(0, first - _CONTEXT_WORDS), min(len(found), first + _CONTEXT_WORDS + 1)
-    parts, at = [], found[low][0].start()
-    for match, hit in found[low:high]:
-        parts.append(text[at : match.start()])
-        parts.append(f"[{match.group()}]" if hit else match.group())
-        at = match.end()
+    high = max([high, *(end for start, end in spans if start < high)])  # no match cut in two
+    opens, closes = {start for start, _ in spans}, {end - 1 for _, end in spans}
+    parts, at = [], found[low].start()
+    for i in range(low, high):
+        parts += [text[at : found[i].start()], "[" if i in opens else "", found[i].group(), "]" if i in closes else ""]
+        at = found[i].end()
     body = " ".join("".join(parts).split())
     return ("…" if low > 0 else "") + body + ("…" if high < len(found) else "")
 

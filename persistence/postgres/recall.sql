@@ -1,21 +1,23 @@
 -- Reading the archive back (PostgreSQL): search and what a compaction did.
 
 -- name: search_archive
--- Ranked matches of every word of query in the archive (plainto_tsquery of the
--- words persistence._recall found: a user's text is matched, never parsed as query
--- syntax). The tsvector expression and the state predicate are the ones
--- messages_search_idx indexes. Ranked among the newest candidates matches only:
--- ranking reads each match's text again, and a word in every tenth message would
--- have a hundred thousand. A text carried across compactions is one hit, at
--- its newest copy: a row with a copy in its own conversation is passed over. ids
--- limits it to some sessions.
+-- Ranked matches of every term of the query in the archive: every word of query
+-- (plainto_tsquery of the words persistence._recall found: a user's text is
+-- matched, never parsed as query syntax), then each of phrases (the terms of
+-- several words) with its words next to each other (holds_phrases). The tsvector
+-- expression and the state predicate are the ones messages_search_idx indexes.
+-- Ranked among the newest candidates matches only: ranking reads each match's text
+-- again, and a word in every tenth message would have a hundred thousand. A text
+-- carried across compactions is one hit, at its newest copy: a row with a copy in
+-- its own conversation is passed over. ids limits it to some sessions. The snippet
+-- is made from content by persistence._recall.
 WITH candidates AS (
     SELECT m.id, m.session_id, m.seq, m.role, m.state, m.content
     FROM messages AS m
     JOIN sessions AS s ON s.id = m.session_id
-    WHERE to_tsvector('simple'::regconfig, coalesce(message_text(m.content), ''))
-          @@ plainto_tsquery('simple'::regconfig, %(query)s)
+    WHERE search_vector(m.content) @@ plainto_tsquery('simple'::regconfig, %(query)s)
       AND m.state IN ('compacted', 'superseded')
+      AND holds_phrases(m.content, %(phrases)s::text[])
       AND (%(source)s::text IS NULL OR s.source = %(source)s::text)
       AND (%(ids)s::text[] IS NULL OR m.session_id = ANY (%(ids)s::text[]))
       AND NOT EXISTS (SELECT 1 FROM messages AS c JOIN sessions AS cs ON cs.id = c.session_id
@@ -24,38 +26,30 @@ WITH candidates AS (
     LIMIT %(candidates)s
 ),
 hits AS (
-    SELECT c.*, ts_rank(to_tsvector('simple'::regconfig, coalesce(message_text(c.content), '')),
-                        plainto_tsquery('simple'::regconfig, %(query)s)) AS score
+    SELECT c.*, ts_rank(search_vector(c.content), plainto_tsquery('simple'::regconfig, %(query)s)) AS score
     FROM candidates AS c
     ORDER BY score DESC, c.id
     LIMIT %(limit)s
 )
-SELECT h.session_id, h.seq, h.role, h.state, -h.score AS rank,
-       ts_headline('simple'::regconfig, coalesce(message_text(h.content), ''),
-                   plainto_tsquery('simple'::regconfig, %(query)s),
-                   'StartSel=[, StopSel=], MaxWords=16, MinWords=6, MaxFragments=1, FragmentDelimiter=" … "') AS snippet
+SELECT h.session_id, h.seq, h.role, h.state, h.content, -h.score AS rank
 FROM hits AS h
 ORDER BY h.score DESC, h.id;
 
 -- name: search_live
--- The live rows holding every word, newest first: no index holds them (appends
+-- The live rows holding every term, newest first: no index holds them (appends
 -- stay cheap), so the live rows are read, newest first until the page is full,
 -- first narrowed by the ASCII words (a JSON array, lower case) in their
--- lower-cased JSON text.
-SELECT m.session_id, m.seq, m.role, m.state,
-       -ts_rank(to_tsvector('simple'::regconfig, coalesce(message_text(m.content), '')),
-                plainto_tsquery('simple'::regconfig, %(query)s)) AS rank,
-       ts_headline('simple'::regconfig, coalesce(message_text(m.content), ''),
-                   plainto_tsquery('simple'::regconfig, %(query)s),
-                   'StartSel=[, StopSel=], MaxWords=16, MinWords=6, MaxFragments=1, FragmentDelimiter=" … "') AS snippet
+-- lower-cased JSON text, then matched as search_archive matches.
+SELECT m.session_id, m.seq, m.role, m.state, m.content,
+       -ts_rank(search_vector(m.content), plainto_tsquery('simple'::regconfig, %(query)s)) AS rank
 FROM messages AS m
 JOIN sessions AS s ON s.id = m.session_id
 WHERE m.state = 'live'
   AND (%(source)s::text IS NULL OR s.source = %(source)s::text)
   AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements_text(%(words)s::jsonb) AS w (word)
                   WHERE strpos(lower(m.content), w.word) = 0)
-  AND to_tsvector('simple'::regconfig, coalesce(message_text(m.content), ''))
-      @@ plainto_tsquery('simple'::regconfig, %(query)s)
+  AND search_vector(m.content) @@ plainto_tsquery('simple'::regconfig, %(query)s)
+  AND holds_phrases(m.content, %(phrases)s::text[])
 ORDER BY m.id DESC
 LIMIT %(limit)s;
 
@@ -67,17 +61,13 @@ WITH rows AS MATERIALIZED (
     FROM messages AS m
     WHERE m.session_id = ANY (%(ids)s::text[]) AND m.state = 'live'
 )
-SELECT r.session_id, r.seq, r.role, r.state,
-       -ts_rank(to_tsvector('simple'::regconfig, coalesce(message_text(r.content), '')),
-                plainto_tsquery('simple'::regconfig, %(query)s)) AS rank,
-       ts_headline('simple'::regconfig, coalesce(message_text(r.content), ''),
-                   plainto_tsquery('simple'::regconfig, %(query)s),
-                   'StartSel=[, StopSel=], MaxWords=16, MinWords=6, MaxFragments=1, FragmentDelimiter=" … "') AS snippet
+SELECT r.session_id, r.seq, r.role, r.state, r.content,
+       -ts_rank(search_vector(r.content), plainto_tsquery('simple'::regconfig, %(query)s)) AS rank
 FROM rows AS r
 JOIN sessions AS s ON s.id = r.session_id
 WHERE (%(source)s::text IS NULL OR s.source = %(source)s::text)
-  AND to_tsvector('simple'::regconfig, coalesce(message_text(r.content), ''))
-      @@ plainto_tsquery('simple'::regconfig, %(query)s)
+  AND search_vector(r.content) @@ plainto_tsquery('simple'::regconfig, %(query)s)
+  AND holds_phrases(r.content, %(phrases)s::text[])
 ORDER BY r.id DESC
 LIMIT %(limit)s;
 

@@ -33,11 +33,11 @@ T = TypeVar("T")
 
 
 def search(conn: sqlite3.Connection, q: Queries, args: SearchArgs) -> list[SearchHit]:
-    """The archive's hits (ranked by the index) first, then the live rows' (newest
-    first, matched by `live_hit`), ``args.limit`` in all."""
+    """The archive's hits (ranked by the index, each term a phrase) first, then the
+    live rows' (newest first, matched by `live_hit`), ``args.limit`` in all."""
     ids = None if args.session_id is None else json.dumps(lineage_ids(conn, q, args.session_id))
     params = {
-        "query": fts5_query(args.words),
+        "query": fts5_query(args.terms),
         "source": args.source,
         "ids": ids,
         "limit": args.limit,
@@ -51,7 +51,7 @@ def search(conn: sqlite3.Connection, q: Queries, args: SearchArgs) -> list[Searc
     params["words"] = prefilter_words(args.words)
     live = q["live_candidates"] if ids is None else q["live_candidates_in"]
     for row in conn.execute(live, params):
-        hit = live_hit(row, args.words)
+        hit = live_hit(row, args.terms)
         if hit is not None:
             hits.append(hit)
             if len(hits) >= args.limit:

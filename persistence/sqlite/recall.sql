@@ -1,11 +1,12 @@
 -- Reading the archive back (SQLite): search and what a compaction did.
 
 -- name: search_archive
--- Ranked matches of :query (FTS5 syntax, built by persistence._recall) in the
--- archive of every session (:source, when given, of that source). A text carried
--- across compactions is one hit, at its newest copy: a row with a copy in its own
--- conversation is passed over. BM25 scores every match: a word in a tenth of a
--- million archived messages takes about half a second (bench_archive).
+-- Ranked matches of :query (FTS5 syntax, built by persistence._recall: every term
+-- a phrase, its words next to each other) in the archive of every session
+-- (:source, when given, of that source). A text carried across compactions is one
+-- hit, at its newest copy: a row with a copy in its own conversation is passed
+-- over. BM25 scores every match: a word in a tenth of a million archived messages
+-- takes about half a second (bench_archive).
 SELECT m.session_id, m.seq, m.role, m.state,
        snippet(message_search, 0, '[', ']', '…', 16) AS snippet,
        bm25(message_search) AS rank
@@ -41,10 +42,10 @@ ORDER BY rank, m.id
 LIMIT :limit
 
 -- name: live_candidates
--- Live rows that may hold every word, newest first: each of :words (a JSON array of
+-- Live rows that may hold every term, newest first: each of :words (a JSON array of
 -- lower-case ASCII words: letters and digits, so no LIKE wildcard) is in the row's
 -- JSON text (LIKE folds ASCII case). A superset: persistence._recall matches the
--- words exactly on the decoded text.
+-- terms exactly on the decoded text.
 -- Every session's: a walk over every row, newest first, stopped once the page is
 -- full.
 SELECT m.session_id, m.seq, m.role, m.content
