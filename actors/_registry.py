@@ -60,6 +60,8 @@ POOL_SLACK = 8
 
 #: Bound on slot-chasing retries in `SessionRegistry._dispatch` (evictions racing a send).
 MAX_DISPATCH_RETRIES = 64
+#: How long `SessionRegistry.close` lets open turns, calls and compactions finish by default.
+DEFAULT_DRAIN_S = 10.0
 #: How often a draining close looks whether everything settled.
 _DRAIN_POLL_S = 0.01
 
@@ -103,7 +105,7 @@ class SessionRegistry:
         self._stopping_kept = 64  # pruned when twice this long
         self._attempts: list[Attempt] = []
         self._closed = False
-        self._draining = False  # close(drain_s=...) is letting open turns finish
+        self._draining = False  # close() is letting open turns finish
         self._counters = {"actors_started": 0, "actors_stopped": 0, "compress_requests": 0}
         self._compressor_loop = CompressorLoop()  # its thread starts with the first async compressor
         # The threads every actor of this registry runs on, started on demand. No handler
@@ -183,14 +185,17 @@ class SessionRegistry:
                 **self._counters,
             }
 
-    def close(self, drain_s: float = 0.0) -> None:
-        """Interrupt attempts in flight (leases released), stop every actor and thread.
+    def close(self, drain_s: float = DEFAULT_DRAIN_S) -> None:
+        """Drain, then interrupt attempts in flight (leases released), stop every actor
+        and thread.
 
-        ``drain_s`` > 0 drains first, for at most that many seconds: no new turn opens
-        (`RegistryClosedError`), while the turns already open go on and every call is
-        served as usual, until no turn is open, no call waits for its answer and no
-        compaction is in flight. A gateway shutting down this way lets the runs in
+        The drain lasts at most ``drain_s`` seconds (default 10): no new turn opens
+        (`RegistryClosedError`) from its start, while the turns already open go on and
+        every call is served as usual, until no turn is open, no call waits for its
+        answer and no compaction is in flight. A gateway shutting down lets the runs in
         flight write their answers instead of leaving their users' messages unanswered.
+        When nothing is open or in flight the drain ends at once. ``drain_s=0`` closes
+        at once: a turn still open loses the rest of its writes.
         """
         drain = check_duration(drain_s, "drain_s", allow_zero=True)
         if drain and not self._closed:
@@ -228,8 +233,9 @@ class SessionRegistry:
             self._notifier.close(max(0.0, deadline - _sched.monotonic()))
         logger.debug("registry %s closed", self.holder)
 
-    async def close_async(self, drain_s: float = 0.0) -> None:
-        """`close` off the event loop (a drain waits for the turns open)."""
+    async def close_async(self, drain_s: float = DEFAULT_DRAIN_S) -> None:
+        """`close` off the event loop (the drain, 10 s at most by default, waits for
+        the turns open)."""
         await asyncio.to_thread(self.close, drain_s)
 
     def _drain(self, seconds: float) -> None:
@@ -266,7 +272,7 @@ class SessionRegistry:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.close()
+        self.close()  # drains for at most DEFAULT_DRAIN_S
 
     # -- the Router interface: used by handles and actors ------------------------------------
 

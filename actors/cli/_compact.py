@@ -113,8 +113,11 @@ def cmd_compact(args: argparse.Namespace) -> int:
             SessionRegistry,  # imports pykka machinery only when needed
         )
 
-        with SessionRegistry(store, compressor=compressor, policy=policy) as registry:
+        registry = SessionRegistry(store, compressor=compressor, policy=policy)
+        try:
             outcome = registry.session(session_id).compress(force=args.force, mode=args.mode)
+        finally:  # no drain: once compress() returned nothing is left, and Ctrl-C interrupts the attempt
+            registry.close(drain_s=0)
     reason = outcome.reason or explain(outcome, policy)
     record = outcome.record
     row = {

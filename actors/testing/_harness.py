@@ -291,7 +291,7 @@ class Harness:
         finally:
             scheduler.release()
             for registry in registries.values():
-                registry.close()
+                registry.close(drain_s=0)  # the schedule is over: what it left open (a deadlock) is abandoned
             for thread in threads:
                 thread.join(_JOIN_S)
 

@@ -2,8 +2,10 @@
 
 It forwards every call to the real handle, after a scheduling point named
 ``"<path> <call>"``, and writes what the store acknowledged in the run's `Ledger`:
-the rows each append returned, minus what a retract took back. The invariants are
-checked against that ledger.
+the rows each append returned, minus what a retract took back. A keyed append whose
+key the ledger already holds is a redelivery: the store returned the message it had
+(the original, or a copy a compaction carried), not a new one, so it adds nothing.
+The invariants are checked against that ledger.
 """
 
 from __future__ import annotations
@@ -20,15 +22,21 @@ __all__ = ["Ledger", "PathHandle", "PathTurn"]
 
 
 class Ledger:
-    """The acknowledged appends of one run, in acknowledgement order."""
+    """The acknowledged appends of one run, in acknowledgement order: each message
+    once, as the append that stored it returned it."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.rows: dict[int, StoredMessage] = {}
+        self._keys: set[str] = set()  # the idempotency keys of the messages acknowledged
 
     def acked(self, rows: list[StoredMessage]) -> None:
         with self._lock:
             for row in rows:
+                if row.key is not None:
+                    if row.key in self._keys:  # a redelivery: the message is in the ledger already
+                        continue
+                    self._keys.add(row.key)
                 self.rows[row.id] = row
 
     def retracted(self, row: StoredMessage | None) -> None:

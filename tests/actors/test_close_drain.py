@@ -1,19 +1,24 @@
 """`registry.close(drain_s=...)`: the turns open when a gateway shuts down finish and
-write their answers; no new turn opens meanwhile; the drain ends at its deadline."""
+write their answers; no new turn opens meanwhile; the drain ends at its deadline. A plain
+`close()` (and leaving ``with registry:``) drains for up to 10 s; ``drain_s=0`` does not."""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 import time
 
 import pytest
 
-from actors import RegistryClosedError
+from actors import RegistryClosedError, SessionRegistry
 from actors.testing import GatedCompressor
 from protocol import InvalidArgumentError, Message
 
 pytestmark = pytest.mark.timeout(60)
+
+#: What `SessionRegistry.close` drains for when given no ``drain_s``.
+DEFAULT_DRAIN_S = 10.0
 
 
 def _until(condition, what: str, timeout: float = 10.0) -> None:
@@ -74,6 +79,64 @@ def test_a_draining_close_lets_open_turns_write_their_answers(make_registry) -> 
     check = make_registry()
     for i in range(5):
         assert [m.text for m in check.session(f"s{i}").transcript()] == ["ask", "answer"]
+
+
+def test_close_drains_by_default_so_the_open_turn_writes_its_answer(make_registry) -> None:
+    registry = make_registry()
+    run = Run(registry, "open")
+    assert run.opened.wait(10)
+    closer = threading.Thread(target=registry.close, name="closer")  # no drain_s: the default
+    closer.start()
+    _until(lambda: registry.stats()["draining"] == 1, "draining")
+    with pytest.raises(RegistryClosedError, match="no new turn"):  # refused at once
+        with registry.session("late").turn():
+            pass
+    assert closer.is_alive()  # the turn is still open: the close waits for it
+    run.answer.set()
+    run.join()
+    assert run.error is None
+    closer.join(30)
+    assert not closer.is_alive()
+    assert [m.text for m in make_registry().session("open").transcript()] == ["ask", "answer"]
+
+
+def test_leaving_the_with_block_drains_too(make_registry) -> None:
+    registry = make_registry()
+    run = Run(registry, "in-with")
+    assert run.opened.wait(10)
+
+    def leave() -> None:
+        with registry:  # leaving the block closes the registry, with the default drain
+            pass
+
+    leaver = threading.Thread(target=leave, name="leaver")
+    leaver.start()
+    _until(lambda: registry.stats()["draining"] == 1, "draining")
+    assert leaver.is_alive()
+    run.answer.set()
+    run.join()
+    assert run.error is None
+    leaver.join(30)
+    assert not leaver.is_alive()
+    assert [m.text for m in make_registry().session("in-with").transcript()] == ["ask", "answer"]
+
+
+def test_drain_s_0_closes_at_once_and_the_open_turn_loses_its_answer(make_registry) -> None:
+    registry = make_registry()
+    run = Run(registry, "abandoned")
+    assert run.opened.wait(10)
+    started = time.monotonic()
+    registry.close(drain_s=0)  # the run still waits for its answer: nothing waits for it
+    assert time.monotonic() - started < DEFAULT_DRAIN_S / 2
+    run.answer.set()
+    run.join()
+    assert isinstance(run.error, RegistryClosedError)
+    assert [m.text for m in make_registry().session("abandoned").transcript()] == ["ask"]
+
+
+def test_the_default_drain_is_ten_seconds_for_close_and_close_async() -> None:
+    for method in (SessionRegistry.close, SessionRegistry.close_async):
+        assert inspect.signature(method).parameters["drain_s"].default == DEFAULT_DRAIN_S
 
 
 def test_the_drain_ends_at_its_deadline_and_the_late_turn_is_refused(make_registry) -> None:

@@ -279,7 +279,8 @@ def test_close_applies_held_calls_before_stopping(make_registry, store):
         await main.append_async("user", "ask")
         note = asyncio.create_task(review.append_async("assistant", "held at close"))
         await asyncio.sleep(0)
-        await asyncio.to_thread(registry.close)
+        # no drain: the turn is abandoned on purpose, and what close() applies at once is under test
+        await asyncio.to_thread(registry.close, drain_s=0)
         return await note
 
     note = asyncio.run(scenario())
@@ -391,7 +392,8 @@ def test_close_applying_held_calls_starts_no_compaction(make_registry, store):
         await main.append_async("user", "ask")
         note = asyncio.create_task(review.append_async("assistant", "held " * 400))
         await asyncio.sleep(0)
-        await asyncio.to_thread(registry.close)
+        # no drain: the turn is abandoned on purpose, and what close() applies at once is under test
+        await asyncio.to_thread(registry.close, drain_s=0)
         return await note
 
     note = asyncio.run(scenario())
@@ -415,7 +417,8 @@ def test_close_applies_a_held_append_queued_behind_another_handles_held_turn(mak
         note = asyncio.create_task(review.append_async("assistant", "held at close"))
         await asyncio.sleep(0)  # held behind both
         started = time.monotonic()
-        await asyncio.to_thread(registry.close)
+        # no drain: the turn is abandoned on purpose, and what close() applies at once is under test
+        await asyncio.to_thread(registry.close, drain_s=0)
         await opening
         return await note, time.monotonic() - started
 

@@ -3,6 +3,7 @@ clock, every invariant it reports, and typed errors for bad input."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 
 import pytest
@@ -192,6 +193,57 @@ def test_a_holder_frozen_past_max_turn_s_is_a_schedule_not_a_sleep(tmp_path) -> 
     report.assert_ok()
     assert report.complete and entered
     assert time.monotonic() - started < 60  # 90 virtual seconds per schedule took no such real time
+
+
+def test_a_keyed_redelivery_that_returns_a_carried_copy_is_no_turn_split(tmp_path) -> None:
+    """A compaction whose snapshot was taken before the turn carries the turn's keyed rows
+    and the next ask as copies. Redelivering a key then returns the carried copy: the
+    message the turn already appended, not a new one written after the next ask."""
+    prefill = [Message("user" if i % 2 == 0 else "assistant", f"m{i}") for i in range(6)]
+    copies: list[bool] = []  # per schedule: did the redelivery return a carried copy?
+
+    def main(h):
+        with h.turn():
+            ask = h.append(Message("user", "ask", key="ask-1"))
+            h.append(Message("assistant", "answer", key="answer-1"))
+        h.append("user", "next ask")
+        again = h.append(Message("user", "ask (redelivered)", key="ask-1"))
+        assert again.key == "ask-1" and again.text == "ask"  # the stored message, not a new one
+        copies.append(again.id != ask.id)
+
+    def compact(h):
+        h.compress(force=True)
+
+    paths = {"main": main, "compact": compact}
+    with Harness(compressor=HeadTailCompressor(keep_last=2), policy=POLICY, store=tmp_path, prefill=prefill) as harness:
+        report = harness.explore(paths, exhaustive=True)
+        assert report.complete
+        assert any(copies)  # some orders carried the turn's rows before the redelivery
+        report.assert_ok()
+
+
+def test_a_turn_split_in_the_database_is_reported(tmp_path) -> None:
+    """Another writer's message inside a turn, as the database records it, is a
+    ``turn_split``; the turn's rows being keyed changes nothing. The store never writes
+    that, so the path plants it: the second turn's row is marked as the first turn's."""
+
+    def main(h):
+        with h.turn():
+            h.append(Message("user", "ask", key="ask-1"))
+        h.append("assistant", "another writer's note")
+        with h.turn():
+            h.append(Message("assistant", "answer", key="answer-1"))
+        (db,) = tmp_path.glob("schedule-*.db")  # this schedule's database
+        with sqlite3.connect(db, timeout=10) as conn:
+            conn.execute(
+                "UPDATE messages SET turn = (SELECT turn FROM messages WHERE key = 'ask-1') WHERE key = 'answer-1'"
+            )
+        conn.close()
+
+    with Harness(policy=POLICY, store=tmp_path, prefill=PREFILL) as harness:
+        report = harness.explore({"main": main}, schedules=1)
+    assert [f.invariant for f in report.failures] == ["turn_split"]
+    assert "another path wrote inside the turn" in report.failures[0].detail
 
 
 def test_every_invariant_name_is_documented() -> None:
