@@ -13,7 +13,7 @@ No handler lets an exception escape: pykka would stop every actor on a
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +48,7 @@ from protocol._commands import (
     Retract,
 )
 from protocol._turns import compactable_end
+from protocol.errors import DeadTurnError
 
 from . import _sched
 from ._admission import Forwarded, runs_here
@@ -296,14 +297,21 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
                     return  # the caller gave up while it was held: withdrawn
                 self._answer(reply, self._retract(request.sender))
             elif isinstance(command, ReadTranscript):
-                read = self._store.transcript(self.live_id, incarnation=self._incarnation, limit=command.limit)
+                limit = command.limit
+                read = self._read_live(
+                    lambda sid: self._store.transcript(sid, incarnation=self._incarnation, limit=limit)
+                )
                 self._answer(reply, read)
             elif isinstance(command, ReadArchive):
-                self._answer(reply, self._store.archive(self.live_id, incarnation=self._incarnation))
+                self._answer(
+                    reply, self._read_live(lambda sid: self._store.archive(sid, incarnation=self._incarnation))
+                )
             elif isinstance(command, Interrupt):  # out of band only: see SessionHandle.ask
                 raise InvalidArgumentError("Interrupt is not a mailbox message; use interrupt()")
             else:
                 raise InvalidArgumentError(f"unknown command {command!r}")
+        except DeadTurnError as exc:  # a turn whose holder is gone: sealed, then this goes on
+            self._seal_then_serve(request, exc)
         except TurnHeldError as exc:  # another holder's turn: held until it ends
             self.hold_foreign(request, exc)
         except Forwarded:
@@ -324,6 +332,27 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
 
     # -- turns ------------------------------------------------------------------------
 
+    def _seal_then_serve(self, request: Request, exc: DeadTurnError) -> None:
+        """A dead turn refused ``request``: seal it, then serve the request again (once
+        per dead turn: refused by it again, the request is held as behind any turn)."""
+        lost = self.lose_turn(request.sender, exc)
+        if lost is not None:  # the dead turn is the sender's own: it learns it was lost
+            self._answer(request.reply, error=lost)
+            return
+        if request.sealed == exc.token:
+            self.hold_foreign(request, exc)
+            return
+        request.sealed = exc.token
+        try:
+            self.seal_dead_turn(exc)
+        except Exception as error:
+            self._answer(request.reply, error=error)
+            return
+        if request.reply.running() and not request.forwarding():  # claimed: see Request.gate
+            self._answer(request.reply, error=exc)  # its caller gave up: never applied
+            return
+        self._serve(request)
+
     def _must_hold(self, request: Request) -> bool:
         while self._turns.must_hold(request):
             if not self._close_overdue_turn():
@@ -334,7 +363,7 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
         closed = self._turns.close_overdue()
         if closed is None:
             return False
-        self._end_lease(closed)
+        self.seal_overdue(closed)  # a turn its holder never closed counts as dead
         self._release_held()
         return True
 
@@ -379,7 +408,8 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
                 lost = self.lose_turn(sender, exc)
                 if lost is not None:
                     raise lost from exc
-                self._turns.foreign = exc  # held from now on: the mailbox holds this one too
+                if not isinstance(exc, DeadTurnError):  # a dead one: the mailbox seals it
+                    self._turns.foreign = exc  # held from now on: the mailbox holds this one too
                 return None
             except Forwarded:
                 self._stop_later()
@@ -448,6 +478,18 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
             except SessionEndedError as again:
                 exc = again
         self._follow(exc, session_id)
+        raise SessionEndedError(self.live_id, None, None, "too many successor redirects")
+
+    def _read_live(self, read: Callable[[str], list[StoredMessage]]) -> list[StoredMessage]:
+        """``read(live id)``, following the conversation when another process rotated
+        it: a read never answers from an ended parent (`Forwarded` when another actor
+        serves the successor)."""
+        for _ in range(MAX_REDIRECTS):
+            session_id = self._slot.session_id
+            try:
+                return read(session_id)
+            except SessionEndedError as exc:
+                self._follow(exc, session_id)
         raise SessionEndedError(self.live_id, None, None, "too many successor redirects")
 
     def _follow(self, exc: SessionEndedError, session_id: str) -> None:

@@ -51,9 +51,9 @@ from protocol._commands import (
     ReadTranscript,
     Retract,
 )
-from protocol._messages import Role
+from protocol._messages import Role, check_turn_key
 from protocol._records import CompactionMode
-from protocol.errors import AskTimeoutError
+from protocol.errors import AskTimeoutError, TurnReplayedError
 
 from . import _sched
 from ._reply import LoopReplies, Reply
@@ -79,13 +79,14 @@ _MISSING: Any = object()
 class _Handle:
     """What every handle can do: append, read, and follow the live id."""
 
-    __slots__ = ("_registry", "_slot", "_key", "__weakref__")
+    __slots__ = ("_registry", "_slot", "_key", "_replaying", "__weakref__")
     _origin: Origin = "main"
 
     def __init__(self, registry: Router, slot: Slot) -> None:
         self._registry = registry
         self._slot = slot
         self._key = next(_handle_keys)
+        self._replaying: str | None = None  # the key of the replayed turn this handle is in
 
     @property
     def session_id(self) -> str:
@@ -111,6 +112,8 @@ class _Handle:
             single = True
         else:
             messages, single = _messages(first, content, fields)
+        if self._replaying is not None:
+            raise self._replayed_error()
         # The caller-runs path (`SessionActor.append_here`), inlined: every microsecond a
         # caller holds the GIL here slows all the other callers (see README, Benchmarks).
         slot = self._slot
@@ -126,6 +129,8 @@ class _Handle:
         """Take the last live message out of the live transcript (it stays in the
         archive as ``"retracted"``), ordered with this session's appends; returns it
         as it was, or None when the transcript is empty."""
+        if self._replaying is not None:
+            raise self._replayed_error()
         return self._ask(Retract(origin=self._origin))
 
     async def _append_submitted(self, messages: tuple[Message, ...]) -> list[StoredMessage] | None:
@@ -149,7 +154,7 @@ class _Handle:
         """Compacted and superseded messages of the live session."""
         return self._ask(ReadArchive())
 
-    def turn(self, on_busy: OnBusy | None = None) -> Turn:
+    def turn(self, on_busy: OnBusy | None = None, *, key: str | None = None) -> Turn:
         """A turn: ``with handle.turn():`` or ``async with handle.turn():``.
 
         While it is open, the messages appended through this handle (from any thread)
@@ -164,8 +169,17 @@ class _Handle:
         then retracts what it appended. The actor closes a turn open longer than
         ``policy.max_turn_s`` (logged); the late exit is then a no-op. Leaving the
         block by an exception closes the turn too; what was appended stays.
+
+        ``key`` (the platform's message id, say) makes the turn exactly-once: when a
+        turn of that key was completed (closed by its holder) anywhere in the
+        conversation, entering opens nothing, the returned `Turn`'s ``replayed`` is
+        True and its ``messages`` are that turn's stored messages, and an append or
+        retract through this handle inside the block raises `TurnReplayedError`.
+        While that turn is open elsewhere this one waits (as ``on_busy`` says), then
+        replays; a turn of the key that died and was sealed opens afresh. Keys follow
+        the message-key rules (`InvalidMessageError`) and are unique per conversation.
         """
-        return Turn(self, on_busy)
+        return Turn(self, on_busy, key)
 
     def ask(self, command: Any, *, timeout: float | None = None) -> Any:
         """Send any protocol command value (stamped with this handle's origin).
@@ -193,12 +207,16 @@ class _Handle:
         withdraws it unless the actor already claimed it (never applied twice).
         """
         messages, single = _messages(first, content, fields)
+        if self._replaying is not None:
+            raise self._replayed_error()
         stored = await self._append_submitted(messages)
         if stored is None:
             stored = await self._ask_async(Append(messages, origin=self._origin))
         return stored[0] if single else stored
 
     async def retract_async(self) -> StoredMessage | None:
+        if self._replaying is not None:
+            raise self._replayed_error()
         return await self._ask_async(Retract(origin=self._origin))
 
     async def transcript_async(self, *, limit: int | None = None) -> list[StoredMessage]:
@@ -266,6 +284,14 @@ class _Handle:
             raise
         raise self._timed_out(command, _sched.monotonic() - sent)
 
+    def _replayed_error(self) -> TurnReplayedError:
+        return TurnReplayedError(
+            self.session_id,
+            self._replaying or "",
+            message=f"turn {self._replaying!r} of {self.session_id!r} was completed before and is replayed: "
+            "nothing is written through it",
+        )
+
     def _timed_out(self, command: Any, waited: float) -> AskTimeoutError:
         return AskTimeoutError(f"no answer for {type(command).__name__} on {self.session_id!r} within {waited:.3g}s")
 
@@ -279,17 +305,28 @@ class Turn:
     says (see `CompactionPolicy.on_busy`), waiting at most ``policy.held_wait_s``.
     ``interrupted`` becomes True when another caller asks this turn to end
     (``on_busy="interrupt"`` or ``"rollback"``); the holder decides when to leave.
+    A keyed turn (``handle.turn(key=...)``) completed before opens nothing:
+    ``replayed`` is True and ``messages`` holds that turn's stored messages (live
+    copies where a compaction carried them, archived originals where a summary
+    replaced them).
     """
 
-    __slots__ = ("_handle", "_ticket", "_on_busy", "_interrupted")
+    __slots__ = ("_handle", "_ticket", "_on_busy", "_interrupted", "_key", "replayed", "messages")
 
-    def __init__(self, handle: _Handle, on_busy: str | None = None) -> None:
+    def __init__(self, handle: _Handle, on_busy: str | None = None, key: str | None = None) -> None:
         if on_busy is not None:
             check_on_busy(on_busy)
+        if key is not None:
+            check_turn_key(key)
         self._handle = handle
         self._on_busy = on_busy
+        self._key = key
         self._ticket: TurnTicket | None = None
         self._interrupted: threading.Event | None = None
+        #: entering found the keyed turn completed before: nothing was opened
+        self.replayed = False
+        #: the completed turn's stored messages when ``replayed`` (else empty)
+        self.messages: list[StoredMessage] = []
 
     @property
     def interrupted(self) -> bool:
@@ -305,14 +342,14 @@ class Turn:
 
     def __enter__(self) -> Any:
         self._check_not_open()
-        self._opened(self._handle._ask(OpenTurn(self._on_busy), abandoned=self._close_abandoned))
+        self._opened(self._handle._ask(OpenTurn(self._on_busy, self._key), abandoned=self._close_abandoned))
         return self._handle
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         ticket, self._ticket = self._ticket, None
-        if ticket is None:
+        if ticket is None or self._left_replay(ticket):
             return
         try:
             self._handle._ask(CloseTurn(ticket.number))
@@ -323,7 +360,7 @@ class Turn:
 
     async def __aenter__(self) -> Any:
         self._check_not_open()
-        ticket = await self._handle._ask_async(OpenTurn(self._on_busy), abandoned=self._close_abandoned)
+        ticket = await self._handle._ask_async(OpenTurn(self._on_busy, self._key), abandoned=self._close_abandoned)
         self._opened(ticket)
         return self._handle
 
@@ -331,7 +368,7 @@ class Turn:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         ticket, self._ticket = self._ticket, None
-        if ticket is None:
+        if ticket is None or self._left_replay(ticket):
             return
         try:
             await self._handle._ask_async(CloseTurn(ticket.number))
@@ -344,17 +381,28 @@ class Turn:
         """Close without waiting for the answer (any thread): the actor closes it in
         mailbox order."""
         ticket, self._ticket = self._ticket, None
-        if ticket is not None:
+        if ticket is not None and not self._left_replay(ticket):
             self._handle._send(CloseTurn(ticket.number))
 
     def _opened(self, ticket: TurnTicket) -> None:
         self._ticket, self._interrupted = ticket, ticket.interrupted
+        if ticket.replay is not None:
+            self.replayed, self.messages = True, list(ticket.replay)
+            self._handle._replaying = self._key
+
+    def _left_replay(self, ticket: TurnTicket) -> bool:
+        """Leaving a replayed turn: nothing to close; the handle writes again."""
+        if ticket.replay is None:
+            return False
+        self._handle._replaying = None
+        return True
 
     def _close_abandoned(self, ticket: TurnTicket) -> None:
         """The caller gave up (cancelled, timed out) after the actor opened the turn:
         nobody will leave it, so close it now rather than hold the others for
         ``max_turn_s``."""
-        self._handle._send(CloseTurn(ticket.number))
+        if ticket.replay is None:
+            self._handle._send(CloseTurn(ticket.number))
 
     def _check_not_open(self) -> None:
         if self._ticket is not None:

@@ -51,6 +51,7 @@ class Request:
     interrupted: int | None = None
     rollback: int | None = None
     held_since: float = 0.0
+    sealed: int | None = None  # the dead turn sealed for it (sealed once per turn)
 
     def withdraw_forwarded(self) -> bool:
         """Caller side, after ``reply.cancel()`` failed: True when the request was

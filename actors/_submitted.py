@@ -24,6 +24,7 @@ from protocol import (
     TurnLease,
     TurnLostError,
 )
+from protocol.errors import DeadTurnError
 
 from . import _sched
 from ._admission import Forwarded, runs_here
@@ -140,7 +141,7 @@ class SubmittedAppends:
             self.mark_lost(sender)
         if isinstance(error, TurnHeldError):  # another holder's turn: the mailbox holds it
             lost = self.lose_turn(sender, error)
-            if lost is None:
+            if lost is None and not isinstance(error, DeadTurnError):  # a dead one: the mailbox seals it
                 self._turns.foreign = error
             self._exclusive.release()
             return answer(None, lost)
@@ -175,6 +176,10 @@ class SubmittedAppends:
         except Forwarded:
             failure = None  # not applied: the mailbox forwards it to the actor serving the live id
             self._stop_later()
+        except TurnHeldError as exc:  # the continuation carries another holder's turn
+            failure = self.lose_turn(sender, exc)  # None: the mailbox holds it (or seals a dead one)
+            if failure is None and not isinstance(exc, DeadTurnError):
+                self._turns.foreign = exc
         except BaseException as exc:
             failure = exc
         finally:

@@ -14,14 +14,16 @@ refuse (``"reject"``: `SessionBusyError`), or ask the holder to end it first
 from __future__ import annotations
 
 import logging
+import threading
 from typing import TYPE_CHECKING, Any
 
 from protocol import SessionBusyError, SessionEndedError, TurnHeldError, TurnLease, TurnLostError
 from protocol._commands import OpenTurn
-from protocol.errors import RegistryClosedError
+from protocol.errors import DeadTurnError, RegistryClosedError, TurnReplayedError
 
 from . import _sched
 from ._routing import Request
+from ._turns import TurnTicket
 
 if TYPE_CHECKING:
     from persistence import Store
@@ -69,18 +71,25 @@ class TurnLeases:
             return
         on_busy = command.on_busy or self._policy.on_busy
         try:
-            lease = self._take_lease(request)
+            lease = self._take_lease(request, command.key)
+        except TurnReplayedError as exc:  # completed before: nothing opens, its messages answer
+            self._answer(request.reply, TurnTicket(0, threading.Event(), replay=exc.messages))
+            return
         except TurnHeldError as exc:
+            if exc.key is not None and on_busy in ("interrupt", "rollback"):
+                on_busy = "enqueue"  # the turn of its own key: wait for it, then replay it
             self._busy(request, exc, on_busy)
             return
-        self._answer(request.reply, self._turns.open(request.sender, lease))
+        self._answer(request.reply, self._turns.open(request.sender, lease, command.key))
         if lease.rolled_back:
             logger.info(
                 "turn on %s rolled back %d message(s) of the turn it interrupted", self.live_id, lease.rolled_back
             )
 
-    def _take_lease(self, request: Request) -> TurnLease:
-        """The store's turn lease for the live session (following its successors)."""
+    def _take_lease(self, request: Request, key: str | None = None) -> TurnLease:
+        """The store's turn lease for the live session (following its successors,
+        sealing a dead turn found there first)."""
+        extra = {} if key is None else {"key": key}  # a store wrapper need not know keys
         for _ in range(_MAX_REDIRECTS):
             session_id = self.live_id
             try:
@@ -90,10 +99,29 @@ class TurnLeases:
                     self._policy.lease_ttl_s,
                     incarnation=self._incarnation,
                     rollback=request.rollback,
+                    **extra,
                 )
             except SessionEndedError as exc:
                 self._follow(exc, session_id)  # Forwarded when another actor serves it
+            except DeadTurnError as exc:
+                self.seal_dead_turn(exc)
         raise SessionEndedError(self.live_id, None, None, "too many successor redirects")
+
+    def seal_dead_turn(self, exc: DeadTurnError) -> None:
+        """A dead turn (its holder died, froze past its lease or ran past
+        ``max_turn_s``) refused a write: seal it as ``policy.dead_turn`` says, so the
+        write can go on (a turn another path sealed first answers None: also done)."""
+        session_id = self.live_id
+        sealed = self._store.seal_turn(session_id, mode=self._policy.dead_turn)
+        if sealed is not None:
+            logger.warning(
+                "sealed the dead turn %s of %r on %s (%s: %d message(s) retracted)",
+                exc.token,
+                exc.holder,
+                session_id,
+                self._policy.dead_turn,
+                sealed,
+            )
 
     def _busy(self, request: Request, exc: TurnHeldError, on_busy: str) -> None:
         """Another holder's turn is open: refuse, or ask it to end and wait."""
@@ -126,6 +154,9 @@ class TurnLeases:
             return self._refused_or_asked(request, foreign, on_busy)
         if turn is None:
             return False
+        key = request.command.key if isinstance(request.command, OpenTurn) else None
+        if key is not None and turn.key == key and on_busy in ("interrupt", "rollback"):
+            return False  # the turn of its own key: wait for it, then replay it
         if on_busy == "reject":
             expires = None if turn.lease is None else turn.lease.expires_at
             self._answer(request.reply, error=SessionBusyError(self.live_id, self._holder, expires))
@@ -216,6 +247,17 @@ class TurnLeases:
             self._store.close_turn(lease)
         except Exception:
             logger.warning("releasing the turn lease on %s failed; it expires on its own", self.live_id, exc_info=True)
+
+    def seal_overdue(self, turn: _Turn) -> None:
+        """The actor closed ``turn`` at ``max_turn_s``: seal it as a dead turn (an error
+        is logged: its lease lapses and the next path seals it)."""
+        lease, turn.lease = turn.lease, None
+        if lease is None:
+            return
+        try:
+            self._store.seal_turn(self.live_id, mode=self._policy.dead_turn, lease=lease)
+        except Exception:
+            logger.warning("sealing the overdue turn on %s failed; it lapses on its own", self.live_id, exc_info=True)
 
     def renew_lease(self, turn: _Turn) -> None:
         """The turn keeper's thread: extend ``turn``'s lease (not under the exclusive

@@ -48,16 +48,19 @@ class _Turn:
     lease: TurnLease | None = None  # the store's turn lease (None: lost or not taken)
     renewed_at: float = 0.0  # monotonic time of the last successful take or renewal
     lost: bool = False  # the lease lapsed or was taken: the rest of the turn is refused
+    key: str | None = None  # its idempotency key (a turn of the same key never interrupts it)
     interrupted: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass(frozen=True, slots=True)
 class TurnTicket:
     """What `OpenTurn` answers: the turn's number and the event another caller's
-    ``on_busy="interrupt"`` sets."""
+    ``on_busy="interrupt"`` sets; for a keyed turn completed before, ``replay`` holds
+    its stored messages and no turn was opened (``number`` 0)."""
 
     number: int
     interrupted: threading.Event
+    replay: tuple[StoredMessage, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,14 +162,14 @@ class TurnGate:
         turn.depth += 1
         return TurnTicket(turn.number, turn.interrupted)
 
-    def open(self, sender: int, lease: TurnLease | None = None) -> TurnTicket:
+    def open(self, sender: int, lease: TurnLease | None = None, key: str | None = None) -> TurnTicket:
         """Open a turn for ``sender`` under the store's ``lease``, or join its open one."""
         joined = self.join(sender)
         if joined is not None:
             return joined
         self._last_number += 1
         now = _sched.monotonic()
-        self.turn = _Turn(self._last_number, sender, now, lease=lease, renewed_at=now)
+        self.turn = _Turn(self._last_number, sender, now, lease=lease, renewed_at=now, key=key)
         return TurnTicket(self.turn.number, self.turn.interrupted)
 
     def close(self, sender: int, number: int) -> _Turn | None:

@@ -21,6 +21,7 @@ from protocol import (
     MODES,
     CompactionRecord,
     Cooldown,
+    DeadTurnError,
     InvalidArgumentError,
     InvalidMessageError,
     Lease,
@@ -49,6 +50,7 @@ from protocol._messages import (
     _check_key,
     content_limit,
 )
+from protocol._turns import SEAL_MODES
 from protocol._usage import usage_from_json, usage_json
 
 from ._metadata import check_metadata, metadata_from_column
@@ -478,22 +480,36 @@ def turn_lease_from_row(row: RowLike, *, rolled_back: int = 0, first_seq: int | 
 
 
 def turn_refusal(session_id: str, row: RowLike, *, live: bool, turn: int | None) -> TurnHeldError | TurnLostError:
-    """Why the turn lease of ``row`` refused a write carrying ``turn`` (None: none):
-    another holder's lease is live (`TurnHeldError`), or the write's own lease is not
-    (`TurnLostError`)."""
+    """Why the turn lease of ``row`` refused a write carrying ``turn`` (None: none): the
+    row holds a dead turn, whose lease lapsed before its holder closed it
+    (`DeadTurnError`, whoever writes), another holder's lease is live
+    (`TurnHeldError`), or the write's own lease is not (`TurnLostError`)."""
     args = (session_id, row["turn_holder"], row["turn_expires_at"], row["turn_token"])
+    if row["turn_holder"] is not None and not live:
+        return DeadTurnError(*args)
     if turn is not None and not (live and row["turn_token"] != turn):
         return TurnLostError(*args, message=f"the turn lease {turn} on {session_id!r} lapsed")
     return TurnHeldError(*args)
 
 
-def check_open_turn(holder: object, ttl_s: object, incarnation: object, rollback: object) -> float:
-    """`Store.open_turn`'s arguments past the session id; the TTL."""
+def check_open_turn(holder: object, ttl_s: object, incarnation: object, rollback: object, key: object = None) -> float:
+    """`Store.open_turn`'s arguments past the session id; the TTL. ``key`` follows a
+    message key's rules (`InvalidMessageError`)."""
     check_text(holder, "holder")
     ttl = check_ttl(ttl_s)
     check_incarnation(incarnation)
     check_token(rollback)
+    if key is not None:
+        _check_key(key)
     return ttl
+
+
+def check_seal(mode: object, lease: object) -> int | None:
+    """`Store.seal_turn`'s ``mode`` (one of `SEAL_MODES`) and ``lease`` (None or a
+    `TurnLease`); the lease's token."""
+    if not isinstance(mode, str) or mode not in SEAL_MODES:
+        raise InvalidArgumentError(f"mode must be one of {SEAL_MODES}, got {mode!r}")
+    return None if lease is None else check_turn(lease)
 
 
 def cooldown_from_row(row: RowLike) -> Cooldown:

@@ -30,6 +30,7 @@ from protocol import (
     Usage,
 )
 from protocol._checks import check_text
+from protocol._turns import SealMode
 
 from ._store import Store
 
@@ -213,6 +214,12 @@ class SourceScopedStore:
     def close_turn(self, lease: TurnLease) -> bool:
         self._mine(lease.session_id)
         return self.store.close_turn(lease)
+
+    def seal_turn(self, session_id: str, *, mode: SealMode = "seal", lease: TurnLease | None = None) -> int | None:
+        self._mine(session_id)
+        if isinstance(lease, TurnLease):  # sealed where it lives now, a session of its lineage
+            self._mine(lease.session_id)
+        return self.store.seal_turn(session_id, mode=mode, lease=lease)
 
     def interrupt_turn(self, session_id: str) -> bool:
         self._mine(session_id)

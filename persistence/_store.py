@@ -28,6 +28,7 @@ from protocol import (
     Usage,
 )
 from protocol._records import CompactionMode
+from protocol._turns import SealMode
 
 from ._submitted import OnDone
 
@@ -156,7 +157,8 @@ class Store(Protocol):
         Raises: `SessionEndedError` when the tip ended for another reason than
         compression; `LineageForkedError`; `SessionNotFoundError` when the tip is
         another incarnation (the lineage meant was erased and the id reused);
-        `TurnHeldError` while another holder's turn lease is live on the tip.
+        `TurnHeldError` while another holder's turn lease is live on the tip;
+        `DeadTurnError` while the tip holds a dead turn (see `seal_turn`).
         """
         ...
 
@@ -246,13 +248,17 @@ class Store(Protocol):
         never receives a write meant for the old one.
 
         While a holder's turn lease is live on the session, only appends carrying
-        it (``turn``) are admitted: the check is part of the append's own write.
+        it (``turn``) are admitted; while the session holds a dead turn (its lease
+        lapsed before its holder closed it), none is, until `seal_turn` seals it.
+        The check is part of the append's own write.
         A message with a ``key`` already stored in the conversation (any session of
         the lineage, live or archived) is not written again: the stored message is
         returned in its place (its live copy when a compaction carried it); a key
         repeated within one append is stored once.
 
-        Raises: `TurnHeldError` while another holder's turn lease is live; `SessionEndedError` (``successor_id`` = the live continuation, or None
+        Raises: `TurnHeldError` while another holder's turn lease is live;
+        `DeadTurnError` (a `TurnHeldError`) while the session holds a dead turn,
+        whatever the append carries; `SessionEndedError` (``successor_id`` = the live continuation, or None
         when there is none or the lineage forked) for an ended session;
         `SessionNotFoundError` for an unknown id or another incarnation;
         `InvalidMessageError` for a message over the store's content limit.
@@ -266,7 +272,9 @@ class Store(Protocol):
         ``limit`` of them, read at a cost that follows ``limit``, not the transcript's
         length. ``incarnation`` (a `SessionInfo.incarnation`): only from that
         conversation; one erased and started again under the same id raises
-        `SessionNotFoundError` instead of returning the new conversation's."""
+        `SessionNotFoundError` instead of returning the new conversation's, and an
+        id a compaction rotated away from raises `SessionEndedError` naming the live
+        continuation (a read that names the conversation means where it lives now)."""
         ...
 
     def archive(self, session_id: str, *, incarnation: str | None = None) -> list[StoredMessage]:
@@ -373,17 +381,29 @@ class Store(Protocol):
         *,
         incarnation: str | None = None,
         rollback: int | None = None,
+        key: str | None = None,
     ) -> TurnLease:
         """Take the turn lease of the live session ``session_id`` for ``holder``, for
         ``ttl_s`` seconds (store clock), with a new token (one counter of the whole
-        store: it only grows). A lease that is free, expired or already
-        ``holder``'s is taken. ``rollback``: the token of the turn this one replaces;
-        that turn's messages still at the end of the live transcript are retracted
-        in the same transaction (`TurnLease.rolled_back` counts them).
+        store: it only grows). A lease that is free (closed or sealed) or live and
+        already ``holder``'s is taken; a dead one (lapsed before its holder closed it)
+        is not, whoever asks, until `seal_turn` seals it. ``rollback``: the token of
+        the turn this one replaces; that turn's messages still at the end of the live
+        transcript are retracted in the same transaction (`TurnLease.rolled_back`
+        counts them).
+
+        ``key``: the turn's idempotency key (a message key's rules), unique per
+        conversation (every session of the lineage; an erased and re-created id is
+        another conversation). A turn of ``key`` that was completed (`close_turn`)
+        is not run again: `TurnReplayedError` carries the messages it stored, and
+        nothing is written. While the turn of ``key`` is live, `TurnHeldError`
+        (whoever asks: wait, then open again and replay); while it is dead,
+        `DeadTurnError`; once sealed, ``key`` opens a fresh turn.
 
         Raises: `TurnHeldError` (``holder``, ``expires_at``, ``token``) while another
-        holder's lease is live; `SessionEndedError` (with ``successor_id``);
-        `SessionNotFoundError`.
+        holder's lease is live; `DeadTurnError` while the session holds a dead turn;
+        `TurnReplayedError`; `SessionEndedError` (with ``successor_id``);
+        `SessionNotFoundError`; `InvalidMessageError` for a bad ``key``.
         """
         ...
 
@@ -394,8 +414,39 @@ class Store(Protocol):
         ...
 
     def close_turn(self, lease: TurnLease) -> bool:
-        """Release the turn lease (holder and token checked); False when it was no
-        longer this holder's. The token stays on the row (for a rollback)."""
+        """Release the turn lease (holder and token checked, on whichever live session
+        carries it now, a rotation committing meanwhile included); False when it was
+        no longer this holder's. The token stays on the row (for a rollback). A keyed
+        turn (`open_turn` ``key``) is completed: its key replays from now on."""
+        ...
+
+    def seal_turn(self, session_id: str, *, mode: SealMode = "seal", lease: TurnLease | None = None) -> int | None:
+        """End a turn its holder did not close, so the session takes writes again.
+
+        ``lease`` None: the dead turn of ``session_id``'s live tip (``session_id`` is
+        resolved), one whose lease lapsed while its holder still held it; None when
+        the tip holds none (a live or closed turn: nothing written). ``lease`` given:
+        that turn (token and holder), live or lapsed, on whichever live session
+        carries it (its holder gives up on it); None when it is no longer any live
+        session's (closed or replaced).
+
+        In one transaction, fenced by the session row (re-checked there): the turn's
+        rows still at the end of the live transcript are retracted per ``mode``
+        (as `retract` takes a row out: archived, its seq kept), and the lease is
+        released, its token kept (as `close_turn` does). ``mode``: ``"seal"``
+        retracts, from the first row of that trailing run that leaves the transcript
+        invalid for a chat API (an assistant message whose tool calls are not all
+        answered after it, a result without its call), every row of the run except
+        ``user`` messages (see `protocol._turns.seal_retractions`): afterwards every
+        tool call in the live transcript is followed by its results. ``"keep"``
+        retracts nothing; ``"rollback"`` the whole trailing run (as ``open_turn``
+        ``rollback`` does). A keyed turn is sealed: its key opens a fresh turn.
+        Returns the number of rows retracted.
+
+        Raises: `InvalidArgumentError` for a bad ``mode`` or ``lease`` (nothing
+        written); `SessionNotFoundError`; `SessionEndedError` when the tip ended for
+        another reason than compression; `LineageForkedError`.
+        """
         ...
 
     def interrupt_turn(self, session_id: str) -> bool:
@@ -439,6 +490,8 @@ class Store(Protocol):
         stored, nor are those of the copies.
 
         The lease check (holder, token, not expired) is part of the write itself.
+        A snapshot holding a row of the session's open turn, live or dead (not yet
+        sealed), is refused (`TurnHeldError`): the turn travels whole in the tail.
         Live rows with ``seq <= watermark`` become ``compacted``; live rows above it
         (the tail) become ``superseded`` and are copied verbatim, in order, after the
         compacted set, each copy carrying ``origin_id``. ``"in_place"``: these become

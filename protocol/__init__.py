@@ -37,6 +37,7 @@ from .errors import (
     CompactionNotFoundError,
     CompressionDisabledError,
     ConfigurationError,
+    DeadTurnError,
     InvalidArgumentError,
     InvalidLineageError,
     InvalidMessageError,
@@ -58,6 +59,7 @@ from .errors import (
     TranscriptError,
     TurnHeldError,
     TurnLostError,
+    TurnReplayedError,
 )
 
 __all__ = [
@@ -76,6 +78,7 @@ __all__ = [
     "CompressionStatus",
     "ConfigurationError",
     "Cooldown",
+    "DeadTurnError",
     "InvalidArgumentError",
     "InvalidLineageError",
     "InvalidMessageError",
@@ -103,6 +106,7 @@ __all__ = [
     "TurnHeldError",
     "TurnLease",
     "TurnLostError",
+    "TurnReplayedError",
     "Usage",
     "set_content_limit",
     "transcripts_equal",

@@ -57,10 +57,12 @@ class OpenTurn:
 
     While it is open, appends from every other handle (and every other holder's
     process) are held and applied after it closes. ``on_busy``: what to do when
-    another turn is open (None: the policy's).
+    another turn is open (None: the policy's). ``key``: the turn's idempotency key
+    (a completed turn of that key answers a replay instead of opening).
     """
 
     on_busy: str | None = None
+    key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

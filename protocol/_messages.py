@@ -97,6 +97,11 @@ def validate_session_id(session_id: object) -> str:
     return session_id
 
 
+def check_turn_key(key: object) -> None:
+    """A turn's idempotency key follows the message-key rules (`InvalidMessageError`)."""
+    _check_key(key)
+
+
 def _check_key(key: object) -> None:
     """An idempotency key: 1-`MAX_KEY_LENGTH` characters, the session-id rules."""
     if (

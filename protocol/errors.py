@@ -8,6 +8,10 @@ Driver errors are re-raised as one of these with ``raise ... from exc``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # messages import these errors: a runtime import would be circular
+    from ._messages import StoredMessage
 
 __all__ = [
     "AccessDeniedError",
@@ -16,6 +20,7 @@ __all__ = [
     "CompressionDisabledError",
     "CompressorLoopClosedError",
     "ConfigurationError",
+    "DeadTurnError",
     "InvalidArgumentError",
     "InvalidLineageError",
     "InvalidMessageError",
@@ -42,6 +47,7 @@ __all__ = [
     "TranscriptError",
     "TurnHeldError",
     "TurnLostError",
+    "TurnReplayedError",
 ]
 
 
@@ -192,7 +198,58 @@ class SessionBusyError(TranscriptError):
 
 class TurnHeldError(SessionBusyError):
     """The store refused a write: another holder's turn lease on the session is live
-    (``open_turn`` of another holder, or an append not carrying its token)."""
+    (``open_turn`` of another holder, or an append not carrying its token). ``key`` is
+    set when ``open_turn(key=K)`` met turn K itself still open (a redelivery while the
+    first delivery runs): wait for it, then replay."""
+
+    key: str | None = None
+
+
+class DeadTurnError(TurnHeldError):
+    """The store refused a write: the session holds a dead turn, one whose lease lapsed
+    before its holder closed it. Every append, retract and ``open_turn`` is refused (its
+    holder's own included, nothing written) until ``seal_turn`` seals it: the turn may
+    have ended mid-way (a tool call without its result), so the transcript is not
+    written to before someone decides what becomes of its messages. ``holder``,
+    ``expires_at`` and ``token`` name the dead turn."""
+
+    def __init__(
+        self,
+        session_id: str | None = None,
+        holder: str | None = None,
+        expires_at: float | None = None,
+        token: int | None = None,
+        message: str | None = None,
+    ) -> None:
+        super().__init__(
+            session_id,
+            holder,
+            expires_at,
+            token,
+            message
+            or (
+                f"session {session_id!r} holds a dead turn (token {token!r} of {holder!r}, lease lapsed at "
+                f"{expires_at!r}): seal it (seal_turn) before writing"
+            ),
+        )
+
+
+class TurnReplayedError(TranscriptError):
+    """A turn with this key was completed already: nothing was opened. ``messages`` are
+    the messages that turn stored, in order (each as it lives now: its live copy where a
+    compaction carried it, else the archived original), for the caller to answer with
+    instead of running the turn again."""
+
+    def __init__(
+        self, session_id: str, key: str, messages: Sequence[StoredMessage] = (), message: str | None = None
+    ) -> None:
+        self.session_id = session_id
+        self.key = key
+        self.messages: tuple[StoredMessage, ...] = tuple(messages)
+        super().__init__(
+            message
+            or f"the turn with key {key!r} on {session_id!r} was completed already ({len(self.messages)} message(s))"
+        )
 
 
 class TurnLostError(SessionBusyError):

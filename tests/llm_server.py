@@ -3,10 +3,13 @@ forwarding HTTP proxy.
 
 ``behaviour`` picks the answer: ``"ok"``, ``"error"`` (HTTP 500), ``"rate_limited"``
 (HTTP 429), ``"malformed"``, ``"not_json"``, ``"slow"`` (held until ``release`` is set),
-``"drop"`` (the connection is closed without a reply) or ``"echo"`` (HTTP 401 whose body
-echoes every request header, as some gateways do). ``script`` is consumed first, one
-behaviour per request. Errors carry ``Retry-After: {retry_after}`` (default ``0``).
-A good reply carries ``reply_extra`` (e.g. a ``usage`` and a ``model``) when set.
+``"drop"`` (the connection is closed without a reply), ``"echo"`` (HTTP 401 whose body
+echoes every request header, as some gateways do) or ``"converse"`` (a chat turn, see
+`converse_reply`: an answer naming the ask and how many earlier messages came with it,
+or first a call of the request's first tool when the ask holds `TOOL_MARKER`).
+``script`` is consumed first, one behaviour per request. Errors carry
+``Retry-After: {retry_after}`` (default ``0``). A good reply carries ``reply_extra``
+(e.g. a ``usage`` and a ``model``) when set.
 
 ``POST /v1/responses/compact`` answers as OpenAI's does: every user message of the
 input (as output messages with ``input_text`` parts), then one ``compaction`` item
@@ -26,7 +29,10 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
-__all__ = ["FakeLLM", "FakeProxy", "running_llm_server", "running_proxy"]
+__all__ = ["TOOL_MARKER", "FakeLLM", "FakeProxy", "converse_reply", "running_llm_server", "running_proxy"]
+
+#: ``"converse"``: a user ask holding this gets a call of the request's first tool first.
+TOOL_MARKER = "[use the tool]"
 
 
 class FakeLLM(ThreadingHTTPServer):
@@ -45,6 +51,7 @@ class FakeLLM(ThreadingHTTPServer):
         self.headers_seen: list[dict] = []
         self.arrival_times: list[float] = []  # monotonic, one per request
         self.compactions = 0  # /responses/compact replies so far
+        self.conversed = 0  # "converse" replies so far (numbers them)
         self.arrived = threading.Event()  # a request reached the handler
         self.release = threading.Event()  # lets a held ("slow") handler finish
         self._lock = threading.Lock()
@@ -67,7 +74,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         self.server.arrival_times.append(time.monotonic())
-        self.server.requests.append({"path": self.path, **json.loads(body)})
+        self._request = {"path": self.path, **json.loads(body)}
+        self.server.requests.append(self._request)
         self.server.headers_seen.append(dict(self.headers))
         self.server.arrived.set()
         behaviour = self.server.next_behaviour()
@@ -99,6 +107,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, b'{"choices": []}')
         elif behaviour == "not_json":
             self._send(200, b"<html>gateway</html>")
+        elif behaviour == "converse":
+            with self.server._lock:
+                self.server.conversed += 1
+                n = self.server.conversed
+            self._send(200, json.dumps(converse_reply(self._request, n)).encode())
         else:
             reply = {"choices": [{"message": {"role": "assistant", "content": "They planned a trip."}}]}
             reply |= self.server.reply_extra
@@ -138,6 +151,45 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Retry-After", self.server.retry_after)
         self.end_headers()
         self.wfile.write(payload)
+
+
+def converse_reply(request: dict, n: int) -> dict:
+    """The ``"converse"`` reply (the ``n``-th) to a chat-completions ``request``.
+
+    When the last message is a user ask holding `TOOL_MARKER` and the request offers
+    tools: a call (``call_{n}``) of the first tool, its first parameter set to the ask.
+    Otherwise the answer ``reply {n} to «ASK» after {M} earlier messages``, ASK being
+    the last user message and M the number of messages the request carried before it.
+    """
+    messages = request.get("messages") or []
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+    ask = _text(messages[users[-1]]["content"]) if users else ""
+    tools = request.get("tools") or []
+    message: dict
+    if messages and messages[-1].get("role") == "user" and TOOL_MARKER in ask and tools:
+        function = tools[0]["function"]
+        parameter = next(iter(function.get("parameters", {}).get("properties") or {}), "input")
+        call = {
+            "id": f"call_{n}",
+            "type": "function",
+            "function": {"name": function["name"], "arguments": json.dumps({parameter: ask})},
+        }
+        message, finish = {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
+    else:
+        earlier = users[-1] if users else 0
+        message, finish = (
+            {"role": "assistant", "content": f"reply {n} to «{ask}» after {earlier} earlier messages"},
+            "stop",
+        )
+    usage = {"prompt_tokens": 10 * len(messages), "completion_tokens": 5, "total_tokens": 10 * len(messages) + 5}
+    return {
+        "id": f"chatcmpl-{n}",
+        "object": "chat.completion",
+        "created": 1,
+        "model": request.get("model", "fake"),
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": usage,
+    }
 
 
 def _text(content: object) -> str:

@@ -176,16 +176,20 @@ class Attempt:
         if self._compressor is None:
             return self._outcome(S.SKIPPED, "disabled")
         if not self.command.force and self._cooldown_is_live():
-            return self._outcome(S.SKIPPED, "cooldown")
+            return self._skipped_where_it_lives("cooldown")
         self._checkpoint()
         skipped = self._acquire_lease()
         if skipped is not None:
+            if skipped.reason == "lease_held":
+                return self._skipped_where_it_lives("lease_held")
             return skipped
         adopted = self._adopt_if_stale()
         if adopted is not None:
             return adopted
         if self.command.force:
             self._snapshot_and_clear_cooldown()
+        # a dead turn's dangling rows never reach a compressor (nor a summary)
+        self._store.seal_turn(self._base_id, mode=self._policy.dead_turn)
         self._checkpoint()
         # never into an open turn or an unanswered trailing tool run: those travel in the tail
         self._snapshot = self._host.compactable(self._store.transcript(self._base_id))
@@ -198,6 +202,18 @@ class Attempt:
     def _checkpoint(self) -> None:
         if self.decision.aborted:
             raise _Aborted
+
+    def _skipped_where_it_lives(self, reason: str) -> CompressionOutcome:
+        """SKIPPED, answered from the live id: a rotation made elsewhere is followed
+        (the caller's handle names the continuation afterwards)."""
+        info = self._store.get_session(self._base_id)
+        if info is not None and info.end_reason == END_REASON_COMPRESSION:
+            live_id = self._store.resolve(self._base_id)
+            live = self._store.get_session(live_id)
+            if live is not None and live.ended_at is None:
+                self._host.adopt(live_id, live.epoch)
+                return self._outcome(S.SKIPPED, reason, previous=self._base_id)
+        return self._outcome(S.SKIPPED, reason)
 
     def _cooldown_is_live(self) -> bool:
         cooldown = self._store.cooldown(self._base_id)

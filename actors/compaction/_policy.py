@@ -11,6 +11,7 @@ from typing import Literal
 from protocol import InvalidArgumentError, Message
 from protocol._checks import check_count, check_duration
 from protocol._records import MODES, CompactionMode
+from protocol._turns import SEAL_MODES, SealMode
 
 from ..compressors._base import Compressor
 
@@ -89,6 +90,15 @@ class CompactionPolicy:
       (`SessionBusyError` at once), ``"interrupt"`` (ask its holder to end it, then
       wait) or ``"rollback"`` (interrupt, then retract what it appended). A turn's
       lease lives ``lease_ttl_s`` unless its holder renews it (every third of it).
+    - ``dead_turn``: what happens to a turn that ended without its holder closing it
+      (the holder died or froze past ``lease_ttl_s``, or it ran past ``max_turn_s``),
+      done by whichever path touches the session next, before anything else lands:
+      ``"seal"`` retracts its trailing rows that no chat API accepts (a tool call
+      without all its results, a result without its call, what followed them; the
+      user's messages stay), ``"rollback"`` retracts everything it appended still
+      at the end of the live transcript, ``"keep"`` leaves its rows as they are.
+      The registry that touches the session first applies its own policy: set it
+      alike everywhere.
     - ``token_counter``: counts tokens for ``max_tokens`` (default `estimate_tokens`).
     - ``merge_user_messages``: the compacted set never has two ``user`` messages in a
       row; merged ones keep every ``meta`` in ``meta["merged_from"]`` (False: never
@@ -109,6 +119,7 @@ class CompactionPolicy:
     token_counter: TokenCounter = estimate_tokens
     merge_user_messages: bool = True
     on_busy: OnBusy = "enqueue"
+    dead_turn: SealMode = "seal"
 
     def __post_init__(self) -> None:
         if self.max_tokens is not None:
@@ -124,6 +135,8 @@ class CompactionPolicy:
         if not callable(self.token_counter):
             raise InvalidArgumentError("token_counter must be callable")
         check_on_busy(self.on_busy)
+        if self.dead_turn not in SEAL_MODES:
+            raise InvalidArgumentError(f"dead_turn must be one of {SEAL_MODES}, got {self.dead_turn!r}")
         if not isinstance(self.merge_user_messages, bool):
             raise InvalidArgumentError(f"merge_user_messages must be a bool, got {self.merge_user_messages!r}")
 

@@ -37,9 +37,10 @@ RUN_HANDLE: contextvars.ContextVar[SessionHandle | None] = contextvars.ContextVa
 class RunTurn:
     """`AgentsSession.turn`: a turn on a handle of its own (see the module docstring)."""
 
-    def __init__(self, session: AgentsSession, on_busy: str | None) -> None:
+    def __init__(self, session: AgentsSession, on_busy: str | None, key: str | None = None) -> None:
         self._session = session
         self._on_busy = on_busy
+        self._key = key
         self.turn: Turn | None = None
         self.handle: SessionHandle | None = None
         self._token: contextvars.Token[SessionHandle | None] | None = None
@@ -49,7 +50,7 @@ class RunTurn:
 
         session = self._session
         handle = await session._registry.session_async(session.session_id, source=SOURCE)
-        turn = handle.turn(self._on_busy)  # type: ignore[arg-type]  # checked by AgentsSession
+        turn = handle.turn(self._on_busy, key=self._key)  # type: ignore[arg-type]  # checked by AgentsSession
         await turn.__aenter__()
         self.turn, self.handle = turn, handle
         return turn

@@ -25,6 +25,7 @@ from protocol import (
     Usage,
     validate_session_id,
 )
+from protocol._messages import check_turn_key
 from protocol._response_items import item_to_message, message_to_items
 from protocol.errors import InvalidSessionSettingsError
 
@@ -166,14 +167,22 @@ class AgentsSession:
         self._closed = True
         self._forget(self._handle)
 
-    def turn(self, on_busy: OnBusy | None = None) -> RunTurn:
+    def turn(self, on_busy: OnBusy | None = None, *, key: str | None = None) -> RunTurn:
         """A turn for one run: ``async with session.turn(): await Runner.run(agent, x,
         session=session)``. It yields the `Turn` (``interrupted``,
-        ``wait_interrupted``). ``on_busy``: None for this session's."""
+        ``wait_interrupted``). ``on_busy``: None for this session's.
+
+        ``key`` (the platform's message id) makes the run exactly-once: a turn of that
+        key completed before opens nothing, and the yielded `Turn` has ``replayed``
+        True and ``messages``, the stored messages of the run that answered it (the
+        gateway answers from them instead of running the agent again); writes
+        through the session inside it raise `TurnReplayedError`."""
         self._check_open()
         if on_busy is not None:
             check_on_busy(on_busy)
-        return RunTurn(self, on_busy or self.on_busy)
+        if key is not None:
+            check_turn_key(key)
+        return RunTurn(self, on_busy or self.on_busy, key)
 
     # -- plumbing ---------------------------------------------------------------------------
 

@@ -227,7 +227,7 @@ def _unaccounted(lineage: _Lineage, followed: set[str], row_id: int, content: st
         return "row not found in the lineage"
     if content is not None and row.text != content:
         return "content changed"
-    if row.state == "compacted":
+    if row.state in ("compacted", "retracted"):  # archived: a retract (or a dead turn's seal) keeps it
         return None
     if row.state == "superseded":
         copies = lineage.copies.get(row.id, [])

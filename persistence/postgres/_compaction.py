@@ -71,7 +71,7 @@ def commit_in_transaction(
         raise other_incarnation(sid)
     check_watermark(sid, watermark, int(session["next_seq"]))
     _check_snapshot_live(cur, queries, sid, watermark)
-    _check_outside_turn(cur, queries, sid, watermark, session["live_turn"])
+    _check_outside_turn(cur, queries, sid, watermark, session["held_turn"])
     cur.execute(queries["archive_compacted"], {"id": sid, "watermark": watermark})
     archived_count = cur.rowcount
     cur.execute(queries["supersede_tail"], {"id": sid, "watermark": watermark})
@@ -135,8 +135,8 @@ def _check_snapshot_live(cur: Any, queries: Mapping[str, str], sid: str, waterma
 
 
 def _check_outside_turn(cur: Any, queries: Mapping[str, str], sid: str, watermark: int, turn: int | None) -> None:
-    """The snapshot must not reach into the live turn (``turn``: its token): the turn
-    travels whole in the tail."""
+    """The snapshot must not reach into the turn the session holds (``turn``: its
+    token; a dead one too, until sealed): the turn travels whole in the tail."""
     if turn is None:
         return
     cur.execute(queries["snapshot_in_turn"], {"id": sid, "turn": turn, "watermark": watermark})

@@ -106,7 +106,14 @@ def erase_lineage(cur: Any, q: Queries, session_id: str) -> int:
     ids = {"ids": _lock_lineage(cur, q, session_id)}
     cur.execute(q["erase_messages"], ids)
     erased = cur.rowcount
-    for query in ("erase_compactions", "erase_leases", "erase_cooldowns", "erase_keys", "erase_sessions"):
+    for query in (
+        "erase_compactions",
+        "erase_leases",
+        "erase_cooldowns",
+        "erase_keys",
+        "erase_turn_keys",
+        "erase_sessions",
+    ):
         cur.execute(q[query], ids)
     return erased
 
@@ -117,7 +124,8 @@ def retract_last(
     """Retract the last live message of the live tip; the row as it was, or None.
     ``incarnation``: the conversation meant (None: any). Refused (`TurnHeldError`)
     while another holder's turn lease is live on the tip (``turn``: the token of
-    the lease the caller retracts under)."""
+    the lease the caller retracts under), and (`DeadTurnError`) while the tip holds
+    a dead turn."""
     for _ in range(_MAX_LOCK_ROUNDS):
         tip = resolve_tip(cur, q, session_id)["id"]
         cur.execute(q["lock_session"], {"id": tip})
@@ -130,7 +138,8 @@ def retract_last(
             raise SessionEndedError(tip, None, row["end_reason"])
         if row["ended_at"] is not None and resolve_tip(cur, q, tip)["id"] != tip:
             continue  # rotated while we waited for the lock: retract from the new tip
-        if (row["turn_live"] and row["turn_token"] != turn) or (turn is not None and not row["turn_live"]):
+        dead = row["turn_holder"] is not None and not row["turn_live"]
+        if dead or (row["turn_live"] and row["turn_token"] != turn) or (turn is not None and not row["turn_live"]):
             raise turn_held(cur, q, tip, turn)
         cur.execute(q["retract_last"], {"id": tip})
         return cur.fetchone()

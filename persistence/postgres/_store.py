@@ -454,7 +454,10 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
             messages = [stored_message_from_row(r) for r in cur]  # a row's dict at a time, not all of them
             # checked after the rows: each statement may read its own snapshot, and an
             # id erased and started again never gets its old incarnation back
-            require_incarnation(cur, self._q, sid, incarnation)
+            row = require_incarnation(cur, self._q, sid, incarnation)
+            if incarnation is not None and row["end_reason"] == END_REASON_COMPRESSION:
+                # rotated (before or after the rows were read): the conversation lives on
+                raise ended_error(cur, self._q, sid)
             return messages
 
         return self._read(query, work)

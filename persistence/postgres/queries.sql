@@ -89,6 +89,10 @@ DELETE FROM cooldowns WHERE session_id = ANY(%(ids)s);
 DELETE FROM message_keys
 WHERE incarnation IN (SELECT incarnation FROM sessions WHERE id = ANY(%(ids)s));
 
+-- name: erase_turn_keys
+DELETE FROM turn_keys
+WHERE incarnation IN (SELECT incarnation FROM sessions WHERE id = ANY(%(ids)s));
+
 -- name: erase_sessions
 DELETE FROM sessions WHERE id = ANY(%(ids)s);
 
@@ -178,9 +182,9 @@ RETURNING id;
 -- blocked). Seqs are numbered from next_seq under those locks, so they follow
 -- commit order; rows of one session keep the batch's order (ord). A missing or
 -- ended session, another incarnation than the one meant (wanted: {id:
--- incarnation or null for any}), or one under another holder's live turn lease
--- (turns: {id: the token its appends carry}) gets no rows back: its requests fail
--- alone. So does a session whose row another transaction holds (SKIP LOCKED): one
+-- incarnation or null for any}), or one holding a turn its appends do not carry
+-- live (turns: {id: the token its appends carry}; a dead turn, lapsed while held,
+-- admits nobody) gets no rows back: its requests fail alone. So does a session whose row another transaction holds (SKIP LOCKED): one
 -- locked session must not hold up, or time out, every session batched with it;
 -- the writer tries its requests again in a later batch. The rows arrive as one
 -- JSON array of [session_id, role, content, name, tool_call_id, tool_calls,
@@ -200,7 +204,6 @@ locked AS (
       AND coalesce(%(wanted)s::jsonb ->> id = incarnation, true)
       AND CASE WHEN (%(turns)s::jsonb -> id) IS NULL
                THEN turn_holder IS NULL
-                    OR turn_expires_at <= extract(epoch FROM clock_timestamp())::double precision
                ELSE coalesce(turn_token = (%(turns)s::jsonb ->> id)::bigint, false) AND turn_holder IS NOT NULL
                     AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision END
     ORDER BY id
@@ -354,16 +357,14 @@ RETURNING acquired_at;
 
 -- name: bump_epoch
 -- Locks the session row (appends wait behind us), refuses an ended session;
--- live_turn: the token of the session's live turn lease, if any.
+-- held_turn: the token of the turn the session holds, live or dead (not yet sealed).
 UPDATE sessions SET epoch = epoch + 1
 WHERE id = %(id)s AND ended_at IS NULL
 RETURNING source, epoch, next_seq, incarnation, live_from,
-          CASE WHEN turn_holder IS NOT NULL
-                    AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision
-               THEN turn_token END AS live_turn;
+          CASE WHEN turn_holder IS NOT NULL THEN turn_token END AS held_turn;
 
 -- name: snapshot_in_turn
--- Inside a compaction commit: does the snapshot hold a row of the live turn?
+-- Inside a compaction commit: does the snapshot hold a row of the turn the session holds?
 SELECT 1 AS found FROM messages
 WHERE session_id = %(id)s AND state = 'live' AND turn = %(turn)s AND seq <= %(watermark)s
   AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s)
@@ -416,7 +417,8 @@ FROM sessions AS o WHERE o.id = %(branch_of)s;
 
 -- name: insert_child
 -- A continuation starts with its parent's metadata and incarnation, and carries
--- its turn lease.
+-- its turn lease (read under the parent's row lock the commit holds; a dead lease
+-- too: it is sealed there, on the copies of its rows).
 INSERT INTO sessions (id, source, parent_session_id, created_at, next_seq, metadata, incarnation,
                       turn_holder, turn_token, turn_expires_at, turn_interrupted)
 SELECT %(id)s, %(source)s, %(parent_session_id)s,
@@ -505,16 +507,18 @@ SELECT current_schema() AS schema;
 -- ---------------------------------------------------------------- turns
 
 -- name: open_turn
--- Taken when the lease is free (closed or expired) or already this holder's (a
--- lease its registry lost track of); another holder's live lease matches nothing.
+-- Taken when the lease is free (closed or sealed) or live and already this holder's
+-- (a lease its registry lost track of); another holder's live lease matches nothing,
+-- and so does a dead one (lapsed while held: seal_turn first), whoever asks.
 -- The UPDATE takes the session row lock: appends in flight commit first.
 UPDATE sessions
 SET turn_holder = %(holder)s, turn_token = nextval('turn_tokens'),
     turn_expires_at = extract(epoch FROM clock_timestamp())::double precision + %(ttl)s,
     turn_interrupted = false
 WHERE id = %(id)s AND ended_at IS NULL AND coalesce(%(incarnation)s::text = incarnation, true)
-  AND (turn_holder IS NULL OR turn_holder = %(holder)s
-       OR turn_expires_at <= extract(epoch FROM clock_timestamp())::double precision)
+  AND (turn_holder IS NULL
+       OR (turn_holder = %(holder)s
+           AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision))
 RETURNING id, turn_holder, turn_token, turn_expires_at, turn_interrupted;
 
 -- name: turn_of
@@ -545,6 +549,10 @@ WHERE turn_token = %(token)s AND turn_holder = %(holder)s AND ended_at IS NULL
 RETURNING id, turn_holder, turn_token, turn_expires_at, turn_interrupted;
 
 -- name: close_turn
+-- Matched by token on the live session that carries it. One that waited for the row
+-- lock of a rotation's commit finds that row ended and matches nothing (the
+-- continuation, carrying the lease now, is not in its snapshot): the caller looks
+-- again in a new statement (turn_carrier), as for renew_turn.
 UPDATE sessions
 SET turn_holder = NULL, turn_interrupted = false,
     turn_expires_at = least(turn_expires_at, extract(epoch FROM clock_timestamp())::double precision)
@@ -594,3 +602,101 @@ LIMIT 1;
 SELECT id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
        created_at, state, origin_id, key, usage
 FROM messages WHERE id = ANY(%(ids)s) ORDER BY id;
+
+-- ---------------------------------------------------------------- sealing and keyed turns
+
+-- name: turn_carrier
+-- The live session carrying the turn lease token of holder (NULL: any holder, a
+-- held lease), read in a statement of its own: after an UPDATE that waited for a
+-- rotation's commit and found the parent ended, the continuation carrying the lease
+-- is visible here. live: only while the lease is live.
+SELECT id, turn_holder, turn_token, turn_expires_at,
+       turn_expires_at > extract(epoch FROM clock_timestamp())::double precision AS turn_live
+FROM sessions
+WHERE turn_token = %(token)s AND ended_at IS NULL
+  AND (turn_holder = %(holder)s::text OR (%(holder)s::text IS NULL AND turn_holder IS NOT NULL))
+  AND (NOT %(live)s OR turn_expires_at > extract(epoch FROM clock_timestamp())::double precision);
+
+-- name: lock_turn_carrier
+-- seal_turn with a lease: the live session carrying it, locked (appends and a
+-- rotation's commit wait behind us, or we behind them).
+SELECT id FROM sessions
+WHERE turn_token = %(token)s AND turn_holder = %(holder)s AND ended_at IS NULL
+FOR UPDATE;
+
+-- name: turn_transcript
+-- The live transcript with the turn each row was appended under (seal_turn).
+SELECT id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
+       created_at, state, origin_id, key, usage, turn
+FROM messages
+WHERE session_id = %(id)s AND state = 'live'
+  AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s)
+ORDER BY seq;
+
+-- name: retract_rows
+-- seal_turn: the rows ids leave the live transcript as a retract takes each
+-- (retracted, archived, their seqs kept).
+UPDATE messages
+SET state = 'retracted', archived_at = extract(epoch FROM clock_timestamp())::double precision
+WHERE id = ANY(%(ids)s::bigint[]) AND state = 'live';
+
+-- name: seal_turn
+-- The dead (or given up) turn token ends: the lease is released, its token kept.
+UPDATE sessions
+SET turn_holder = NULL, turn_interrupted = false,
+    turn_expires_at = least(turn_expires_at, extract(epoch FROM clock_timestamp())::double precision)
+WHERE id = %(id)s AND turn_token = %(token)s AND turn_holder IS NOT NULL
+RETURNING id;
+
+-- name: turn_key
+-- Locked: a second open of the same key waits for the first to commit.
+SELECT token, state FROM turn_keys WHERE incarnation = %(incarnation)s AND key = %(key)s
+FOR UPDATE;
+
+-- name: claim_turn_key
+-- The key names the turn just opened (a new key, or one whose turn was sealed or
+-- dropped: seen, the token it named when read, NULL for none). A key another open
+-- transaction claims meanwhile waits for it, then matches nothing.
+INSERT INTO turn_keys (incarnation, key, token, state, opened_at)
+VALUES (%(incarnation)s, %(key)s, %(token)s, 'open', extract(epoch FROM clock_timestamp())::double precision)
+ON CONFLICT (incarnation, key) DO UPDATE
+SET token = EXCLUDED.token, state = 'open', opened_at = EXCLUDED.opened_at
+WHERE turn_keys.token = %(seen)s::bigint
+RETURNING key;
+
+-- name: complete_turn_key
+UPDATE turn_keys SET state = 'completed' WHERE token = %(token)s AND state = 'open';
+
+-- name: seal_turn_key
+UPDATE turn_keys SET state = 'sealed' WHERE token = %(token)s AND state = 'open';
+
+-- name: turn_replay
+-- The messages a completed turn token stored in the lineage of id, in the order
+-- appended: each original (origin_id NULL), as its newest copy when that is live (a
+-- compaction carried it), else as the original (a summary replaced it); one
+-- retracted (the original, or its newest copy) is left out.
+WITH RECURSIVE
+    up (id, parent) AS (
+        SELECT id, parent_session_id FROM sessions WHERE id = %(id)s
+        UNION SELECT s.id, s.parent_session_id FROM sessions s JOIN up ON s.id = up.parent
+    ),
+    lineage (id) AS (
+        SELECT id FROM up
+        UNION SELECT s.id FROM sessions s JOIN lineage ON s.parent_session_id = lineage.id
+    ),
+    chain (original, id, depth) AS (
+        SELECT m.id, m.id, 0 FROM messages AS m
+        WHERE m.session_id IN (SELECT id FROM lineage) AND m.turn = %(token)s AND m.origin_id IS NULL
+        UNION ALL
+        SELECT c.original, n.id, c.depth + 1 FROM chain AS c JOIN messages AS n ON n.origin_id = c.id
+    ),
+    newest AS (
+        SELECT DISTINCT ON (original) original, id FROM chain ORDER BY original, depth DESC
+    )
+SELECT m.id, m.session_id, m.seq, m.role, m.content, m.name, m.tool_call_id, m.tool_calls, m.meta,
+       m.created_at, m.state, m.origin_id, m.key, m.usage
+FROM newest
+JOIN messages AS n ON n.id = newest.id
+JOIN messages AS m ON m.id = CASE WHEN n.state = 'live' THEN n.id ELSE newest.original END
+WHERE n.state <> 'retracted'
+ORDER BY newest.original;

@@ -75,7 +75,7 @@ def commit_compaction(
             raise ended_error(conn, q, session)
         check_watermark(sid, watermark, session["next_seq"])
         _check_snapshot_live(conn, q, sid, watermark)
-    archived_count, tail = _archive_live(conn, q, sid, watermark, now, _live_turn(session, now))
+    archived_count, tail = _archive_live(conn, q, sid, watermark, now, _held_turn(session))
     epoch = conn.execute(q["bump_epoch"], {"session_id": sid}).fetchone()["epoch"]
     target = sid
     if mode == "rotate":
@@ -116,9 +116,9 @@ def _check_snapshot_live(conn: sqlite3.Connection, q: Queries, sid: str, waterma
         raise SnapshotRetractedError(sid, watermark)
 
 
-def _live_turn(session: Row, now: float) -> int | None:
-    """The token of the session's live turn lease, if any."""
-    if session["turn_holder"] is None or session["turn_expires_at"] <= now:
+def _held_turn(session: Row) -> int | None:
+    """The token of the turn the session holds, live or dead (not yet sealed), if any."""
+    if session["turn_holder"] is None:
         return None
     return session["turn_token"]
 
@@ -128,8 +128,8 @@ def _archive_live(
 ) -> tuple[int, list[Row]]:
     """Mark live rows up to the watermark compacted and the tail superseded; returns
     the compacted count and the tail rows (to be copied, in seq order). A snapshot
-    reaching into the live turn (``turn``: its token) is refused: the turn travels
-    whole in the tail."""
+    reaching into the turn the session holds (``turn``: its token; a dead one too,
+    until sealed) is refused: the turn travels whole in the tail."""
     params = {"session_id": sid, "watermark": watermark, "now": now, "turn": turn}
     # the rows up to the watermark are never read here: a long transcript is loaded once, by the snapshot
     if turn is not None and conn.execute(q["turn_in_snapshot"], params).fetchone() is not None:

@@ -90,7 +90,14 @@ def erase_lineage(conn: sqlite3.Connection, q: Queries, session_id: str) -> int:
     each other); returns the number of messages erased."""
     ids = {"ids": json.dumps(lineage_ids(conn, q, session_id))}
     erased = conn.execute(q["erase_messages"], ids).rowcount
-    for query in ("erase_compactions", "erase_leases", "erase_cooldowns", "erase_keys", "erase_sessions"):
+    for query in (
+        "erase_compactions",
+        "erase_leases",
+        "erase_cooldowns",
+        "erase_keys",
+        "erase_turn_keys",
+        "erase_sessions",
+    ):
         conn.execute(q[query], ids)
     return erased
 
@@ -105,13 +112,15 @@ def retract_last(
 ) -> Row | None:
     """Retract the last live message of the live tip; the row as it was, or None.
     Refused (`TurnHeldError`) while another holder's turn lease is live on the tip
-    (``turn``: the token of the lease the caller retracts under)."""
+    (``turn``: the token of the lease the caller retracts under), and
+    (`DeadTurnError`) while the tip holds a dead turn."""
     tip = require_incarnation(conn, q, resolve(conn, q, session_id), incarnation)
     if tip["ended_at"] is not None and tip["end_reason"] != END_REASON_COMPRESSION:
         raise SessionEndedError(tip["id"], None, tip["end_reason"])
     held = conn.execute(q["turn_of"], {"session_id": tip["id"]}).fetchone()
     live = held["turn_holder"] is not None and held["turn_expires_at"] > now
-    if (live and held["turn_token"] != turn) or (turn is not None and not live):
+    dead = held["turn_holder"] is not None and not live
+    if dead or (live and held["turn_token"] != turn) or (turn is not None and not live):
         raise turn_held(conn, q, tip["id"], turn, now)
     row = conn.execute(q["last_live"], {"session_id": tip["id"]}).fetchone()
     if row is None:

@@ -158,8 +158,8 @@ def append_rows(
     """Append in the writer's transaction; returns ``(first_seq, ids)``. Kept lean: it
     runs on the single writer thread, so every statement here costs all callers.
     The seq counter's UPDATE is the check: it matches only a live session of the
-    incarnation meant that no other holder's live turn lease holds (``turn``: the
-    token of the lease this append is made under)."""
+    incarnation meant that holds no turn, or the live one this append carries
+    (``turn``: the token of the lease it is made under)."""
     reserved = conn.execute(
         q["advance_live_next_seq"],
         {"session_id": session_id, "count": len(params), "incarnation": incarnation, "turn": turn, "now": now},
@@ -176,8 +176,9 @@ def append_rows(
 def turn_held(
     conn: sqlite3.Connection, q: Queries, session_id: str, turn: int | None = None, now: float = 0.0
 ) -> TurnHeldError | TurnLostError:
-    """The error for a write refused by the turn lease (at ``now``): another holder's
-    is live, or (``turn``: the token the write carried) that turn's lease is not."""
+    """The error for a write refused by the turn lease (at ``now``): the session holds
+    a dead turn, another holder's is live, or (``turn``: the token the write carried)
+    that turn's lease is not (`turn_refusal`)."""
     row = conn.execute(q["turn_of"], {"session_id": session_id}).fetchone()
     live = row["turn_holder"] is not None and row["turn_expires_at"] > now
     return turn_refusal(session_id, row, live=live, turn=turn)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from protocol import (
+    END_REASON_COMPRESSION,
     CompactionRecord,
     ConfigurationError,
     Cooldown,
@@ -463,7 +464,9 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
         check_incarnation(incarnation)
 
         def body(c: sqlite3.Connection) -> list[StoredMessage]:  # one snapshot
-            lineage.require_incarnation(c, self._q, session_id, incarnation)
+            row = lineage.require_incarnation(c, self._q, session_id, incarnation)
+            if incarnation is not None and row["end_reason"] == END_REASON_COMPRESSION:
+                raise lineage.ended_error(c, self._q, row)  # the conversation lives on
             rows = c.execute(self._q[query], {"session_id": session_id, "limit": limit})
             return [stored_message_from_row(r) for r in rows]  # a row at a time: never all rows and messages at once
 

@@ -126,12 +126,13 @@ RETURNING next_seq - :count AS first_seq
 
 -- name: advance_live_next_seq
 -- The append fast path: matches nothing for an unknown or ended session, for
--- another incarnation than the writer's (:incarnation NULL: any), nor while another
--- holder's turn lease is live (:turn, the token the append carries, NULL: none;
--- an append carrying a token needs that lease live).
+-- another incarnation than the writer's (:incarnation NULL: any), nor while the
+-- session holds a turn (:turn, the token the append carries, NULL: none; an append
+-- carrying a token needs that lease live). A turn whose lease lapsed while held
+-- (dead, until sealed) admits nobody.
 UPDATE sessions SET next_seq = next_seq + :count
 WHERE id = :session_id AND ended_at IS NULL AND coalesce(:incarnation = incarnation, 1)
-  AND CASE WHEN :turn IS NULL THEN turn_holder IS NULL OR turn_expires_at <= :now
+  AND CASE WHEN :turn IS NULL THEN turn_holder IS NULL
            ELSE coalesce(turn_token = :turn, 0) AND turn_holder IS NOT NULL AND turn_expires_at > :now END
 RETURNING next_seq - :count AS first_seq
 
@@ -139,14 +140,14 @@ RETURNING next_seq - :count AS first_seq
 -- Group commit: the seq counters of the live sessions among :ids (a JSON object
 -- {id: expected incarnation, or null for any}) whose incarnation matches, as one
 -- JSON object {id: next_seq}: one step for the whole batch.
--- A session under another holder's live turn lease is left out (:turns: {id: the
--- token its appends carry}).
+-- A session holding a turn the appends do not carry live is left out (:turns: {id:
+-- the token its appends carry}; a dead turn admits nobody).
 SELECT json_group_object(s.id, s.next_seq) AS next_seqs
 FROM json_each(:ids) AS wanted JOIN sessions AS s ON s.id = wanted.key
 WHERE s.ended_at IS NULL AND coalesce(wanted.value = s.incarnation, 1)
   AND coalesce((SELECT coalesce(s.turn_token = t.value, 0) AND s.turn_holder IS NOT NULL AND s.turn_expires_at > :now
                  FROM json_each(:turns) AS t WHERE t.key = s.id),
-                s.turn_holder IS NULL OR s.turn_expires_at <= :now)
+                s.turn_holder IS NULL)
 
 -- name: insert_messages_head
 -- Group commit: many rows in one statement; the writer repeats insert_messages_row,
@@ -163,8 +164,8 @@ VALUES
 -- repeated, then insert_checked_messages_tail), inserted only if each session of ?2
 -- (a JSON object: {id: n} for any incarnation, {id: "n incarnation"} for that one)
 -- is live, of the incarnation meant and at the seq remembered; ?1 is the number of
--- ids, and none is under another holder's live turn lease (?3: {id: the token its
--- appends carry}; ?4: now). Nothing is inserted otherwise. The check is
+-- ids, and none holds a turn its appends do not carry live (?3: {id: the token its
+-- appends carry}; ?4: now; a dead turn admits nobody). Nothing is inserted otherwise. The check is
 -- materialized once, before the first row moves a counter (the trigger
 -- messages_next_seq).
 INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_calls,
@@ -178,7 +179,7 @@ WITH checked AS MATERIALIZED (
       AND coalesce((SELECT coalesce(s.turn_token = t.value, 0) AND s.turn_holder IS NOT NULL
                            AND s.turn_expires_at > ?4
                     FROM json_each(?3) AS t WHERE t.key = s.id),
-                   s.turn_holder IS NULL OR s.turn_expires_at <= ?4))
+                   s.turn_holder IS NULL))
 SELECT v.* FROM checked, (VALUES
 
 -- name: insert_checked_messages_tail
@@ -378,12 +379,13 @@ SELECT * FROM compactions WHERE session_id = :session_id ORDER BY id
 UPDATE counters SET value = value + 1 WHERE name = 'turn_token' RETURNING value AS token
 
 -- name: open_turn
--- Taken when the lease is free (closed or expired) or already this holder's (a
--- lease its registry lost track of); another holder's live lease matches nothing.
+-- Taken when the lease is free (closed or sealed) or live and already this holder's
+-- (a lease its registry lost track of); another holder's live lease matches nothing,
+-- and so does a dead one (lapsed while held: seal_turn first), whoever asks.
 UPDATE sessions
 SET turn_holder = :holder, turn_token = :token, turn_expires_at = :expires_at, turn_interrupted = 0
 WHERE id = :session_id AND ended_at IS NULL AND coalesce(:incarnation = incarnation, 1)
-  AND (turn_holder IS NULL OR turn_expires_at <= :now OR turn_holder = :holder)
+  AND (turn_holder IS NULL OR (turn_holder = :holder AND turn_expires_at > :now))
 RETURNING id, turn_holder, turn_token, turn_expires_at, turn_interrupted
 
 -- name: turn_of
@@ -432,7 +434,8 @@ SELECT id, turn_holder, turn_token, turn_expires_at, turn_interrupted FROM sessi
 WHERE turn_holder = :holder AND turn_interrupted = 1 AND ended_at IS NULL
 
 -- name: carry_turn
--- A rotation: the continuation carries its parent's turn lease.
+-- A rotation: the continuation carries its parent's turn lease (a dead one too: it
+-- is sealed there, on the copies of its rows).
 UPDATE sessions
 SET (turn_holder, turn_token, turn_expires_at, turn_interrupted) =
     (SELECT turn_holder, turn_token, turn_expires_at, turn_interrupted FROM sessions WHERE id = :parent_id)
@@ -456,3 +459,82 @@ SELECT * FROM messages WHERE id IN (SELECT value FROM json_each(:ids)) ORDER BY 
 -- name: erase_keys
 DELETE FROM message_keys
 WHERE incarnation IN (SELECT s.incarnation FROM sessions AS s WHERE s.id IN (SELECT value FROM json_each(:ids)))
+
+-- name: erase_turn_keys
+DELETE FROM turn_keys
+WHERE incarnation IN (SELECT s.incarnation FROM sessions AS s WHERE s.id IN (SELECT value FROM json_each(:ids)))
+
+-- ---------------------------------------------------------------- sealing and keyed turns
+
+-- name: turn_carrier
+-- The live session carrying the turn lease :token of :holder (NULL: any holder, a
+-- held lease), with its turn columns.
+SELECT id, ended_at, incarnation, turn_holder, turn_token, turn_expires_at, turn_interrupted
+FROM sessions
+WHERE turn_token = :token AND ended_at IS NULL
+  AND (turn_holder = :holder OR (:holder IS NULL AND turn_holder IS NOT NULL))
+
+-- name: turn_transcript
+-- The live transcript with the turn each row was appended under (seal_turn).
+SELECT * FROM messages
+WHERE session_id = :session_id AND state = 'live'
+  AND seq >= (SELECT live_from FROM sessions WHERE id = :session_id)
+ORDER BY seq
+
+-- name: retract_rows
+-- seal_turn: the rows :ids (a JSON array) leave the live transcript as a retract
+-- takes each (retracted, archived, their seqs kept).
+UPDATE messages SET state = 'retracted', archived_at = :now
+WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'live'
+
+-- name: seal_turn
+-- The dead (or given up) turn :token ends: the lease is released, its token kept.
+UPDATE sessions SET turn_holder = NULL, turn_expires_at = min(turn_expires_at, :now), turn_interrupted = 0
+WHERE id = :session_id AND turn_token = :token AND turn_holder IS NOT NULL
+
+-- name: turn_key
+SELECT token, state FROM turn_keys WHERE incarnation = :incarnation AND key = :key
+
+-- name: claim_turn_key
+-- The key names the turn just opened (a new key, or one whose turn was sealed or
+-- dropped: :seen, the token it named when read, NULL for none).
+INSERT INTO turn_keys (incarnation, key, token, state, opened_at)
+VALUES (:incarnation, :key, :token, 'open', :now)
+ON CONFLICT (incarnation, key) DO UPDATE
+SET token = excluded.token, state = 'open', opened_at = excluded.opened_at
+WHERE turn_keys.token = :seen
+
+-- name: complete_turn_key
+UPDATE turn_keys SET state = 'completed' WHERE token = :token AND state = 'open'
+
+-- name: seal_turn_key
+UPDATE turn_keys SET state = 'sealed' WHERE token = :token AND state = 'open'
+
+-- name: turn_replay
+-- The messages a completed turn :token stored in the lineage of :session_id, in the
+-- order appended: each original (origin_id NULL), as its newest copy when that is
+-- live (a compaction carried it), else as the original (a summary replaced it); one
+-- retracted (the original, or its newest copy) is left out.
+WITH RECURSIVE
+    up (id, parent) AS (
+        SELECT id, parent_session_id FROM sessions WHERE id = :session_id
+        UNION SELECT s.id, s.parent_session_id FROM sessions AS s JOIN up ON s.id = up.parent
+    ),
+    lineage (id) AS (
+        SELECT id FROM up
+        UNION SELECT s.id FROM sessions AS s JOIN lineage ON s.parent_session_id = lineage.id
+    ),
+    chain (original, id, depth) AS (
+        SELECT m.id, m.id, 0 FROM messages AS m
+        WHERE m.session_id IN (SELECT id FROM lineage) AND m.turn = :token AND m.origin_id IS NULL
+        UNION ALL
+        SELECT c.original, n.id, c.depth + 1 FROM chain AS c JOIN messages AS n ON n.origin_id = c.id
+    ),
+    newest AS (
+        SELECT original, id, row_number() OVER (PARTITION BY original ORDER BY depth DESC) AS rank FROM chain
+    )
+SELECT m.* FROM newest
+JOIN messages AS n ON n.id = newest.id
+JOIN messages AS m ON m.id = CASE WHEN n.state = 'live' THEN n.id ELSE newest.original END
+WHERE newest.rank = 1 AND n.state <> 'retracted'
+ORDER BY newest.original

@@ -6,6 +6,11 @@ the turn, print "closed" and exit ("lost" when its lease lapsed meanwhile). ``py
 SESSION NAME COUNT``: print "ready", wait for "go", then drive COUNT turns of two
 messages each (with an append_async outside a turn between them) and print "done".
 Each message's meta names its process and turn, so the parent checks contiguity.
+``python -m tests.actors.turn_worker tool URL SESSION TTL KEY``: open a turn (keyed
+unless KEY is "-"), append a user ask and an assistant message calling a tool, print
+"opened", wait for a line; then append the tool's result and the answer, close the
+turn and print "closed" ("closed interrupted" when another caller asked it to end;
+a kill -9 while it waits leaves a dead turn).
 """
 
 from __future__ import annotations
@@ -54,10 +59,32 @@ def _turns(url: str, session: str, name: str, count: int) -> None:
             registry.close()
 
 
+def _tool(url: str, session: str, ttl: float, key: str) -> None:
+    call = {"id": "call-w", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+    with open_store(url) as store:
+        registry = SessionRegistry(store, policy=CompactionPolicy(lease_ttl_s=ttl), holder="worker")
+        try:
+            handle = registry.session(session)
+            turn = handle.turn(key=None if key == "-" else key)
+            with turn:
+                handle.append(Message("user", "worker ask"))
+                handle.append(Message("assistant", None, tool_calls=[call]))
+                print("opened", flush=True)
+                sys.stdin.readline()
+                handle.append(Message("tool", "12 C", tool_call_id="call-w"))
+                handle.append(Message("assistant", "worker answer"))
+                interrupted = turn.interrupted
+            print("closed interrupted" if interrupted else "closed", flush=True)
+        finally:
+            registry.close()
+
+
 def main(argv: list[str]) -> None:
     mode, url, session, *rest = argv
     if mode == "hold":
         _hold(url, session, float(rest[0]))
+    elif mode == "tool":
+        _tool(url, session, float(rest[0]), rest[1])
     else:
         _turns(url, session, rest[0], int(rest[1]))
 

@@ -512,9 +512,12 @@ def test_the_readme_example_runs(tmp_path, monkeypatch):
     namespace["agent"] = namespace["agent"].clone(model=model)
     set_tracing_disabled(True)  # no trace export thread (the example runs without RunConfig)
     try:
-        assert run(namespace["on_message"]("123", "hello")) == "hi there"
-        assert run(namespace["on_message"]("123", "what did I say?")) == "you said hello"
+        assert run(namespace["on_message"]("123", "m-1", "hello")) == "hi there"
+        assert run(namespace["on_message"]("123", "m-2", "what did I say?")) == "you said hello"
         assert [item.get("content") for item in model.last_call.input[::2]] == ["hello", "what did I say?"]
+        # the platform redelivers m-1: its stored answer, the agent does not run again (the
+        # scripted model has no third reply to give)
+        assert run(namespace["on_message"]("123", "m-1", "hello")) == "hi there"
         assert [m.role for m in namespace["store"].transcript("discord:123")] == ["user", "assistant"] * 2
     finally:
         set_tracing_disabled(False)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-TABLES = ("sessions", "messages", "leases", "cooldowns", "compactions", "message_keys", "schema_version")
+TABLES = ("sessions", "messages", "leases", "cooldowns", "compactions", "message_keys", "turn_keys", "schema_version")
 
 
 def execute(backend: str, url: str, sql: str) -> list[tuple[Any, ...]]:

@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from protocol import (
+    DeadTurnError,
     InvalidArgumentError,
     Lease,
     Message,
@@ -103,10 +104,13 @@ def test_a_batch_with_a_held_session_fails_only_that_request(store):
     assert [m.content for m in outcomes["free"]] == ["free"]
 
 
-def test_expired_turn_admits_everyone_and_can_be_taken_over(store):
+def test_an_expired_turn_is_dead_until_sealed_then_can_be_taken_over(store):
     store.create_session("s")
     lease = store.open_turn("s", "A", SHORT_TTL)
     wait_for(lambda: store.current_turn("s") is None)
+    with pytest.raises(DeadTurnError):  # lapsed while held: nobody writes before the seal
+        store.append("s", Message("user", "after expiry"))
+    assert store.seal_turn("s") == 0
     assert store.append("s", Message("user", "after expiry"))[0].seq == 1
     assert store.renew_turn(lease, 30) is None  # lost: never renewed back
     taken = store.open_turn("s", "B", 30)
@@ -120,9 +124,9 @@ def test_an_append_under_a_lapsed_lease_is_refused_and_writes_nothing(store, sto
     store.append("s", Message("user", "in time"), turn=lease)
     wait_for(lambda: store.current_turn("s") is None)
     before = snapshot(backend, store_url)
-    with pytest.raises(TurnLostError):
+    with pytest.raises(DeadTurnError):  # its own turn is dead too: sealed before anything lands
         store.append("s", Message("assistant", "too late"), turn=lease)
-    with pytest.raises(TurnLostError):
+    with pytest.raises(DeadTurnError):
         store.retract("s", turn=lease)
     assert snapshot(backend, store_url) == before
     assert _contents(store) == ["in time"]
@@ -162,6 +166,67 @@ def test_rollback_retracts_the_interrupted_turns_trailing_messages(store):
     store.close_turn(second)
     third = store.open_turn("s", "C", 30, rollback=first.token)  # nothing of it is left at the end
     assert third.rolled_back == 0 and _contents(store) == ["keep"]
+
+
+def _retracted(store, sid="s"):
+    return [m.content for m in store.archive(sid) if m.state == "retracted"]
+
+
+def _closed_turn(store, holder, contents, sid="s"):
+    """A turn of ``holder`` that appended ``contents`` and ended (its lease released)."""
+    lease = store.open_turn(sid, holder, 30)
+    store.append(sid, [Message("user" if i % 2 == 0 else "assistant", c) for i, c in enumerate(contents)], turn=lease)
+    assert store.close_turn(lease) is True
+    return lease
+
+
+def test_rollback_takes_nothing_once_another_writer_appended_after_the_turn(store):
+    """Only rows still at the end of the live transcript are rolled back: taking the turn's
+    rows from under a later message would leave that message answering a hole."""
+    store.create_session("s")
+    store.append("s", Message("user", "keep"))
+    first = _closed_turn(store, "A", ["q", "partial"])
+    store.append("s", Message("user", "a later writer"))  # after the turn's lease ended
+    second = store.open_turn("s", "B", 30, rollback=first.token)
+    assert second.rolled_back == 0
+    assert _contents(store) == ["keep", "q", "partial", "a later writer"]
+    assert [m.seq for m in store.transcript("s")] == [1, 2, 3, 4]
+    assert _retracted(store) == []
+
+
+def test_rollback_leaves_a_turn_followed_by_another_turn_and_takes_only_that_ones_rows(store):
+    store.create_session("s")
+    first = _closed_turn(store, "A", ["q1", "a1"])
+    later = _closed_turn(store, "B", ["q2", "a2"])
+    third = store.open_turn("s", "C", 30, rollback=first.token)  # first's rows are not at the end
+    assert third.rolled_back == 0 and _contents(store) == ["q1", "a1", "q2", "a2"]
+    store.close_turn(third)
+    fourth = store.open_turn("s", "C", 30, rollback=later.token)  # the trailing turn's rows: only its own
+    assert fourth.rolled_back == 2
+    assert _contents(store) == ["q1", "a1"] and _retracted(store) == ["q2", "a2"]
+
+
+def test_rollback_takes_the_turns_rows_again_at_the_end_once_the_later_row_was_retracted(store):
+    store.create_session("s")
+    first = _closed_turn(store, "A", ["q", "partial"])
+    store.append("s", Message("user", "a later writer"))
+    assert store.retract("s").content == "a later writer"  # archived as retracted: no longer live
+    second = store.open_turn("s", "B", 30, rollback=first.token)
+    assert second.rolled_back == 2
+    assert _contents(store) == [] and _retracted(store) == ["q", "partial", "a later writer"]
+
+
+def test_rollback_takes_only_the_turns_trailing_rows_when_another_row_sits_between_them(store, store_url, backend):
+    """Rows of one turn on both sides of another writer's (a state planted in the database:
+    the store never writes it). Only the run at the end goes; the rows before the other
+    writer's stay, with no hole."""
+    store.create_session("s")
+    first = _closed_turn(store, "A", ["q", "a"])
+    store.append("s", [Message("user", "another writer"), Message("assistant", "c")])
+    execute(backend, store_url, f"UPDATE messages SET turn = {first.token} WHERE seq = 4")
+    second = store.open_turn("s", "B", 30, rollback=first.token)
+    assert second.rolled_back == 1
+    assert _contents(store) == ["q", "a", "another writer"] and _retracted(store) == ["c"]
 
 
 def test_rotation_carries_the_turn_and_never_snapshots_into_it(store):
