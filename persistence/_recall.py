@@ -102,7 +102,7 @@ def fts5_query(terms: Sequence[Sequence[str]]) -> str:
 
 
 def prefilter_words(words: Sequence[str]) -> str:
-    """The ASCII words as a JSON array, for a backend's ``live_candidates``: a row's
+    """The ASCII words as a JSON array, for a backend's ``search_live``: a row's
     JSON text holds each of them (ASCII case folded) if its text does. Other words
     are left to `live_hit` (a database's lower() may fold them otherwise)."""
     return json.dumps([w for w in words if w.isascii()])

@@ -139,7 +139,7 @@ def _check_outside_turn(cur: Any, queries: Mapping[str, str], sid: str, watermar
     token; a dead one too, until sealed): the turn travels whole in the tail."""
     if turn is None:
         return
-    cur.execute(queries["snapshot_in_turn"], {"id": sid, "turn": turn, "watermark": watermark})
+    cur.execute(queries["turn_in_snapshot"], {"id": sid, "turn": turn, "watermark": watermark})
     if cur.fetchone() is not None:
         raise TurnHeldError(sid, message=f"the snapshot of {sid!r} up to seq {watermark} reaches into an open turn")
 

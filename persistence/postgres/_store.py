@@ -326,7 +326,7 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
 
         def work(cur: Any) -> list[SessionInfo]:
             require_session(cur, self._q, sid)
-            cur.execute(self._q["list_children"], {"id": sid})
+            cur.execute(self._q["children"], {"id": sid})
             return [session_from_row(r) for r in cur.fetchall()]
 
         return self._read("children", work)
@@ -594,7 +594,7 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
 
         def work(cur: Any) -> list[CompactionRecord]:
             require_session(cur, self._q, sid)
-            cur.execute(self._q["list_compactions"], {"id": sid})
+            cur.execute(self._q["compactions"], {"id": sid})
             return [compaction_from_row(r) for r in cur.fetchall()]
 
         return self._read("compactions", work)

@@ -154,7 +154,7 @@ WHERE state IN ('compacted', 'superseded', 'retracted')
   AND archived_at <= extract(epoch FROM clock_timestamp())::double precision - %(older_than)s
   AND (%(ids)s::text[] IS NULL OR session_id = ANY(%(ids)s::text[]));
 
--- name: list_children
+-- name: children
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
        s.epoch, s.metadata, s.incarnation, s.branch_of_session, s.branch_of_seq, c.until AS cooldown_until, c.error AS cooldown_error
 FROM sessions s LEFT JOIN cooldowns c ON c.session_id = s.id
@@ -363,7 +363,7 @@ WHERE id = %(id)s AND ended_at IS NULL
 RETURNING source, epoch, next_seq, incarnation, live_from,
           CASE WHEN turn_holder IS NOT NULL THEN turn_token END AS held_turn;
 
--- name: snapshot_in_turn
+-- name: turn_in_snapshot
 -- Inside a compaction commit: does the snapshot hold a row of the turn the session holds?
 SELECT 1 AS found FROM messages
 WHERE session_id = %(id)s AND state = 'live' AND turn = %(turn)s AND seq <= %(watermark)s
@@ -444,7 +444,7 @@ VALUES (%(session_id)s, %(child_session_id)s, %(mode)s, %(token)s, %(holder)s,
 RETURNING id, session_id, child_session_id, mode, token, holder, watermark,
           archived_count, tail_count, compressor, started_at, committed_at, usage;
 
--- name: list_compactions
+-- name: compactions
 SELECT id, session_id, child_session_id, mode, token, holder, watermark,
        archived_count, tail_count, compressor, started_at, committed_at, usage
 FROM compactions WHERE session_id = %(id)s

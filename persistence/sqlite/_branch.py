@@ -25,7 +25,7 @@ def branch(
 ) -> sqlite3.Row:
     """Start ``new_id`` with the live rows of ``session_id`` up to ``at_seq``."""
     origin = require_session(conn, q, session_id)
-    rows = conn.execute(q["transcript"], {"session_id": session_id}).fetchall()
+    rows = conn.execute(q["live_messages"], {"session_id": session_id}).fetchall()
     params = copied_rows(session_id, at_seq, [stored_message_from_row(r) for r in rows], rows)
     if conn.execute(q["get_session"], {"session_id": new_id}).fetchone() is not None:
         raise SessionExistsError(new_id)

@@ -135,8 +135,8 @@ def _archive_live(
     if turn is not None and conn.execute(q["turn_in_snapshot"], params).fetchone() is not None:
         raise TurnHeldError(sid, message=f"the snapshot of {sid!r} up to seq {watermark} reaches into an open turn")
     tail = conn.execute(q["live_tail"], params).fetchall()
-    compacted = conn.execute(q["mark_compacted"], params).rowcount
-    conn.execute(q["mark_superseded"], params)  # now none is live: transcripts start past them
+    compacted = conn.execute(q["archive_compacted"], params).rowcount
+    conn.execute(q["supersede_tail"], params)  # now none is live: transcripts start past them
     conn.execute(q["close_live_range"], {"session_id": sid})
     return compacted, tail
 

@@ -49,7 +49,7 @@ def search(conn: sqlite3.Connection, q: Queries, args: SearchArgs) -> list[Searc
     if len(hits) >= args.limit:  # the archive filled the page: no live row is read
         return hits
     params["words"] = prefilter_words(args.words)
-    live = q["live_candidates"] if ids is None else q["live_candidates_in"]
+    live = q["search_live"] if ids is None else q["search_live_in"]
     for row in conn.execute(live, params):
         hit = live_hit(row, args.terms)
         if hit is not None:

@@ -53,9 +53,9 @@ def check_schema(conn: sqlite3.Connection, q: Mapping[str, str], *, retry: BusyR
     are pending. Raises `SchemaVersionError` as `check_version` does."""
 
     def read() -> int:
-        if not conn.execute(q["schema_version_present"]).fetchone()["present"]:
+        if not conn.execute(q["schema_version_exists"]).fetchone()["present"]:
             return 0
-        return int(conn.execute(q["schema_version"]).fetchone()["version"])
+        return int(conn.execute(q["current_version"]).fetchone()["version"])
 
     return bool(check_version(DIALECT, retry.run(read), migrate=migrate))
 
@@ -64,11 +64,11 @@ def _migrate(conn: sqlite3.Connection, q: Mapping[str, str], path: str, clock: C
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.execute(q["create_schema_version"])
-        current = conn.execute(q["schema_version"]).fetchone()["version"]
+        current = conn.execute(q["current_version"]).fetchone()["version"]
         for migration in pending_migrations(DIALECT, current):
             for statement in split_statements(migration.sql):
                 conn.execute(statement)
-            conn.execute(q["record_migration"], {"version": migration.version, "now": clock()})
+            conn.execute(q["record_version"], {"version": migration.version, "now": clock()})
             logger.info("applied migration %04d_%s to %s", migration.version, migration.name, path)
         conn.execute("COMMIT")
     except BaseException:

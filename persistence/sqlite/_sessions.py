@@ -215,7 +215,7 @@ def keyed_append(
 def stored_by_key(conn: sqlite3.Connection, q: Queries, incarnation: str, key: str) -> StoredMessage:
     """The stored message carrying ``key``: its live copy if a compaction carried it,
     else the original."""
-    row = conn.execute(q["keyed_rows"], {"incarnation": incarnation, "key": key}).fetchone()
+    row = conn.execute(q["keyed_row"], {"incarnation": incarnation, "key": key}).fetchone()
     if row is None:
         raise keys.missing_row(key)
     return stored_message_from_row(row)

@@ -477,12 +477,12 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
         self, session_id: str, *, incarnation: str | None = None, limit: int | None = None
     ) -> list[StoredMessage]:
         if check_page_limit(limit) is None:
-            return self._messages("transcript", session_id, incarnation)
+            return self._messages("live_messages", session_id, incarnation)
         return self._messages("latest_live", session_id, incarnation, limit)[::-1]
 
     @telemetry.traced_read("archive")
     def archive(self, session_id: str, *, incarnation: str | None = None) -> list[StoredMessage]:
-        return self._messages("archive", session_id, incarnation)
+        return self._messages("archived_messages", session_id, incarnation)
 
     # -- leases -----------------------------------------------------------------
 

@@ -6,13 +6,13 @@ CREATE TABLE IF NOT EXISTS schema_version (
     applied_at REAL NOT NULL
 )
 
--- name: schema_version_present
+-- name: schema_version_exists
 SELECT count(*) AS present FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'
 
--- name: schema_version
+-- name: current_version
 SELECT coalesce(max(version), 0) AS version FROM schema_version
 
--- name: record_migration
+-- name: record_version
 INSERT INTO schema_version (version, applied_at) VALUES (:version, :now)
 
 -- ---------------------------------------------------------------- sessions
@@ -196,7 +196,7 @@ INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_c
 VALUES (:session_id, :seq, :role, :content, :name, :tool_call_id, :tool_calls,
         :meta, :now, 'live', :origin_id, :turn, :key, :usage, :checksum)
 
--- name: transcript
+-- name: live_messages
 -- Live rows sit at or above the session's live_from: a range of the unique index.
 SELECT * FROM messages
 WHERE session_id = :session_id AND state = 'live'
@@ -217,7 +217,7 @@ SELECT session_id, seq, checksum, CAST(role AS BLOB), CAST(content AS BLOB), CAS
        CAST(tool_call_id AS BLOB), CAST(tool_calls AS BLOB), CAST(meta AS BLOB)
 FROM messages WHERE checksum IS NOT NULL
 
--- name: archive
+-- name: archived_messages
 SELECT * FROM messages WHERE session_id = :session_id AND state <> 'live' ORDER BY seq
 
 -- name: live_tail
@@ -234,12 +234,12 @@ WHERE session_id = :session_id AND state = 'live' AND seq <= :watermark AND turn
   AND seq >= (SELECT live_from FROM sessions WHERE id = :session_id)
 LIMIT 1
 
--- name: mark_compacted
+-- name: archive_compacted
 UPDATE messages SET state = 'compacted', archived_at = :now
 WHERE session_id = :session_id AND state = 'live' AND seq <= :watermark
   AND seq >= (SELECT live_from FROM sessions WHERE id = :session_id)
 
--- name: mark_superseded
+-- name: supersede_tail
 UPDATE messages SET state = 'superseded', archived_at = :now
 WHERE session_id = :session_id AND state = 'live' AND seq > :watermark
 
@@ -447,11 +447,12 @@ WHERE id = :child_id
 INSERT INTO message_keys (incarnation, key) VALUES (:incarnation, :key)
 ON CONFLICT DO NOTHING
 
--- name: keyed_rows
--- The stored rows carrying :key in the conversation :incarnation, live first.
+-- name: keyed_row
+-- The stored row carrying :key in the conversation :incarnation, live first.
 SELECT m.* FROM messages AS m JOIN sessions AS s ON s.id = m.session_id
 WHERE m.key = :key AND s.incarnation = :incarnation
 ORDER BY m.state = 'live' DESC, m.id
+LIMIT 1
 
 -- name: rows_by_id
 SELECT * FROM messages WHERE id IN (SELECT value FROM json_each(:ids)) ORDER BY id

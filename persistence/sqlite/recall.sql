@@ -41,7 +41,7 @@ WHERE m.session_id IN (SELECT value FROM json_each(:ids))
 ORDER BY rank, m.id
 LIMIT :limit
 
--- name: live_candidates
+-- name: search_live
 -- Live rows that may hold every term, newest first: each of :words (a JSON array of
 -- lower-case ASCII words: letters and digits, so no LIKE wildcard) is in the row's
 -- JSON text (LIKE folds ASCII case). A superset: persistence._recall matches the
@@ -56,8 +56,8 @@ WHERE m.state = 'live'
   AND NOT EXISTS (SELECT 1 FROM json_each(:words) AS w WHERE m.content NOT LIKE '%' || w.value || '%')
 ORDER BY m.id DESC
 
--- name: live_candidates_in
--- live_candidates within the sessions :ids (a JSON array): each session's live rows
+-- name: search_live_in
+-- search_live within the sessions :ids (a JSON array): each session's live rows
 -- from the unique index (CROSS JOIN keeps that order), not a walk over every row.
 SELECT m.session_id, m.seq, m.role, m.content
 FROM json_each(:ids) AS i

@@ -64,7 +64,7 @@ def plant_schema(backend: str, url: str, version: int) -> None:
                 for statement in split_statements(migration.sql):
                     conn.execute(statement)
                 conn.execute(q["create_schema_version"])
-                conn.execute(q["record_migration"], {"version": migration.version, "now": 0})
+                conn.execute(q["record_version"], {"version": migration.version, "now": 0})
         finally:
             conn.close()
         return

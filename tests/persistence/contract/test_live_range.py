@@ -144,7 +144,7 @@ def test_the_sqlite_transcript_read_is_a_range_of_the_unique_index(sqlite_path):
     from persistence import open_store
 
     open_store(sqlite_path).close()
-    query = load_queries("sqlite")["transcript"]
+    query = load_queries("sqlite")["live_messages"]
     conn = sqlite3.connect(sqlite_path)
     try:
         plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + query, {"session_id": "s"})]

@@ -67,7 +67,7 @@ def test_named_blocks_parse_and_reject_duplicates():
 
 def test_dialect_queries_load():
     queries = load_queries("sqlite")
-    for name in ("insert_message", "fence_lease", "acquire_lease", "arm_cooldown", "transcript"):
+    for name in ("insert_message", "fence_lease", "acquire_lease", "arm_cooldown", "live_messages"):
         assert queries[name].strip()
     with pytest.raises(ConfigurationError):
         load_queries("no-such-dialect")
