@@ -13,7 +13,7 @@ transcript) or ``registry.review(id)`` for a `ReviewHandle` (never compacts).
 
 from ._handle import AskTimeoutError, ReviewHandle, SessionHandle, Turn
 from ._registry import RegistryClosedError, SessionRegistry
-from .compaction import CompactionPolicy, TokenCounter, estimate_tokens
+from .compaction import CompactionPolicy, OnBusy, TokenCounter, estimate_tokens
 from .compressors import Compressor, HeadTailCompressor, LLMCompressor
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "Compressor",
     "HeadTailCompressor",
     "LLMCompressor",
+    "OnBusy",
     "RegistryClosedError",
     "ReviewHandle",
     "SessionHandle",

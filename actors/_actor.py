@@ -1,7 +1,8 @@
 """`SessionActor`: one pykka actor per live session id per registry.
 
-The mailbox serializes every append, compress and read of the session, so two
-paths of one process can never compact it concurrently. The actor owns no
+The actor's exclusive lock serializes every step of the session (a mailbox
+message, an append run on its caller's thread or submitted to the store), so two
+paths of one process never compact it concurrently nor overtake each other. The actor owns no
 thread: its messages are handled one at a time on the registry's shared worker
 pool (`actors._pooled`), and an append may run on its caller's thread
 (`append_here`). Compression itself runs in a worker thread of its own (see

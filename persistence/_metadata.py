@@ -34,7 +34,7 @@ __all__ = [
     "metadata_from_column",
 ]
 
-#: JSON-able values nest at most this deep (DESIGN section 3).
+#: JSON-able values nest at most this deep (as message content does).
 MAX_DEPTH = MAX_JSON_DEPTH
 #: The longest retention `prune_archive` accepts: 100 years, in seconds.
 MAX_RETENTION_S = 100 * 365.25 * 86400

@@ -7,7 +7,7 @@ until the application configures an SDK (``set_tracer_provider`` /
 ``set_meter_provider``), before or after this module was first used: the API's proxy
 tracer and meter pick the SDK up when it arrives.
 
-Names (DESIGN section 8): span ``session_actors.compaction`` per attempt with child
+Names (docs/observability.md): span ``session_actors.compaction`` per attempt with child
 spans ``session_actors.compress`` and ``session_actors.commit``; a span
 ``session_actors.append`` per store append call and ``session_actors.read`` per
 transcript or archive read, their attributes under ``session_actors.``; metrics

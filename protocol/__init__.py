@@ -25,12 +25,14 @@ from ._recall import CompactionDetail, SearchHit
 from ._records import (
     END_REASON_COMPRESSION,
     MODES,
+    CompactionMode,
     CompactionRecord,
     Cooldown,
     Lease,
     SessionInfo,
     TurnLease,
 )
+from ._turns import SEAL_MODES, SealMode
 from ._usage import Usage
 from .errors import (
     AccessDeniedError,
@@ -67,10 +69,12 @@ __all__ = [
     "DEFAULT_MAX_CONTENT_BYTES",
     "END_REASON_COMPRESSION",
     "MODES",
+    "SEAL_MODES",
     "SKIP_REASONS",
     "SUMMARY_PREFIX",
     "AccessDeniedError",
     "CompactionDetail",
+    "CompactionMode",
     "CompactionNotFoundError",
     "CompactionRecord",
     "CompressionDisabledError",
@@ -91,6 +95,7 @@ __all__ = [
     "Message",
     "ReadOnlyStoreError",
     "SchemaVersionError",
+    "SealMode",
     "SearchHit",
     "SessionBusyError",
     "SessionEndedError",

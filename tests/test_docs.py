@@ -99,3 +99,15 @@ def test_every_docs_page_is_in_the_mkdocs_nav():
     assert re.search(r"^strict: true$", config, re.M)
     for page in DOCS.rglob("*.md"):
         assert page.relative_to(DOCS).as_posix() in config, page
+
+
+def test_no_comment_cites_a_design_file_the_repository_does_not_ship():
+    """Code says why in its own words (docs/architecture.md is the design document)."""
+    here = Path(__file__).resolve()
+    citing = [
+        path.relative_to(ROOT).as_posix()
+        for folder in ("protocol", "persistence", "actors", "tests")
+        for path in (ROOT / folder).rglob("*.py")
+        if path != here and re.search(r"DESIGN(\.md| section)", path.read_text(encoding="utf-8"))
+    ]
+    assert citing == []

@@ -146,7 +146,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
             )
         if outcome.error:
             out.line(f"error: {outcome.error}")
-    # Exit 1 is reserved for fsck/simulate finding damage (DESIGN section 6): every
+    # Exit 1 is reserved for fsck/simulate finding damage (docs/cli.md): every
     # outcome, failed/lease_lost/cancelled included, is a result reported above.
     return 0
 

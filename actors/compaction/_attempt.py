@@ -1,4 +1,5 @@
-"""One compaction attempt: the state machine of DESIGN section 5, steps 2-9.
+"""One compaction attempt: its state machine, from the cooldown check to the outcome
+(docs/architecture.md, "The compaction path").
 
 `Attempt.prepare` runs on the actor thread (cooldown, lease, adoption, forced
 cooldown snapshot, durable read) and starts the compressor in a worker thread.

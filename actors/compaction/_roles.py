@@ -1,4 +1,4 @@
-"""Role alternation for a compacted set (DESIGN section 5, step 9).
+"""Role alternation for a compacted set (the last step before the commit).
 
 A compressor that drops the user's latest ask makes the model forget what it was
 asked, so the compacted set always contains it, put back where it belongs in

@@ -1,4 +1,4 @@
-"""The compaction flow of one session, step by step (DESIGN section 5).
+"""The compaction flow of one session, step by step (docs/architecture.md, "The compaction path").
 
 Real stores (SQLite file, PostgreSQL schema), real threads; faults only through
 `FaultyStore` hooks. Items 3-8 and 13 of issue 3 (failures: test_failures.py).

@@ -1,5 +1,5 @@
 """Item 12: the committed compacted set keeps the latest real ask and never has two
-user messages in a row, whatever the compressor returns (DESIGN section 5, step 9)."""
+user messages in a row, whatever the compressor returns (the last step before the commit)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Turns (DESIGN section 5, "Turns"): a handle's turn is contiguous in the database.
+"""Turns (docs/turns.md): a handle's turn is contiguous in the database.
 
 Real stores and threads. Orderings that matter are made deterministic with one event
 loop: a coroutine's request is sent before its first await, so ``asyncio.sleep(0)``
