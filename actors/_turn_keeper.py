@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import pykka
 
+from persistence._store import features_of
+
 from . import _sched
 
 if TYPE_CHECKING:
@@ -48,7 +50,7 @@ class TurnKeeper:
         self._tick = min(0.1, policy.lease_ttl_s / 10)
         self._stop = threading.Event()
         # a harness's scheduler runs the keeper on its clock: polling only, no blocking LISTEN
-        self._listen = callable(getattr(store, "listen_turns", None)) and not _sched.controlled()
+        self._listen = features_of(store).announces_turns and not _sched.controlled()
         self._listener: Any = None
         self._thread = _sched.Thread(target=self._run, name="registry-turns", daemon=True)
         self._thread.start()

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from protocol import END_REASON_COMPRESSION, Lease, SessionInfo, StoredMessage
 
-from ._store import Store
+from ._store import Store, features_of
 
 __all__ = ["PROBLEM_KINDS", "WARNING_KINDS", "FsckReport", "FsckWarning", "Problem", "check_store"]
 
@@ -100,9 +100,8 @@ def check_store(
     infos = {info.id: info for info in store.sessions()}
     children = _children_by_parent(infos.values())
     report = FsckReport()
-    physical = getattr(store, "_physical_check", None)  # SQLite's page-level check
-    if callable(physical):
-        report.problems += [Problem("corrupt", "", detail) for detail in physical()]
+    if features_of(store).checks_pages:  # SQLite: the pages before the rows on them
+        report.problems += [Problem("corrupt", "", detail) for detail in store._physical_check()]  # type: ignore[attr-defined]
         if report.problems:  # the logical checks would read the damaged pages: stop here
             return report
     report.problems += _damaged_row_problems(store, in_scope)
@@ -123,11 +122,10 @@ def check_store(
 def _damaged_row_problems(store: Store, in_scope: Callable[[str], bool]) -> list[Problem]:
     """Rows whose bytes changed since they were written: their stored checksum
     disagrees with their text (named by seq; the text is never printed)."""
-    damaged = getattr(store, "_damaged_rows", None)  # every backend keeps per-row checksums
-    if not callable(damaged):
+    if not features_of(store).checksums_rows:
         return []
     by_session: dict[str, list[int]] = defaultdict(list)
-    for session_id, seq in damaged():
+    for session_id, seq in store._damaged_rows():  # type: ignore[attr-defined]
         if in_scope(session_id):
             by_session[session_id].append(seq)
     return [

@@ -32,7 +32,7 @@ from protocol import (
 from protocol._checks import check_text
 from protocol._turns import SealMode
 
-from ._store import Store
+from ._store import NO_FEATURES, Store
 
 __all__ = ["SourceScopedStore"]
 
@@ -40,6 +40,8 @@ __all__ = ["SourceScopedStore"]
 class SourceScopedStore:
     """``store`` seen through one ``source`` (see the module docstring). Closing the
     view leaves the store open: it belongs to whoever made it."""
+
+    features = NO_FEATURES  # used through the Store protocol alone (checked per call)
 
     def __init__(self, store: Store, source: str) -> None:
         self.store = store

@@ -32,7 +32,41 @@ from protocol._turns import SealMode
 
 from ._submitted import OnDone
 
-__all__ = ["Store", "SubmittingStore", "WriteStats", "submits"]
+__all__ = ["NO_FEATURES", "Store", "StoreFeatures", "SubmittingStore", "WriteStats", "features_of", "submits"]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreFeatures:
+    """What a store's class can do beyond the `Store` protocol, declared by the class
+    (``store.features``) instead of probed for by name.
+
+    - ``submits``: `SubmittingStore.append_nowait` (an event loop's append is queued
+      for the writer thread without waiting);
+    - ``announces_turns``: ``listen_turns()``, a listener woken when a turn closes
+      anywhere (PostgreSQL's LISTEN/NOTIFY; without it a registry polls);
+    - ``checks_pages``: fsck can check the file's pages before reading rows (SQLite);
+    - ``checksums_rows``: every row carries a checksum of its text that fsck compares.
+    """
+
+    submits: bool = False
+    announces_turns: bool = False
+    checks_pages: bool = False
+    checksums_rows: bool = False
+
+
+#: What a store class that declares nothing (a user's wrapper, say) is taken to do.
+NO_FEATURES = StoreFeatures()
+
+
+def features_of(store: object) -> StoreFeatures:
+    """The features ``store``'s class declares: a wrapper that forwards calls by
+    ``__getattr__`` declares none of its inner store's, so it is used through the
+    `Store` protocol alone (its own ``append``, never the inner ``append_nowait``)."""
+    for klass in type(store).__mro__:
+        declared = klass.__dict__.get("features")
+        if isinstance(declared, StoreFeatures):
+            return declared
+    return NO_FEATURES
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +84,9 @@ class WriteStats:
 @runtime_checkable
 class Store(Protocol):
     """Durable sessions, transcripts, leases, cooldowns and compaction records."""
+
+    #: what the class can do beyond this protocol (read it with `features_of`)
+    features: StoreFeatures
 
     # -- sessions ---------------------------------------------------------------
 
@@ -576,4 +613,4 @@ class SubmittingStore(Store, Protocol):
 
 def submits(store: Store) -> bool:
     """Does ``store``'s class implement `SubmittingStore.append_nowait`?"""
-    return callable(getattr(type(store), "append_nowait", None))
+    return features_of(store).submits

@@ -73,7 +73,7 @@ from .._rows import (
     session_from_row,
     stored_message_from_row,
 )
-from .._store import WriteStats
+from .._store import StoreFeatures, WriteStats
 from .._submitted import completion, stored_messages
 from . import _lifecycle as lifecycle
 from ._args import check_pool_options
@@ -108,6 +108,8 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
     statements, no session-level ``SET`` — timeouts are set per transaction — and
     no LISTEN hint; also ``?pgbouncer=true`` in the URL).
     """
+
+    features = StoreFeatures(submits=True, announces_turns=True, checksums_rows=True)
 
     def __init__(
         self,

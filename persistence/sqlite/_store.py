@@ -66,7 +66,7 @@ from .._rows import (
     session_from_row,
     stored_message_from_row,
 )
-from .._store import WriteStats
+from .._store import StoreFeatures, WriteStats
 from .._submitted import completion, stored_messages
 from . import _compaction as compaction
 from . import _lifecycle as lifecycle
@@ -115,6 +115,8 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
     one raises `SchemaVersionError`). Neither ``readonly`` nor ``migrate=False``
     creates a missing file.
     """
+
+    features = StoreFeatures(submits=True, checks_pages=True, checksums_rows=True)
 
     def __init__(
         self,
