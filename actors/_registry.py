@@ -39,6 +39,7 @@ from protocol.errors import RegistryClosedError
 from . import _sched
 from ._actor import CheckTurn, RetryHeld, SessionActor
 from ._handle import ReviewHandle, SessionHandle
+from ._liveness import MARK, process_mark
 from ._notifier import OutcomeHook, OutcomeNotifier
 from ._passivation import ResidentSet
 from ._pool import WorkerPool
@@ -67,8 +68,12 @@ _DRAIN_POLL_S = 0.01
 
 
 def default_holder() -> str:
-    """``host:pid:random``: unique per registry instance, readable in ``locks``."""
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+    """``host:pid:random@mark``: unique per registry instance, readable in ``locks``;
+    the mark (`process_mark`) lets a registry on the same host see that this process
+    died and seal its turns at once."""
+    name = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+    mark = process_mark()
+    return name if mark is None else f"{name}{MARK}{mark}"
 
 
 class SessionRegistry:

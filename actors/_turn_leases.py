@@ -22,6 +22,7 @@ from protocol._commands import OpenTurn
 from protocol.errors import DeadTurnError, RegistryClosedError, TurnReplayedError
 
 from . import _sched
+from ._liveness import holder_is_dead
 from ._routing import Request
 from ._turns import TurnTicket
 
@@ -222,10 +223,32 @@ class TurnLeases:
             logger.debug("reading the turn of %s failed; retrying the held calls", self.live_id, exc_info=True)
             current = None
         if current is not None and current.holder != self._holder and current.token == foreign.token:
-            if not self._expire_held():
+            if not self._sealed_dead_holder(current) and not self._expire_held():
                 return
         self._turns.foreign = None
         self._release_held()
+
+    def _sealed_dead_holder(self, lease: TurnLease) -> bool:
+        """The turn's holder process is gone (`holder_is_dead`: same host, its pid no
+        longer runs it): seal its turn now rather than wait out its lease. True when
+        the turn ended (sealed here, or closed or sealed meanwhile: the fenced seal
+        names its token and holder)."""
+        if not holder_is_dead(lease.holder):
+            return False
+        try:
+            sealed = self._store.seal_turn(self.live_id, mode=self._policy.dead_turn, lease=lease)
+        except Exception:
+            logger.warning("sealing the turn of dead holder %r on %s failed", lease.holder, self.live_id, exc_info=True)
+            return False
+        logger.warning(
+            "the holder %r of turn %d on %s is dead: sealed (%s: %s message(s) retracted)",
+            lease.holder,
+            lease.token,
+            self.live_id,
+            self._policy.dead_turn,
+            sealed,
+        )
+        return True
 
     def _expire_held(self) -> bool:
         """Answer held calls that waited past ``held_wait_s``; True when none is left."""

@@ -196,3 +196,41 @@ def test_turns_from_two_processes_are_never_split(store_url, registry):
     for i, m in enumerate(transcript):  # each ask is followed by its own answer
         if m.content.endswith(" ask"):
             assert pairs[i + 1] == m.meta["turn"], f"turn {m.meta['turn']} split by {transcript[i + 1].content!r}"
+
+
+@pytest.mark.parametrize("fault", ["kill", "stop"])
+def test_a_dead_holder_on_this_host_is_noticed_at_once_a_frozen_one_keeps_its_turn(store_url, store, fault):
+    """The holder's default name marks its process: killed, its turn is sealed within
+    about a tick, long before its 60 s lease lapses; frozen (alive), it keeps its turn."""
+    reg = SessionRegistry(store, policy=CompactionPolicy())  # the default lease: 60 s
+    try:
+        proc = _worker("hold", store_url, "s", "60", "-")
+        try:
+            _expect(proc, "opened")
+            assert "@" in store.current_turn("s").holder  # the worker's process mark
+            os.kill(proc.pid, signal.SIGKILL if fault == "kill" else signal.SIGSTOP)
+            outcome: list[object] = []
+            appended = threading.Thread(target=lambda: outcome.append(reg.session("s").append("user", "mine")))
+            started = time.monotonic()
+            appended.start()
+            if fault == "kill":
+                appended.join(10)
+                assert outcome, "held behind a dead process's turn"
+                assert time.monotonic() - started < 10  # not the 60 s lease
+            else:
+                appended.join(1.5)
+                assert appended.is_alive() and not outcome  # alive, only slow: its turn stands
+                os.kill(proc.pid, signal.SIGCONT)
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+                _expect(proc, "closed")
+                appended.join(30)
+                assert outcome
+        finally:
+            if fault == "stop" and proc.poll() is None:
+                os.kill(proc.pid, signal.SIGCONT)
+            _finish(proc)
+        live = [m.content for m in reg.session("s").transcript()]
+    finally:
+        reg.close()
+    assert live == (["held-1", "mine"] if fault == "kill" else ["held-1", "held-2", "mine"])

@@ -1,6 +1,7 @@
 """A separate process holding turns on a shared store, for the cross-process tests.
 
-``python -m tests.actors.turn_worker hold URL SESSION TTL``: open a turn, append
+``python -m tests.actors.turn_worker hold URL SESSION TTL [HOLDER]``: open a turn (as
+HOLDER, default "worker"; "-": the registry's default name with its process mark), append
 "held-1", print "opened", then wait for a line on stdin; append "held-2", close
 the turn, print "closed" and exit ("lost" when its lease lapsed meanwhile). ``python -m tests.actors.turn_worker turns URL
 SESSION NAME COUNT``: print "ready", wait for "go", then drive COUNT turns of two
@@ -23,9 +24,9 @@ from persistence import open_store
 from protocol import Message, TurnLostError
 
 
-def _hold(url: str, session: str, ttl: float) -> None:
+def _hold(url: str, session: str, ttl: float, holder: str | None = "worker") -> None:
     with open_store(url) as store:
-        registry = SessionRegistry(store, policy=CompactionPolicy(lease_ttl_s=ttl), holder="worker")
+        registry = SessionRegistry(store, policy=CompactionPolicy(lease_ttl_s=ttl), holder=holder)
         try:
             handle = registry.session(session)
             try:
@@ -81,8 +82,9 @@ def _tool(url: str, session: str, ttl: float, key: str) -> None:
 
 def main(argv: list[str]) -> None:
     mode, url, session, *rest = argv
-    if mode == "hold":
-        _hold(url, session, float(rest[0]))
+    if mode == "hold":  # an optional HOLDER: "-" for the registry's default (its process mark)
+        holder = rest[1] if len(rest) > 1 else "worker"
+        _hold(url, session, float(rest[0]), None if holder == "-" else holder)
     elif mode == "tool":
         _tool(url, session, float(rest[0]), rest[1])
     else:
