@@ -6,10 +6,16 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..compaction._policy import CompactionPolicy
 from ._compact import add_compressor_options, make_compressor
 from ._database import resolve_db
 
-__all__ = ["add_serve_options", "add_token_options", "cmd_serve", "cmd_token_add"]
+__all__ = ["add_serve_options", "add_token_options", "cmd_serve", "cmd_token_add", "serve_policy"]
+
+#: serve's own defaults: a crashed server's turns free their sessions within 15 s, and a
+#: client that never closes its turn holds the others for 2 minutes at most.
+DEFAULT_LEASE_TTL_S = 15.0
+DEFAULT_MAX_TURN_S = 120.0
 
 
 def add_serve_options(parser: argparse.ArgumentParser) -> None:
@@ -31,17 +37,89 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--drain", type=float, default=10.0, help="seconds a shutdown lets open turns and calls finish (default 10)"
     )
+    parser.add_argument(
+        "--body-timeout",
+        type=float,
+        default=30.0,
+        help="seconds a request body's next chunk may take (default 30; 408 then)",
+    )
+    parser.add_argument(
+        "--events-heartbeat-s",
+        metavar="S",
+        type=float,
+        default=15.0,
+        help="seconds between the comment lines an idle /v1/events stream gets (default 15)",
+    )
+    parser.add_argument(
+        "--lease-ttl-s",
+        metavar="S",
+        type=float,
+        default=DEFAULT_LEASE_TTL_S,
+        help=f"lifetime of turn and compaction leases, renewed every third of it; a crashed server's turn "
+        f"holds the others this long (default {DEFAULT_LEASE_TTL_S:g})",
+    )
+    parser.add_argument(
+        "--max-turn-s",
+        metavar="S",
+        type=float,
+        default=DEFAULT_MAX_TURN_S,
+        help=f"a turn open longer is closed by the server (default {DEFAULT_MAX_TURN_S:g})",
+    )
+    parser.add_argument(
+        "--ask-timeout-s",
+        metavar="S",
+        type=float,
+        default=CompactionPolicy().ask_timeout_s,
+        help=f"the longest a call waits on a session actor (default {CompactionPolicy().ask_timeout_s:g})",
+    )
+    parser.add_argument(
+        "--compact-at-tokens",
+        metavar="N",
+        type=int,
+        default=None,
+        help="compact a session automatically once its live transcript passes N tokens (default: never; "
+        "serve compacts only when asked)",
+    )
+    parser.add_argument(
+        "--target-tokens",
+        metavar="N",
+        type=int,
+        default=None,
+        help=f"size a compaction's summary aims for (default {CompactionPolicy().target_tokens})",
+    )
+    parser.add_argument(
+        "--keep-last",
+        metavar="N",
+        type=int,
+        default=None,
+        help=f"messages a compaction keeps verbatim at the end (default {CompactionPolicy().keep_last})",
+    )
     add_compressor_options(parser)
+
+
+def serve_policy(args: argparse.Namespace) -> CompactionPolicy:
+    """The registry's policy from the options (`InvalidArgumentError` out of range)."""
+    sizes = {"target_tokens": args.target_tokens, "keep_last": args.keep_last}
+    return CompactionPolicy(
+        max_tokens=args.compact_at_tokens,
+        lease_ttl_s=args.lease_ttl_s,
+        max_turn_s=args.max_turn_s,
+        ask_timeout_s=args.ask_timeout_s,
+        **{name: value for name, value in sizes.items() if value is not None},
+    )
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from ..serve import ServeLimits, serve
 
+    policy = serve_policy(args)  # checked before the compressor or the database
     limits = ServeLimits(
         max_body=args.max_body,
         max_concurrency=args.max_concurrency,
         header_timeout_s=args.header_timeout,
         drain_s=args.drain,
+        body_timeout_s=args.body_timeout,
+        heartbeat_s=args.events_heartbeat_s,
     )
     serve(
         resolve_db(args),
@@ -50,6 +128,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         tokens=args.tokens,
         insecure_local=args.insecure_local,
         compressor=make_compressor(args),
+        policy=policy,
         limits=limits,
     )
     return 0

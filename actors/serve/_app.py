@@ -25,7 +25,8 @@ from ..compaction import CompactionPolicy
 from ..compressors import Compressor
 from ._control import control_routes
 from ._errors import ServiceError, error_body, status_of
-from ._events import EventHub
+from ._events import HEARTBEAT_S, EventHub
+from ._ids import SessionIds
 from ._limits import RequestLimits
 from ._metrics import StatusCounter, render
 from ._recall import recall_routes
@@ -56,18 +57,20 @@ class ServeLimits:
     ``body_timeout_s``: the longest wait for a body's next chunk (408);
     ``header_timeout_s``: the longest a connection may take to send a request's
     headers (then it is closed); ``max_concurrency``: requests in flight at once
-    (503 above); ``drain_s``: how long a shutdown lets open turns and calls finish."""
+    (503 above); ``drain_s``: how long a shutdown lets open turns and calls finish;
+    ``heartbeat_s``: how often an idle event stream gets a comment line."""
 
     max_body: int = 1 << 20
     body_timeout_s: float = 30.0
     header_timeout_s: float = 10.0
     max_concurrency: int = 1000
     drain_s: float = 10.0
+    heartbeat_s: float = HEARTBEAT_S
 
     def __post_init__(self) -> None:
         check_count(self.max_body, "max_body", minimum=1)
         check_count(self.max_concurrency, "max_concurrency", minimum=1)
-        for name in ("body_timeout_s", "header_timeout_s"):
+        for name in ("body_timeout_s", "header_timeout_s", "heartbeat_s"):
             check_duration(getattr(self, name), name)
         check_duration(self.drain_s, "drain_s", allow_zero=True)
 
@@ -97,7 +100,7 @@ def build(
 ) -> tuple[Any, Service]:
     """`create_app`'s application and the service behind it (`serve` drains it)."""
     store = open_store(db)
-    hub = EventHub(lambda session_id: _source_of(store, session_id))
+    hub = EventHub(lambda session_id: _source_of(store, session_id), heartbeat_s=limits.heartbeat_s)
     try:
         registry = SessionRegistry(store, compressor=compressor, policy=policy, on_outcome=hub.publish)
     except BaseException:
@@ -131,7 +134,8 @@ def build(
     limited = RequestLimits(
         app, max_body=limits.max_body, body_timeout_s=limits.body_timeout_s, max_in_flight=limits.max_concurrency
     )
-    statuses = StatusCounter(limited)
+    statuses = StatusCounter(SessionIds(limited))
+    service.requests_in_flight = lambda: limited.in_flight
     _serve_health(app, service, statuses, who)
     _serve_console(app)
     return statuses, service
@@ -188,9 +192,9 @@ def _serve_health(app: FastAPI, service: Service, statuses: StatusCounter, who: 
             return JSONResponse({"status": "store unavailable", "error": type(exc).__name__}, status_code=503)
         return {"status": "ready"}
 
-    @app.get("/metrics", summary="Prometheus text format (read scope)")
+    @app.get("/metrics", summary="Prometheus text format (admin scope: the counters of every source)")
     async def metrics(request: Request) -> Any:
-        service.require(who(request), "read")
+        service.require(who(request), "admin")
         return PlainTextResponse(render(service, statuses), media_type="text/plain; version=0.0.4")
 
 

@@ -35,6 +35,7 @@ _STATUSES: tuple[tuple[type[errors.TranscriptError], int], ...] = (
     (errors.LeaseLostError, 409),
     (errors.SnapshotRetractedError, 409),
     (errors.CompressionDisabledError, 409),
+    (errors.TurnReplayedError, 409),
     (errors.StoreBusyError, 503),
     (errors.StorageFullError, 503),
     (errors.ReadOnlyStoreError, 503),

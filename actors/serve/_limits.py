@@ -2,7 +2,8 @@
 request's headers, and how many requests run at once.
 
 `RequestLimits` is ASGI middleware: a request beyond ``max_in_flight`` running at
-once is refused with 503 (event streams, which stay open, are not counted); a body
+once is refused with 503 (the event stream, which stays open, is not counted, nor
+bounded in time: it reads no body); a body
 over ``max_body`` bytes is refused with 413 before the route runs (from
 ``Content-Length`` when it is given, else by counting the chunks as they come), and
 a body whose next chunk does not come within ``body_timeout_s`` is refused with 408.
@@ -35,8 +36,8 @@ class RequestLimits:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if scope["path"].endswith("/events"):
-            await self._limited(scope, receive, send)
+        if scope["path"] == "/v1/events":  # open for as long as its client listens: no body, no timeout
+            await self.app(scope, receive, send)
             return
         if self.in_flight >= self.max_in_flight:
             await _answer(send, 503, "TooManyRequests", f"{self.max_in_flight} requests are in flight; retry")
@@ -52,10 +53,12 @@ class RequestLimits:
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_body):
             await _answer(send, 413, "RequestTooLarge", f"the body is over the {self.max_body}-byte limit")
             return
-        received, answered = 0, False
+        received, answered, complete = 0, False, False
 
         async def limited() -> Any:
-            nonlocal received
+            nonlocal received, complete
+            if complete:  # the body is in: what comes next is the client's disconnect, whenever it leaves
+                return await receive()
             try:
                 message = await asyncio.wait_for(receive(), self.body_timeout_s)
             except TimeoutError:
@@ -66,6 +69,7 @@ class RequestLimits:
                 received += len(message.get("body", b""))
                 if received > self.max_body:
                     raise ServiceError(413, "RequestTooLarge", f"the body is over the {self.max_body}-byte limit")
+                complete = not message.get("more_body", False)
             return message
 
         async def watched(message: Any) -> None:

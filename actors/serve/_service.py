@@ -9,14 +9,17 @@ fencing, idempotency keys in the store).
 from __future__ import annotations
 
 import asyncio
+import hmac
 import secrets
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from persistence import SourceScopedStore, Store
-from protocol import AccessDeniedError, SessionInfo, SessionNotFoundError
+from protocol import AccessDeniedError, SessionInfo, SessionNotFoundError, StoredMessage
+from protocol._jsonable import message_dict, session_dict
 
 from .._handle import SessionHandle, Turn
 from .._registry import SessionRegistry
@@ -38,7 +41,8 @@ class OpenTurn:
     """A turn a client opened with ``POST .../turns`` and closes by its id."""
 
     session_id: str
-    owner: str  # the token name that opened it: only it may use or close it
+    owner: str  # the digest of the token that opened it: only that token may use or close it
+    source: str  # the session's source, checked against the token's on every use
     handle: SessionHandle
     turn: Turn
     opened: float
@@ -49,6 +53,8 @@ class Service:
         self.store, self.registry, self.tokens, self.hub = store, registry, tokens, hub
         self._handles: OrderedDict[str, tuple[SessionHandle, str]] = OrderedDict()
         self._turns: dict[str, OpenTurn] = {}
+        #: requests in flight now (set by the application to its `RequestLimits`' count)
+        self.requests_in_flight: Callable[[], int] = lambda: 0
 
     # -- who -------------------------------------------------------------------------
 
@@ -74,6 +80,25 @@ class Service:
             raise AccessDeniedError(
                 None, token.source, f"the token {token.name!r} reaches only source {token.source!r}"
             )
+
+    @staticmethod
+    def messages_view(token: Token, messages: list[StoredMessage]) -> list[dict[str, Any]]:
+        """Stored messages as ``token`` may see them: a token without the ``read`` scope
+        gets only where each one is (``id``, ``session_id``, ``seq``, ``state``,
+        ``key``), never what another client wrote."""
+        if token.allows("read"):
+            return [message_dict(m) for m in messages]
+        return [
+            {"id": m.id, "session_id": m.session_id, "seq": m.seq, "state": m.state, "key": m.key} for m in messages
+        ]
+
+    @staticmethod
+    def session_view(token: Token, info: SessionInfo) -> dict[str, Any]:
+        """A session row as ``token`` may see it: without ``read``, its ``id`` and
+        ``live`` alone (no source, metadata or timestamps)."""
+        if token.allows("read"):
+            return session_dict(info)
+        return {"id": info.id, "live": info.live}
 
     def store_for(self, token: Token) -> Store:
         """The store as ``token`` may see it: a token limited to one source gets a
@@ -112,18 +137,23 @@ class Service:
 
     # -- turns -------------------------------------------------------------------------
 
-    def keep_turn(self, session_id: str, owner: str, handle: SessionHandle, turn: Turn) -> str:
+    def keep_turn(self, session_id: str, token: Token, source: str, handle: SessionHandle, turn: Turn) -> str:
         self._prune_turns()
         turn_id = secrets.token_urlsafe(12)
-        self._turns[turn_id] = OpenTurn(session_id, owner, handle, turn, time.monotonic())
+        self._turns[turn_id] = OpenTurn(session_id, token.digest, source, handle, turn, time.monotonic())
         return turn_id
 
-    def turn(self, token: Token, session_id: str, turn_id: str) -> OpenTurn:
+    def turn(self, token: Token, session_id: str, turn_id: str, scope: str) -> OpenTurn:
+        """The open turn ``turn_id`` of ``session_id``, for the token that opened it
+        alone (its digest, not its name, is compared), checked against the token's
+        ``scope`` and source as any other use of the session is."""
+        self.require(token, scope)
         kept = self._turns.get(turn_id)
         if kept is None or kept.session_id != session_id:
             raise ServiceError(404, "TurnNotFound", f"no open turn {turn_id!r} on {session_id!r}")
-        if kept.owner != token.name and not token.allows("admin"):
+        if not hmac.compare_digest(kept.owner, token.digest):
             raise ServiceError(403, "Forbidden", f"turn {turn_id!r} was opened by another token")
+        self.check_source(token, kept.source)
         return kept
 
     def drop_turn(self, turn_id: str) -> None:
@@ -139,4 +169,8 @@ class Service:
                 del self._turns[turn_id]
 
     def stats(self) -> dict[str, Any]:
-        return {"open_http_turns": len(self._turns), "event_subscribers": self.hub.subscribers()}
+        return {
+            "open_http_turns": len(self._turns),
+            "event_subscribers": self.hub.subscribers(),
+            "http_requests_in_flight": self.requests_in_flight(),
+        }

@@ -17,6 +17,7 @@ from protocol._checks import check_count
 from protocol._jsonable import json_scalar, message_dict, session_dict, to_jsonable
 
 from ._body import json_body, messages_of, option
+from ._gone import unless_gone
 from ._service import Service
 from ._tokens import Token
 
@@ -50,7 +51,7 @@ def session_routes(service: Service, who: Any) -> APIRouter:
         more = len(infos) > limit
         return {"sessions": [session_dict(i) for i in page], "next": page[-1].id if more and page else None}
 
-    @router.put("/sessions/{session_id}", summary="Create the session, or get it when it exists (201 or 200)")
+    @router.put("/sessions/{session_id:sid}", summary="Create the session, or get it when it exists (201 or 200)")
     async def put_session(session_id: str, request: Request, token: Who) -> Any:
         service.require(token, "write")
         body = await json_body(request, empty={})
@@ -58,25 +59,26 @@ def session_routes(service: Service, who: Any) -> APIRouter:
         metadata = option(body, "metadata", dict, None)
         # the token's view refuses another source, to create or to get
         info, created = await asyncio.to_thread(_create_or_get, service.store_for(token), session_id, source, metadata)
-        return JSONResponse(session_dict(info), status_code=201 if created else 200)
+        return JSONResponse(service.session_view(token, info), status_code=201 if created else 200)
 
-    @router.get("/sessions/{session_id}", summary="The session, with the live id of its lineage")
+    @router.get("/sessions/{session_id:sid}", summary="The session, with the live id of its lineage")
     async def get_session(session_id: str, token: Who) -> Any:
         service.require(token, "read")
         info = await service.info(token, session_id)
         live_id = await asyncio.to_thread(service.store_for(token).resolve, session_id)
         return session_dict(info) | {"live_id": live_id}
 
-    @router.patch("/sessions/{session_id}", summary="Merge a metadata patch (a key set to null is removed)")
+    @router.patch("/sessions/{session_id:sid}", summary="Merge a metadata patch (a key set to null is removed)")
     async def patch_session(session_id: str, request: Request, token: Who) -> Any:
         service.require(token, "write")
         patch = option(await json_body(request), "metadata", dict, None)
         if patch is None:
             raise InvalidArgumentError('the body is {"metadata": {...}}')
         await service.info(token, session_id)
-        return session_dict(await asyncio.to_thread(service.store_for(token).update_metadata, session_id, patch))
+        info = await asyncio.to_thread(service.store_for(token).update_metadata, session_id, patch)
+        return service.session_view(token, info)
 
-    @router.delete("/sessions/{session_id}", summary="ERASE the whole lineage: every session, message and record")
+    @router.delete("/sessions/{session_id:sid}", summary="ERASE the whole lineage: every session, message and record")
     async def delete_session(session_id: str, token: Who) -> Any:
         service.require(token, "admin")
         await service.info(token, session_id)
@@ -84,7 +86,7 @@ def session_routes(service: Service, who: Any) -> APIRouter:
         service.forget(session_id)
         return {"erased_messages": erased}
 
-    @router.post("/sessions/{session_id}/messages", status_code=201, summary="Append a message or a list of them")
+    @router.post("/sessions/{session_id:sid}/messages", status_code=201, summary="Append a message or a list of them")
     async def append(
         session_id: str,
         request: Request,
@@ -95,22 +97,22 @@ def session_routes(service: Service, who: Any) -> APIRouter:
         service.require(token, "write")
         messages = messages_of(await json_body(request), idempotency_key)
         if turn is not None:
-            handle = service.turn(token, session_id, turn).handle
+            handle = service.turn(token, session_id, turn, "write").handle
         else:
             handle = await service.handle(token, session_id)
         # keyed messages may all be stored already: then the answer is 200, not 201
         asked = await asyncio.to_thread(service.store.now) if all(m.key is not None for m in messages) else None
         try:
-            stored = await handle.append_async(messages)
+            stored = await unless_gone(request, handle.append_async(messages))
         except SessionNotFoundError:
             service.forget(session_id)
             raise
         replayed = asked is not None and all(m.created_at < asked for m in stored)
-        body = {"messages": [message_dict(m) for m in stored]}
+        body = {"messages": service.messages_view(token, stored)}
         return JSONResponse(body, status_code=200 if replayed else 201)
 
     @router.get(
-        "/sessions/{session_id}/messages",
+        "/sessions/{session_id:sid}/messages",
         summary="The live transcript of the lineage, or (archived=true) what this session archived",
     )
     async def read_messages(session_id: str, token: Who, limit: int | None = None, archived: bool = False) -> Any:
@@ -127,13 +129,13 @@ def session_routes(service: Service, who: Any) -> APIRouter:
             session_id = handle.session_id
         return {"session_id": session_id, "messages": [message_dict(m) for m in messages]}
 
-    @router.get("/sessions/{session_id}/compactions", summary="Every compaction record of the session")
+    @router.get("/sessions/{session_id:sid}/compactions", summary="Every compaction record of the session")
     async def compactions(session_id: str, token: Who) -> Any:
         service.require(token, "read")
         await service.info(token, session_id)
         return {"compactions": to_jsonable(await asyncio.to_thread(service.store_for(token).compactions, session_id))}
 
-    @router.get("/sessions/{session_id}/lineage", summary="The lineage around the session, root first")
+    @router.get("/sessions/{session_id:sid}/lineage", summary="The lineage around the session, root first")
     async def lineage(session_id: str, token: Who) -> Any:
         service.require(token, "read")
         return await asyncio.to_thread(_lineage, service.store_for(token), await service.info(token, session_id))

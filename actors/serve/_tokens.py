@@ -54,6 +54,10 @@ class TokenFile:
         self._by_digest = {t.digest: t for t in tokens}
         if len(self._by_digest) < len(tokens):
             raise ConfigurationError("the token file holds one token twice")
+        names = [t.name for t in tokens]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ConfigurationError(f"the token file names {', '.join(map(repr, twice))} on more than one line")
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> TokenFile:

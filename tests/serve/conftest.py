@@ -18,6 +18,8 @@ TOKENS = {
     "bot": ("read,write", None),
     "reader": ("read", None),
     "discord": ("read,write", "discord"),
+    "writer": ("write", None),
+    "web": ("read,write", "web"),
 }
 
 

@@ -174,9 +174,11 @@ def test_the_event_stream_sends_one_compaction_event_per_outcome(server):
     while not lines or lines[-1] != b"\n" or not any(line.startswith(b"data:") for line in lines):
         lines.append(stream.readline())
     conn.close()
-    event = [line for line in lines if line.strip() and not line.startswith(b":")]
-    assert event[0] == b"event: compaction\n"
-    data = json.loads(event[1].removeprefix(b"data: "))
+    fields = dict(
+        line.decode().rstrip("\n").split(": ", 1) for line in lines if line.strip() and not line.startswith(b":")
+    )
+    assert fields["event"] == "compaction" and fields["id"]
+    data = json.loads(fields["data"])
     assert (data["status"], data["session_id"]) == (outcome["status"], outcome["session_id"])
 
 
@@ -185,7 +187,10 @@ def test_health_readiness_metrics_and_the_schema(server):
     assert call(server.port, "GET", "/readyz").body == {"status": "ready"}
     assert call(server.port, "GET", "/metrics").status == 401
     _created(server, "m")
-    metrics = server.call("GET", "/metrics", as_="reader")
+    for role in ("reader", "bot", "discord"):  # the counters of every source: admin's alone
+        refused = server.call("GET", "/metrics", as_=role)
+        assert (refused.status, refused.body["error"]) == (403, "Forbidden"), role
+    metrics = server.call("GET", "/metrics")
     assert metrics.status == 200
     assert (
         "session_actors_resident " in metrics.body

@@ -5,15 +5,18 @@ test's tmp dir."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import signal
 import struct
 import subprocess
+import time
 import zlib
 from pathlib import Path
 
 import pytest
 
-from .client import Server
+from .client import Server, start_server
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 #: Set by .ci/run: a missing browser fails these tests there instead of skipping them.
@@ -142,3 +145,45 @@ def test_the_console_loads_nothing_from_elsewhere(server):
     assert "http" not in page.body.replace("http-equiv", "")  # no external URL at all
     script = server.call("GET", "/console/app.js")
     assert script.status == 200 and "innerHTML" not in script.body and "https://" not in script.body
+
+
+def _subscribers(server: Server) -> int:
+    text = server.call("GET", "/metrics").body
+    found = re.search(r"^session_actors_event_subscribers (\d+)$", text, re.M)
+    assert found is not None, text
+    return int(found.group(1))
+
+
+def _until(check, what: str, deadline_s: float = 60.0) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {deadline_s}s")
+        time.sleep(0.05)
+
+
+def test_the_console_reconnects_its_event_stream_when_the_server_comes_back(tmp_path):
+    db = str(tmp_path / "s.db")
+    first = start_server(db, None, "--drain", "1")
+    port = first.port
+    flags = ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-dev-shm-usage"]
+    browser = subprocess.Popen(
+        [CHROMIUM, *flags, f"--user-data-dir={tmp_path / 'profile'}", f"http://127.0.0.1:{port}/console"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    second = None
+    try:
+        _until(lambda: _subscribers(first) == 1, "the console subscribes")
+        assert first.stop() == 0
+        second = start_server(db, None, "--port", str(port))
+        assert second.port == port
+        _until(lambda: _subscribers(second) == 1, "the console subscribes again")
+    finally:
+        os.killpg(browser.pid, signal.SIGTERM)
+        browser.wait(30)
+        if first.process.poll() is None:
+            first.stop()
+        if second is not None:
+            assert second.stop() == 0

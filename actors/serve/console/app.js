@@ -211,25 +211,50 @@ function locksView(locks) {
 }
 
 const events = [];
-async function followEvents() {
-  try {
-    const response = await fetch("/v1/events", { headers: state.token ? { Authorization: "Bearer " + state.token } : {} });
-    if (!response.ok) return;
-    const reader = response.body.getReader(), decoder = new TextDecoder();
-    let buffered = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buffered += decoder.decode(value, { stream: true });
-      let end;
-      while ((end = buffered.indexOf("\n\n")) >= 0) {
-        const block = buffered.slice(0, end); buffered = buffered.slice(end + 2);
-        const data = block.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
-        if (block.startsWith("event: compaction") && data) events.unshift(JSON.parse(data));
-        if (state.tab === "events") show("events");
+// The event stream, followed for as long as the page is open: cut off (a restart, a proxy, a
+// network change) it reconnects, with Last-Event-ID so the events it missed come first.
+const stream = { lastId: null, run: 0, controller: null };
+function followEvents() {
+  const run = ++stream.run;  // a new token starts a new stream; the old one stops
+  if (stream.controller) stream.controller.abort();
+  const controller = (stream.controller = new AbortController());
+  const connect = async (delay) => {
+    let opened = false;
+    try {
+      const headers = state.token ? { Authorization: "Bearer " + state.token } : {};
+      if (stream.lastId) headers["Last-Event-ID"] = stream.lastId;
+      const response = await fetch("/v1/events", { headers, signal: controller.signal });
+      if (response.status === 401 || response.status === 403) return;  // the token cannot read: no retry
+      if (!response.ok) throw new Error("HTTP " + response.status);
+      opened = true;
+      document.body.dataset.events = "open";
+      const reader = response.body.getReader(), decoder = new TextDecoder();
+      let buffered = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffered += decoder.decode(value, { stream: true });
+        let end;
+        while ((end = buffered.indexOf("\n\n")) >= 0) {
+          const block = buffered.slice(0, end); buffered = buffered.slice(end + 2);
+          const lines = block.split("\n");
+          const id = lines.find((l) => l.startsWith("id: "));
+          if (id) stream.lastId = id.slice(4);
+          const data = lines.filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
+          if (lines.includes("event: compaction") && data) events.unshift(JSON.parse(data));
+          if (state.tab === "events") show("events");
+        }
       }
+    } catch (error) {
+      if (controller.signal.aborted) return;
+      say("event stream: " + error.message + "; reconnecting", true);
     }
-  } catch (error) { say("event stream: " + error.message, true); }
+    if (run !== stream.run) return;
+    document.body.dataset.events = "reconnecting";
+    const wait = opened ? 1000 : Math.min(delay * 2, 30000);  // back off while the server is away
+    setTimeout(() => connect(wait), wait);
+  };
+  connect(500);
 }
 
 function eventsView() {
