@@ -66,6 +66,10 @@ def _one_trial(admin, pg_url: str, workdir, trial: int) -> tuple[list[str], int]
         args=["--mode", rng.choice(("in_place", "rotate")), "--rounds", "30"],
     )
     killed, pause = 0, threading.Event()
+    # terminations are aimed at the workload, not at the worker opening its store (a
+    # store that cannot open is a configuration error, not a fault to carry on from)
+    while proc.poll() is None and not ledger_acks([ledger]):
+        pause.wait(0.005)
     while proc.poll() is None:
         rows = admin.execute(_IN_TRANSACTION, (name,)).fetchall()
         killed += sum(1 for (ok,) in rows if ok)
