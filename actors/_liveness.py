@@ -4,15 +4,39 @@ with its process's mark: the host's boot id, the pid and the process's start tim
 reads /proc: a pid that no longer runs (or runs another process, or is a zombie)
 means the holder died, and its turn is sealed at once instead of after its lease
 lapses. A holder on another host, a name without a mark or a platform without /proc
-is never judged dead here: its lease lapses as always. Fencing tokens still decide
-every write (a seal names the token it ends)."""
+is never judged dead by /proc: its lease lapses as always, unless the store knows
+holders (``StoreFeatures.knows_holders``: PostgreSQL on a direct connection), where
+every registry announces its holder and `HolderProbe` asks whether that holder's
+database session is gone. Fencing tokens still decide every write (a seal names the
+token it ends)."""
 
 from __future__ import annotations
 
 import functools
+import logging
 import os
+import threading
+from typing import TYPE_CHECKING, cast
 
-__all__ = ["holder_is_dead", "process_mark"]
+from persistence._store import features_of
+
+from . import _sched
+
+if TYPE_CHECKING:
+    from persistence import Store
+    from persistence._store import HolderAwareStore
+
+__all__ = ["HolderProbe", "holder_is_dead", "process_mark"]
+
+logger = logging.getLogger("session_actors.turns")
+
+#: How long a "still alive" answer of the store stands (seconds). The turn keeper
+#: nudges every held actor each tick (a tenth of a second) and each nudge asks
+#: about its turn's holder: without this, the probe would cost a query per tick
+#: per held session. With it, a registry asks about one holder at most about three
+#: times a second, however many of its sessions wait behind that holder, and a
+#: holder that dies is still noticed within some 0.3 s plus a tick.
+ALIVE_FOR_S = 0.3
 
 _BOOT_ID = "/proc/sys/kernel/random/boot_id"
 #: Separates a holder's name from its process mark.
@@ -55,3 +79,38 @@ def holder_is_dead(holder: str) -> bool:
         return False
     stat = _stat(int(parts[1]))
     return stat is None or stat[0] in ("Z", "X") or stat[1] != parts[2]
+
+
+class HolderProbe:
+    """A registry's ``dead(holder)``: gone by /proc (same host), or, on a store that
+    knows holders, announced and without its database session (any host)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = cast("HolderAwareStore", store) if features_of(store).knows_holders else None
+        self._lock = threading.Lock()
+        self._alive_at: dict[str, float] = {}  # holder -> when the store last said alive (or can't tell)
+
+    def dead(self, holder: str) -> bool:
+        if holder_is_dead(holder):
+            return True
+        store = self._store
+        if store is None:
+            return False
+        now = _sched.monotonic()
+        with self._lock:
+            if now - self._alive_at.get(holder, -ALIVE_FOR_S) < ALIVE_FOR_S:
+                return False
+        try:
+            alive = store.holder_alive(holder)
+        except Exception:  # no answer: the lease stands, as without the probe
+            logger.debug("asking whether holder %r is alive failed", holder, exc_info=True)
+            alive = None
+        with self._lock:
+            if alive is False:
+                self._alive_at.pop(holder, None)
+            else:
+                stale = [h for h, at in self._alive_at.items() if now - at >= ALIVE_FOR_S]
+                for h in stale:  # only holders asked about in the last ALIVE_FOR_S stay
+                    del self._alive_at[h]
+                self._alive_at[holder] = now
+        return alive is False

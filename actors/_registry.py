@@ -23,6 +23,7 @@ import pykka
 
 from persistence import Store
 from persistence import _telemetry as telemetry
+from persistence._store import HolderAnnouncement, HolderAwareStore, features_of
 from protocol import (
     CompressionOutcome,
     CompressionStatus,
@@ -39,7 +40,7 @@ from protocol.errors import RegistryClosedError
 from . import _sched
 from ._actor import CheckTurn, RetryHeld, SessionActor
 from ._handle import ReviewHandle, SessionHandle
-from ._liveness import MARK, process_mark
+from ._liveness import MARK, HolderProbe, process_mark
 from ._notifier import OutcomeHook, OutcomeNotifier
 from ._passivation import ResidentSet
 from ._pool import WorkerPool
@@ -122,8 +123,25 @@ class SessionRegistry:
         self._janitor_stop = threading.Event()
         self._janitor = _sched.Thread(target=self._janitor_loop, name="registry-janitor", daemon=True)
         self._janitor.start()
-        self._turn_keeper = TurnKeeper(self.store, self.holder, self.policy, self._resident_slots, RetryHeld())
+        self.holders = HolderProbe(self.store)  # is another holder's process gone? (`_sealed_dead_holder`)
+        self._announcement = self._announce()
+        self._turn_keeper = TurnKeeper(
+            self.store, self.holder, self.policy, self._resident_slots, RetryHeld(), self._announcement
+        )
         telemetry.track_resident(self)  # the resident-actors gauge reads stats()["resident"]
+
+    def _announce(self) -> HolderAnnouncement | None:
+        """On a store that knows holders (PostgreSQL, direct): announce this registry's
+        holder for its life, so a registry anywhere held behind one of its turns sees
+        at once when this process is gone. A failure is logged: the leases stand."""
+        if not features_of(self.store).knows_holders:
+            return None
+        store: HolderAwareStore = self.store  # type: ignore[assignment]  # declared by knows_holders
+        try:
+            return store.announce_holder(self.holder)
+        except Exception as exc:
+            logger.warning("announcing holder %s failed (%s): its dead turns wait out their leases", self.holder, exc)
+            return None
 
     # -- public API ---------------------------------------------------------------------
 
@@ -236,6 +254,8 @@ class SessionRegistry:
         self._compressor_loop.close(max(1.0, deadline - _sched.monotonic()))
         if self._notifier is not None:  # after the stops: held outcomes of aborted attempts
             self._notifier.close(max(0.0, deadline - _sched.monotonic()))
+        if self._announcement is not None:  # last: every turn of ours is closed by now
+            self._announcement.close()
         logger.debug("registry %s closed", self.holder)
 
     async def close_async(self, drain_s: float = DEFAULT_DRAIN_S) -> None:

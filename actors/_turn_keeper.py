@@ -9,7 +9,10 @@ again once that turn has ended. While no turn is open and nothing is held it onl
 scans the resident slots (no store reads), so an idle registry costs no I/O. On a store that offers it
 (``listen_turns``: PostgreSQL, not behind PgBouncer), it also waits on the
 closed-turn NOTIFY once it first holds calls, so a held call goes as soon as the
-turn closes rather than at the next tick.
+turn closes rather than at the next tick. On a store that knows holders it keeps
+the registry's holder announcement standing while turns are open here (a look at
+its connection's socket, no query, unless the server cut it: then it announces
+again).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from . import _sched
 
 if TYPE_CHECKING:
     from persistence import Store
+    from persistence._store import HolderAnnouncement
 
     from ._slot import Slot
     from .compaction._policy import CompactionPolicy
@@ -40,9 +44,16 @@ class TurnKeeper:
     """Started by a `SessionRegistry`; ``slots()`` lists its resident slots."""
 
     def __init__(
-        self, store: Store, holder: str, policy: CompactionPolicy, slots: Callable[[], Iterable[Slot]], nudge: object
+        self,
+        store: Store,
+        holder: str,
+        policy: CompactionPolicy,
+        slots: Callable[[], Iterable[Slot]],
+        nudge: object,
+        announcement: HolderAnnouncement | None = None,
     ) -> None:
         self._store = store
+        self._announcement = announcement
         self._holder = holder
         self._policy = policy
         self._slots = slots
@@ -108,6 +119,8 @@ class TurnKeeper:
             if gate.foreign is not None:
                 held.append(slot)
         if open_turns:
+            if self._announcement is not None:
+                self._announcement.keep()
             self._renew(open_turns)
             self._flag_interrupted(open_turns)
         if held and self._listen and self._listener is None:

@@ -22,7 +22,6 @@ from protocol._commands import OpenTurn
 from protocol.errors import DeadTurnError, RegistryClosedError, TurnReplayedError
 
 from . import _sched
-from ._liveness import holder_is_dead
 from ._routing import Request
 from ._turns import TurnTicket
 
@@ -229,11 +228,12 @@ class TurnLeases:
         self._release_held()
 
     def _sealed_dead_holder(self, lease: TurnLease) -> bool:
-        """The turn's holder process is gone (`holder_is_dead`: same host, its pid no
-        longer runs it): seal its turn now rather than wait out its lease. True when
-        the turn ended (sealed here, or closed or sealed meanwhile: the fenced seal
-        names its token and holder)."""
-        if not holder_is_dead(lease.holder):
+        """The turn's holder process is gone (`HolderProbe.dead`: same host, its pid no
+        longer runs it; or, where the store knows holders, its database session is
+        gone): seal its turn now rather than wait out its lease. True when the turn
+        ended (sealed here, or closed or sealed meanwhile: the fenced seal names its
+        token and holder)."""
+        if not self._registry.holders.dead(lease.holder):
             return False
         try:
             sealed = self._store.seal_turn(self.live_id, mode=self._policy.dead_turn, lease=lease)

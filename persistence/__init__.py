@@ -9,9 +9,9 @@ store that reaches the sessions of one source only.
 import logging
 
 from ._scoped import SourceScopedStore
-from ._store import Store, StoreFeatures, SubmittingStore
+from ._store import HolderAwareStore, Store, StoreFeatures, SubmittingStore
 from ._urls import open_store
 
 logging.getLogger("session_actors").addHandler(logging.NullHandler())
 
-__all__ = ["SourceScopedStore", "Store", "StoreFeatures", "SubmittingStore", "open_store"]
+__all__ = ["HolderAwareStore", "SourceScopedStore", "Store", "StoreFeatures", "SubmittingStore", "open_store"]

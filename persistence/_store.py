@@ -32,7 +32,18 @@ from protocol._turns import SealMode
 
 from ._submitted import OnDone
 
-__all__ = ["NO_FEATURES", "Store", "StoreFeatures", "SubmittingStore", "WriteStats", "features_of", "submits"]
+__all__ = [
+    "NO_FEATURES",
+    "HolderAnnouncement",
+    "HolderAwareStore",
+    "SilentAnnouncement",
+    "Store",
+    "StoreFeatures",
+    "SubmittingStore",
+    "WriteStats",
+    "features_of",
+    "submits",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,13 +56,19 @@ class StoreFeatures:
     - ``announces_turns``: ``listen_turns()``, a listener woken when a turn closes
       anywhere (PostgreSQL's LISTEN/NOTIFY; without it a registry polls);
     - ``checks_pages``: fsck can check the file's pages before reading rows (SQLite);
-    - ``checksums_rows``: every row carries a checksum of its text that fsck compares.
+    - ``checksums_rows``: every row carries a checksum of its text that fsck compares;
+    - ``knows_holders``: `HolderAwareStore`: a registry announces its holder
+      (``announce_holder``) and asks whether another holder's process still has its
+      database session (``holder_alive``), so a turn of one killed on another host is
+      sealed at once (PostgreSQL on a direct connection; behind PgBouncer the store
+      answers None: nobody can tell, the lease stands).
     """
 
     submits: bool = False
     announces_turns: bool = False
     checks_pages: bool = False
     checksums_rows: bool = False
+    knows_holders: bool = False
 
 
 #: What a store class that declares nothing (a user's wrapper, say) is taken to do.
@@ -608,6 +625,57 @@ class SubmittingStore(Store, Protocol):
         quick, must not wait on this store, and may return a wake-up the writer
         calls once per batch. False (nothing queued) when this store has no writer
         thread: call `Store.append`."""
+        ...
+
+
+class HolderAnnouncement(Protocol):
+    """A holder announced by `HolderAwareStore.announce_holder`, for as long as it is
+    kept open: close it when the registry closes (the store's close closes it too)."""
+
+    def keep(self) -> bool:
+        """Make sure the announcement still stands (its connection may have been cut:
+        then it announces again on a new one); cheap enough to call every tick (no
+        I/O while the connection is quiet). True when it stands."""
+        ...
+
+    def close(self) -> None:
+        """Withdraw the announcement. Idempotent."""
+        ...
+
+
+class SilentAnnouncement:
+    """The `HolderAnnouncement` of a store that cannot announce: nothing held."""
+
+    def keep(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+class HolderAwareStore(Store, Protocol):
+    """A `Store` that knows which holders' processes still have their database
+    session (``StoreFeatures.knows_holders``; the runtime checks the store's class,
+    never probes for the methods)."""
+
+    def announce_holder(self, holder: str) -> HolderAnnouncement:
+        """Announce that ``holder``'s process is alive for as long as the returned
+        announcement stays open (PostgreSQL: a session-level advisory lock named after
+        it, held on a connection of its own, and a row of ``holders``). A store that
+        cannot announce (behind PgBouncer, read-only) returns one that does nothing.
+
+        Raises: `InvalidArgumentError` for an empty ``holder``; `TranscriptError`
+        when the database cannot be reached.
+        """
+        ...
+
+    def holder_alive(self, holder: str) -> bool | None:
+        """Whether ``holder``'s process still has its database session: True while its
+        announcement stands (a frozen process's too), False when ``holder`` was
+        announced and its session is gone (killed, crashed, its connection cut),
+        None when this store cannot tell (never announced, or withdrawn by a clean
+        close; behind PgBouncer; SQLite). Never a basis for a write: the seal that
+        follows a False is fenced by the turn's token."""
         ...
 
 

@@ -252,6 +252,11 @@ class PgDatabase:
         return self._psycopg
 
     @property
+    def patience_s(self) -> float:
+        """How long a call may take before it fails (`StoreBusyError`)."""
+        return self._patience_s
+
+    @property
     def where(self) -> str:
         """The server, without credentials."""
         return self._where

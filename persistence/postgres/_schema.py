@@ -2,7 +2,8 @@
 
 Several processes may open one database at the same moment: the whole check-and-
 migrate step runs in one transaction holding a per-schema advisory transaction
-lock (the only advisory lock this backend takes), so each numbered migration is
+lock (the only advisory lock besides the holder locks of
+`persistence.postgres._holders`, a liveness hint), so each numbered migration is
 applied exactly once and DDL never races. A database already at the latest
 version is recognised without taking the lock.
 """

@@ -11,13 +11,15 @@ expiry never looks at a client clock, so clients with skewed clocks agree.
 a lease by a stale time after a lock wait.
 
 Leases are rows (``leases``), never advisory locks: an advisory lock carries no
-token and breaks behind transaction poolers. The only advisory lock is the
-per-schema one taken while migrating (see `persistence.postgres._schema`).
+token and breaks behind transaction poolers. The advisory locks are the
+per-schema one taken while migrating (see `persistence.postgres._schema`) and a
+registry's holder lock, a liveness hint only (see `persistence.postgres._holders`).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -73,7 +75,8 @@ from .._rows import (
     session_from_row,
     stored_message_from_row,
 )
-from .._store import StoreFeatures, WriteStats
+from .._store import HolderAnnouncement as Announcement
+from .._store import SilentAnnouncement, StoreFeatures, WriteStats
 from .._submitted import completion, stored_messages
 from . import _lifecycle as lifecycle
 from ._args import check_pool_options
@@ -81,6 +84,7 @@ from ._batch import Wake, append_payload, create_many, refusal, waiting_for_lock
 from ._branch import BranchMethods
 from ._compaction import commit_in_transaction
 from ._driver import PgDatabase
+from ._holders import HolderAnnouncement
 from ._keys import keyed_append
 from ._lineage import ended_error, require_incarnation, require_session, resolve_tip
 from ._notify import CompactionListener, TurnListener
@@ -109,7 +113,7 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
     no LISTEN hint; also ``?pgbouncer=true`` in the URL).
     """
 
-    features = StoreFeatures(submits=True, announces_turns=True, checksums_rows=True)
+    features = StoreFeatures(submits=True, announces_turns=True, checksums_rows=True, knows_holders=True)
 
     def __init__(
         self,
@@ -126,6 +130,7 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
     ) -> None:
         check_pool_options(min_size, max_size, patience_s, connect_timeout_s, max_content_bytes)
         check_open_flags(readonly=readonly, migrate=migrate, pgbouncer=pgbouncer)
+        self._readonly = readonly
         self._max_content_bytes = max_content_bytes
         self._url = url
         self._connect_timeout_s = float(connect_timeout_s)
@@ -157,6 +162,8 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
             server_deadline=self._db.server_deadline,
             resync_clock=self._db.resync_clock,
         )
+        self._announced: set[HolderAnnouncement] = set()  # closed with the store
+        self._announced_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._db.where})"
@@ -687,6 +694,41 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
             )
         return TurnListener(self._url, self._q, connect_timeout_s=self._connect_timeout_s)
 
+    # -- holders (`HolderAwareStore`) -------------------------------------------
+
+    def announce_holder(self, holder: str) -> Announcement:
+        """`HolderAwareStore.announce_holder`: a shared session-level advisory lock
+        named after ``holder`` (and this schema), held on a dedicated connection until
+        the announcement (or the store) closes, and ``holder``'s row in ``holders``.
+        Behind PgBouncer (no session outlives a transaction) or read-only: nothing is
+        announced."""
+        check_text(holder, "holder")
+        if self._db.pgbouncer or self._readonly:
+            return SilentAnnouncement()
+        announcement = HolderAnnouncement(self._db, self._q, holder, self._forget_announcement)
+        with self._announced_lock:
+            self._announced.add(announcement)
+        return announcement
+
+    def _forget_announcement(self, announcement: HolderAnnouncement) -> None:
+        with self._announced_lock:
+            self._announced.discard(announcement)
+
+    def holder_alive(self, holder: str) -> bool | None:
+        """`HolderAwareStore.holder_alive`: whether a session holds ``holder``'s lock
+        (one statement; its exclusive try-lock ends with it); None behind PgBouncer,
+        or for a name never announced here (or withdrawn)."""
+        check_text(holder, "holder")
+        if self._db.pgbouncer:
+            return None
+
+        def work(cur: Any) -> bool | None:
+            cur.execute(self._q["holder_alive"], {"holder": holder})
+            alive = cur.fetchone()["alive"]
+            return None if alive is None else bool(alive)
+
+        return self._read("holder_alive", work)
+
     # -- lifecycle -------------------------------------------------------------
 
     def now(self) -> float:
@@ -697,5 +739,9 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
         return self._read("now", work)
 
     def close(self) -> None:
+        with self._announced_lock:
+            announced = list(self._announced)
+        for announcement in announced:  # a registry left open: its holder is withdrawn
+            announcement.close()
         self._writer.close()  # commits what is queued; its callers are waiting
         self._db.close()

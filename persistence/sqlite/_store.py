@@ -66,7 +66,7 @@ from .._rows import (
     session_from_row,
     stored_message_from_row,
 )
-from .._store import StoreFeatures, WriteStats
+from .._store import HolderAnnouncement, SilentAnnouncement, StoreFeatures, WriteStats
 from .._submitted import completion, stored_messages
 from . import _compaction as compaction
 from . import _lifecycle as lifecycle
@@ -239,6 +239,19 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
 
     def now(self) -> float:
         return float(self._clock())
+
+    # -- holders (`HolderAwareStore`: nothing to tell) ----------------------------
+
+    def announce_holder(self, holder: str) -> HolderAnnouncement:
+        """Nothing is announced: every process is on this host, where a registry reads
+        /proc (`actors._liveness`); ``knows_holders`` is False."""
+        check_text(holder, "holder")
+        return SilentAnnouncement()
+
+    def holder_alive(self, holder: str) -> bool | None:
+        """None: this store cannot tell (see `announce_holder`)."""
+        check_text(holder, "holder")
+        return None
 
     def close(self) -> None:
         if not self._readers.close():

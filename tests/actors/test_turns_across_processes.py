@@ -234,3 +234,45 @@ def test_a_dead_holder_on_this_host_is_noticed_at_once_a_frozen_one_keeps_its_tu
     finally:
         reg.close()
     assert live == (["held-1", "mine"] if fault == "kill" else ["held-1", "held-2", "mine"])
+
+
+@pytest.mark.parametrize("fault", ["kill", "stop"])
+def test_a_dead_holder_on_another_host_is_noticed_by_postgresql_a_frozen_one_keeps_its_turn(pg_url, fault, capsys):
+    """A holder named by hand has no process mark, so /proc cannot help (as for a holder
+    on another host): on PostgreSQL its registry holds a session lock named after it.
+    Killed, its session ends and the lock with it: its turn is sealed within about a
+    second, long before its 60 s lease lapses; frozen, its session (and its turn) stands."""
+    with open_store(pg_url) as store, SessionRegistry(store, policy=CompactionPolicy()) as reg:
+        proc = _worker("hold", pg_url, "s", "60", "cross-host-worker")
+        try:
+            _expect(proc, "opened")
+            assert store.current_turn("s").holder == "cross-host-worker"
+            assert store.holder_alive("cross-host-worker") is True  # announced by the worker's registry
+            os.kill(proc.pid, signal.SIGKILL if fault == "kill" else signal.SIGSTOP)
+            outcome: list[object] = []
+            appended = threading.Thread(target=lambda: outcome.append(reg.session("s").append("user", "mine")))
+            started = time.monotonic()
+            appended.start()
+            if fault == "kill":
+                appended.join(10)
+                waited = time.monotonic() - started
+                assert outcome, "held behind a dead holder's turn"
+                assert waited < 10  # not the 60 s lease
+                with capsys.disabled():
+                    print(f"\n[cross-host kill -9] the append landed after {waited:.2f}s")
+            else:
+                appended.join(1.5)  # several probes (every tick, a live answer cached 0.3 s)
+                assert appended.is_alive() and not outcome  # frozen, its session holds the lock
+                assert store.holder_alive("cross-host-worker") is True
+                os.kill(proc.pid, signal.SIGCONT)
+                proc.stdin.write("go\n")
+                proc.stdin.flush()
+                _expect(proc, "closed")
+                appended.join(30)
+                assert outcome
+        finally:
+            if fault == "stop" and proc.poll() is None:
+                os.kill(proc.pid, signal.SIGCONT)
+            _finish(proc)
+        live = [m.content for m in reg.session("s").transcript()]
+    assert live == (["held-1", "mine"] if fault == "kill" else ["held-1", "held-2", "mine"])

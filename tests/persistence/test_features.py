@@ -23,6 +23,7 @@ def test_each_backend_declares_what_it_can_do(store, backend):
     assert features.submits and features.checksums_rows
     assert features.checks_pages == (backend == "sqlite")  # SQLite's page-level check
     assert features.announces_turns == (backend != "sqlite")  # PostgreSQL's LISTEN/NOTIFY
+    assert features.knows_holders == (backend != "sqlite")  # PostgreSQL's holder locks
 
 
 def test_a_wrapper_and_a_scoped_view_are_used_through_the_protocol_alone(store):

@@ -54,6 +54,11 @@ POSTGRES_ONLY = {
     "listen_turns": "LISTEN/NOTIFY across hosts (SQLite: one host, polled)",
     "notify_compaction": "LISTEN/NOTIFY across hosts (SQLite: one host, polled)",
     "notify_turn_closed": "LISTEN/NOTIFY across hosts (SQLite: one host, polled)",
+    "holder_keepalives": "a holder's session lock across hosts (SQLite: one host, /proc)",
+    "lock_holder": "a holder's session lock across hosts (SQLite: one host, /proc)",
+    "record_holder": "a holder's session lock across hosts (SQLite: one host, /proc)",
+    "forget_holder": "a holder's session lock across hosts (SQLite: one host, /proc)",
+    "holder_alive": "a holder's session lock across hosts (SQLite: one host, /proc)",
 }
 
 
