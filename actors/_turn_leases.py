@@ -150,13 +150,15 @@ class TurnLeases:
         otherwise that turn is asked to end as ``on_busy`` says."""
         turn = self._turns.turn
         foreign = self._turns.foreign
+        key = request.command.key if isinstance(request.command, OpenTurn) else None
+        if key is not None and on_busy in ("interrupt", "rollback"):
+            held_by = turn.key if turn is not None else self._foreign_key() if foreign is not None else None
+            if held_by == key:
+                return False  # the turn of its own key: wait for it, then replay it
         if turn is None and foreign is not None:  # held behind another holder's turn
             return self._refused_or_asked(request, foreign, on_busy)
         if turn is None:
             return False
-        key = request.command.key if isinstance(request.command, OpenTurn) else None
-        if key is not None and turn.key == key and on_busy in ("interrupt", "rollback"):
-            return False  # the turn of its own key: wait for it, then replay it
         if on_busy == "reject":
             expires = None if turn.lease is None else turn.lease.expires_at
             self._answer(request.reply, error=SessionBusyError(self.live_id, self._holder, expires))
@@ -166,6 +168,15 @@ class TurnLeases:
             if on_busy == "rollback" and turn.lease is not None and request.rollback is None:
                 request.rollback = turn.lease.token
         return False
+
+    def _foreign_key(self) -> str | None:
+        """The key of the other holder's turn this actor's calls are held behind."""
+        try:
+            current = self._store.current_turn(self.live_id)
+        except Exception:
+            logger.debug("reading the turn of %s failed", self.live_id, exc_info=True)
+            return None
+        return None if current is None else current.key
 
     def owned_lease(self, sender: int) -> TurnLease | None:
         """The lease of ``sender``'s open turn (None outside one); `TurnLostError` when

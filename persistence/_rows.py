@@ -466,7 +466,9 @@ def lease_from_row(row: RowLike) -> Lease:
     )
 
 
-def turn_lease_from_row(row: RowLike, *, rolled_back: int = 0, first_seq: int | None = None) -> TurnLease:
+def turn_lease_from_row(
+    row: RowLike, *, rolled_back: int = 0, first_seq: int | None = None, key: str | None = None
+) -> TurnLease:
     """A session row's turn columns (``id`` and ``turn_*``) as a `TurnLease`."""
     return TurnLease(
         row["id"],
@@ -476,6 +478,7 @@ def turn_lease_from_row(row: RowLike, *, rolled_back: int = 0, first_seq: int | 
         bool(row["turn_interrupted"]),
         rolled_back,
         first_seq,
+        key,
     )
 
 

@@ -83,6 +83,8 @@ class TurnLease:
     rolled_back: int = 0
     #: the seq of the turn's first live message (`current_turn`; None before it appended)
     first_seq: int | None = None
+    #: the turn's idempotency key (`current_turn`; None: an unkeyed turn, or not read)
+    key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -264,8 +264,9 @@ def current_turn(cur: Any, q: Queries, session_id: str) -> TurnLease | None:
     if row is None or not row["turn_live"] or row["ended_at"] is not None:
         return None
     cur.execute(q["turn_first_seq"], {"id": session_id, "token": row["turn_token"]})
-    first = cur.fetchone()["first_seq"]
-    return turn_lease_from_row(row, first_seq=None if first is None else int(first))
+    first = cur.fetchone()
+    seq = first["first_seq"]
+    return turn_lease_from_row(row, first_seq=None if seq is None else int(seq), key=first["key"])
 
 
 def live_turns(cur: Any, q: Queries, holder: str | None) -> list[TurnLease]:

@@ -611,7 +611,10 @@ WHERE id = %(id)s AND turn_holder IS NOT NULL
 RETURNING turn_token;
 
 -- name: turn_first_seq
-SELECT min(seq) AS first_seq FROM messages
+-- The first live row appended under token (NULL before the turn appended), and the
+-- turn's key (NULL: none).
+SELECT min(seq) AS first_seq, (SELECT k.key FROM turn_keys AS k WHERE k.token = %(token)s) AS key
+FROM messages
 WHERE session_id = %(id)s AND state = 'live' AND turn = %(token)s
   AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s);
 

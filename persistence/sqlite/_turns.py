@@ -190,7 +190,7 @@ def current_turn(conn: sqlite3.Connection, q: Queries, session_id: str, now: flo
     if row is None or row["turn_holder"] is None or row["turn_expires_at"] <= now or row["ended_at"] is not None:
         return None
     first = conn.execute(q["turn_first_seq"], {"session_id": session_id, "token": row["turn_token"]}).fetchone()
-    return turn_lease_from_row(row, first_seq=first["first_seq"])
+    return turn_lease_from_row(row, first_seq=first["first_seq"], key=first["key"])
 
 
 def live_turns(conn: sqlite3.Connection, q: Queries, holder: str | None, now: float) -> list[TurnLease]:

@@ -418,8 +418,10 @@ WHERE session_id = :session_id AND state = 'live' AND turn = :token
                         AND o.seq >= (SELECT live_from FROM sessions WHERE id = :session_id)), 0)
 
 -- name: turn_first_seq
--- The first live row appended under token :token (NULL before the turn appended).
-SELECT min(m.seq) AS first_seq FROM messages AS m
+-- The first live row appended under token :token (NULL before the turn appended),
+-- and the turn's key (NULL: none).
+SELECT min(m.seq) AS first_seq, (SELECT k.key FROM turn_keys AS k WHERE k.token = :token) AS key
+FROM messages AS m
 WHERE m.session_id = :session_id AND m.state = 'live' AND m.turn = :token
   AND m.seq >= (SELECT live_from FROM sessions WHERE id = :session_id)
 

@@ -149,14 +149,20 @@ def test_a_keyed_turn_completed_elsewhere_replays_and_writes_nothing(store_url, 
         _finish(proc)
 
 
+@pytest.mark.parametrize("held_first", [False, True], ids=["alone", "behind-a-held-append"])
 @pytest.mark.parametrize("on_busy", ["interrupt", "rollback"])
-def test_a_keyed_turn_never_interrupts_nor_rolls_back_its_own_key(store_url, store, on_busy):
+def test_a_keyed_turn_never_interrupts_nor_rolls_back_its_own_key(store_url, store, on_busy, held_first):
     proc = _worker("tool", store_url, "s", "30", "evt-1")
     try:
         _expect(proc, "opened")
         registry = registry_of(store)
         try:
             handle = registry.session("s")
+            review = threading.Thread(target=lambda: registry.review("s").append("assistant", "review note"))
+            if held_first:  # this registry already holds calls behind the worker's turn
+                review.start()
+                review.join(0.5)
+                assert review.is_alive()
             turns: list[object] = []
             other = threading.Thread(target=lambda: turns.append(_replayed_turn(handle, "evt-1", on_busy)))
             other.start()
@@ -166,9 +172,13 @@ def test_a_keyed_turn_never_interrupts_nor_rolls_back_its_own_key(store_url, sto
             proc.stdin.flush()
             _expect(proc, "closed")  # never asked to end ("closed interrupted")
             other.join(30)
+            if held_first:
+                review.join(30)
             (turn,) = turns
             assert turn.replayed and contents(turn.messages) == ["worker ask", None, "12 C", "worker answer"]
-            assert contents(handle.transcript()) == ["worker ask", None, "12 C", "worker answer"]
+            live = contents(handle.transcript())
+            assert live[:4] == ["worker ask", None, "12 C", "worker answer"]
+            assert live[4:] == (["review note"] if held_first else [])
         finally:
             registry.close()
     finally:
