@@ -51,7 +51,7 @@ from protocol._commands import (
     ReadTranscript,
     Retract,
 )
-from protocol._messages import Role, check_turn_key
+from protocol._messages import Role, check_key
 from protocol._records import CompactionMode
 from protocol.errors import AskTimeoutError, TurnReplayedError
 
@@ -317,7 +317,7 @@ class Turn:
         if on_busy is not None:
             check_on_busy(on_busy)
         if key is not None:
-            check_turn_key(key)
+            check_key(key)
         self._handle = handle
         self._on_busy = on_busy
         self._key = key

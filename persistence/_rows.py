@@ -47,7 +47,7 @@ from protocol._messages import (
     MAX_CONTENT_LIMIT,
     MAX_SESSION_ID_LENGTH,
     ROLES,
-    _check_key,
+    check_key,
     content_limit,
 )
 from protocol._turns import SEAL_MODES
@@ -216,7 +216,7 @@ def check_usage(usage: object) -> str | None:
 
 
 def _checked_key(key: str) -> str:
-    _check_key(key)
+    check_key(key)
     return key
 
 
@@ -503,7 +503,7 @@ def check_open_turn(holder: object, ttl_s: object, incarnation: object, rollback
     check_incarnation(incarnation)
     check_token(rollback)
     if key is not None:
-        _check_key(key)
+        check_key(key)
     return ttl
 
 

@@ -97,13 +97,9 @@ def validate_session_id(session_id: object) -> str:
     return session_id
 
 
-def check_turn_key(key: object) -> None:
-    """A turn's idempotency key follows the message-key rules (`InvalidMessageError`)."""
-    _check_key(key)
-
-
-def _check_key(key: object) -> None:
-    """An idempotency key: 1-`MAX_KEY_LENGTH` characters, the session-id rules."""
+def check_key(key: object) -> None:
+    """An idempotency key (a message's or a turn's): 1-`MAX_KEY_LENGTH` characters, the session-id
+    rules (`InvalidMessageError` otherwise)."""
     if (
         not isinstance(key, str)
         or not 1 <= len(key) <= MAX_KEY_LENGTH
@@ -200,7 +196,7 @@ class Message:
                 raise InvalidMessageError("meta keys must be strings")
             _check_json(dict(meta), "meta")
         if self.key is not None:
-            _check_key(self.key)
+            check_key(self.key)
         if self.usage is not None:  # a mapping becomes a Usage; a sum is refused
             object.__setattr__(self, "usage", Usage.coerce(self.usage))
 

@@ -25,7 +25,7 @@ from protocol import (
     Usage,
     validate_session_id,
 )
-from protocol._messages import check_turn_key
+from protocol._messages import check_key
 from protocol._response_items import item_to_message, message_to_items
 from protocol.errors import InvalidSessionSettingsError
 
@@ -181,7 +181,7 @@ class AgentsSession:
         if on_busy is not None:
             check_on_busy(on_busy)
         if key is not None:
-            check_turn_key(key)
+            check_key(key)
         return RunTurn(self, on_busy or self.on_busy, key)
 
     # -- plumbing ---------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from protocol import ConfigurationError, InvalidArgumentError, SessionNotFoundError, StoredMessage, validate_session_id
-from protocol._messages import check_turn_key
+from protocol._messages import check_key
 
 from ..compaction._policy import OnBusy, check_on_busy
 from ._pydantic_ai_messages import META_KEY, from_messages, to_messages
@@ -106,7 +106,7 @@ class PydanticAISession:
         if on_busy is not None:
             check_on_busy(on_busy)
         if key is not None:
-            check_turn_key(key)
+            check_key(key)
         return _TurnScope(self, on_busy or self.on_busy, key)
 
     def to_model_messages(self, stored: Sequence[StoredMessage]) -> list[ModelMessage]:

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Header, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from protocol._jsonable import lease_dict, to_jsonable
-from protocol._messages import check_turn_key
+from protocol._messages import check_key
 
 from .._handle import Turn, _compress_command
 from ..compaction._policy import check_on_busy
@@ -46,7 +46,7 @@ def control_routes(service: Service, who: Any) -> APIRouter:
         if on_busy is not None:  # both checked before any store read
             check_on_busy(on_busy)
         if idempotency_key is not None:
-            check_turn_key(idempotency_key)
+            check_key(idempotency_key)
         info = await service.info(token, session_id)
         # a handle of its own: appends through every other handle wait while it is open
         handle = await service.registry.session_async(session_id, source=info.source)

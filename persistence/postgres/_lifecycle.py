@@ -13,15 +13,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from protocol import (
-    END_REASON_COMPRESSION,
     SessionEndedError,
     SessionInfo,
     SessionNotFoundError,
 )
 
 from .._metadata import Listing, merge_metadata, metadata_from_column
-from .._rows import other_incarnation
-from ._lineage import require_session, resolve_tip
+from ._lineage import lock_live_tip, require_session
 from ._turns import turn_held
 
 __all__ = [
@@ -126,24 +124,13 @@ def retract_last(
     while another holder's turn lease is live on the tip (``turn``: the token of
     the lease the caller retracts under), and (`DeadTurnError`) while the tip holds
     a dead turn."""
-    for _ in range(_MAX_LOCK_ROUNDS):
-        tip = resolve_tip(cur, q, session_id)["id"]
-        cur.execute(q["lock_session"], {"id": tip})
-        row = cur.fetchone()
-        if row is None:
-            raise SessionNotFoundError(tip)
-        if incarnation is not None and row["incarnation"] != incarnation:
-            raise other_incarnation(tip)
-        if row["ended_at"] is not None and row["end_reason"] != END_REASON_COMPRESSION:
-            raise SessionEndedError(tip, None, row["end_reason"])
-        if row["ended_at"] is not None and resolve_tip(cur, q, tip)["id"] != tip:
-            continue  # rotated while we waited for the lock: retract from the new tip
-        dead = row["turn_holder"] is not None and not row["turn_live"]
-        if dead or (row["turn_live"] and row["turn_token"] != turn) or (turn is not None and not row["turn_live"]):
-            raise turn_held(cur, q, tip, turn)
-        cur.execute(q["retract_last"], {"id": tip})
-        return cur.fetchone()
-    raise SessionEndedError(session_id, None, None, f"the lineage of {session_id!r} kept rotating")
+    row = lock_live_tip(cur, q, session_id, incarnation)
+    tip = row["id"]
+    dead = row["turn_holder"] is not None and not row["turn_live"]
+    if dead or (row["turn_live"] and row["turn_token"] != turn) or (turn is not None and not row["turn_live"]):
+        raise turn_held(cur, q, tip, turn)
+    cur.execute(q["retract_last"], {"id": tip})
+    return cur.fetchone()
 
 
 def prune(cur: Any, q: Queries, *, older_than: float, session_id: str | None) -> int:

@@ -86,3 +86,29 @@ def ended_error(cur: Any, queries: Mapping[str, str], session_id: str) -> Transc
         if tip is not None and tip["id"] != session_id and tip["ended_at"] is None:
             successor = tip["id"]
     return SessionEndedError(session_id, successor, row["end_reason"])
+
+
+#: A tip that keeps rotating while a write waits for its lock is a bug, not a race.
+MAX_TIP_ROUNDS = 16
+
+
+def lock_live_tip(
+    cur: Any, queries: Mapping[str, str], session_id: str, incarnation: str | None = None
+) -> Mapping[str, Any]:
+    """The row of ``session_id``'s live tip, locked (``lock_session``): resolved again
+    when a rotation ended it while this waited for the lock. ``incarnation``: the
+    conversation meant (None: any). A tip ended for another reason than a compaction
+    raises `SessionEndedError`."""
+    for _ in range(MAX_TIP_ROUNDS):
+        tip = resolve_tip(cur, queries, session_id)["id"]
+        cur.execute(queries["lock_session"], {"id": tip})
+        row = cur.fetchone()
+        if row is None:
+            raise SessionNotFoundError(tip)
+        if incarnation is not None and row["incarnation"] != incarnation:
+            raise other_incarnation(tip)
+        if row["ended_at"] is not None and row["end_reason"] != END_REASON_COMPRESSION:
+            raise SessionEndedError(tip, None, row["end_reason"])
+        if row["ended_at"] is None or resolve_tip(cur, queries, tip)["id"] == tip:
+            return row
+    raise SessionEndedError(session_id, None, None, f"the lineage of {session_id!r} kept rotating")

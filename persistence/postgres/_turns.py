@@ -22,9 +22,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from protocol import (
-    END_REASON_COMPRESSION,
     DeadTurnError,
-    SessionEndedError,
     SessionNotFoundError,
     TurnHeldError,
     TurnLease,
@@ -44,7 +42,7 @@ from .._rows import (
     turn_lease_from_row,
     turn_refusal,
 )
-from ._lineage import ended_error, require_incarnation, require_session, resolve_tip
+from ._lineage import ended_error, lock_live_tip, require_incarnation, require_session, resolve_tip
 
 __all__ = [
     "TurnMethods",
@@ -233,20 +231,10 @@ def seal_turn(cur: Any, q: Queries, session_id: str, mode: str, lease: TurnLease
 def _dead_turn(cur: Any, q: Queries, session_id: str) -> tuple[str, int] | None:
     """The live tip of ``session_id`` and the token of its dead turn, the tip's row
     locked; None when it holds none (no turn, or a live one)."""
-    for _ in range(_MAX_CARRIER_ROUNDS):
-        tip = resolve_tip(cur, q, session_id)["id"]
-        cur.execute(q["lock_session"], {"id": tip})
-        row = cur.fetchone()
-        if row is None:
-            raise SessionNotFoundError(tip)
-        if row["ended_at"] is not None and row["end_reason"] != END_REASON_COMPRESSION:
-            raise SessionEndedError(tip, None, row["end_reason"])
-        if row["ended_at"] is not None and resolve_tip(cur, q, tip)["id"] != tip:
-            continue  # rotated while we waited for the lock: the continuation carries the turn
-        if row["turn_holder"] is None or row["turn_live"]:
-            return None
-        return tip, int(row["turn_token"])
-    raise SessionEndedError(session_id, None, None, f"the lineage of {session_id!r} kept rotating")
+    row = lock_live_tip(cur, q, session_id)  # a rotation meanwhile: its continuation carries the turn
+    if row["turn_holder"] is None or row["turn_live"]:
+        return None
+    return row["id"], int(row["turn_token"])
 
 
 def interrupt_turn(cur: Any, q: Queries, session_id: str) -> bool:

@@ -1,20 +1,5 @@
 -- Named queries of the SQLite backend (parameter style :name).
 
--- name: create_schema_version
-CREATE TABLE IF NOT EXISTS schema_version (
-    version    INTEGER PRIMARY KEY,
-    applied_at REAL NOT NULL
-)
-
--- name: schema_version_exists
-SELECT count(*) AS present FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'
-
--- name: current_version
-SELECT coalesce(max(version), 0) AS version FROM schema_version
-
--- name: record_version
-INSERT INTO schema_version (version, applied_at) VALUES (:version, :now)
-
 -- ---------------------------------------------------------------- sessions
 
 -- name: get_session

@@ -198,41 +198,54 @@ def test_turns_from_two_processes_are_never_split(store_url, registry):
             assert pairs[i + 1] == m.meta["turn"], f"turn {m.meta['turn']} split by {transcript[i + 1].content!r}"
 
 
+def _fault_the_holder_then_append(proc, reg, fault: str, opened=lambda: None, alive=lambda: True) -> float:
+    """Once the worker opened its turn (``opened()`` checks it), kill -9 or SIGSTOP it,
+    then append through ``reg``:
+    after a kill the append must land long before the 60 s lease lapses (the time it
+    took is returned); a frozen holder (``alive()`` still true) keeps its turn until
+    it resumes and closes it. The worker is resumed in any case."""
+    try:
+        _expect(proc, "opened")
+        opened()
+        os.kill(proc.pid, signal.SIGKILL if fault == "kill" else signal.SIGSTOP)
+        outcome: list[object] = []
+        appended = threading.Thread(target=lambda: outcome.append(reg.session("s").append("user", "mine")))
+        started = time.monotonic()
+        appended.start()
+        if fault == "kill":
+            appended.join(10)
+            waited = time.monotonic() - started
+            assert outcome, "held behind a dead holder's turn"
+            assert waited < 10  # not the 60 s lease
+            return waited
+        appended.join(1.5)  # several polls
+        assert appended.is_alive() and not outcome  # alive, only slow: its turn stands
+        assert alive()
+        os.kill(proc.pid, signal.SIGCONT)
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        _expect(proc, "closed")
+        appended.join(30)
+        assert outcome
+        return time.monotonic() - started
+    finally:
+        if fault == "stop" and proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)
+        _finish(proc)
+
+
 @pytest.mark.parametrize("fault", ["kill", "stop"])
 def test_a_dead_holder_on_this_host_is_noticed_at_once_a_frozen_one_keeps_its_turn(store_url, store, fault):
     """The holder's default name marks its process: killed, its turn is sealed within
     about a tick, long before its 60 s lease lapses; frozen (alive), it keeps its turn."""
-    reg = SessionRegistry(store, policy=CompactionPolicy())  # the default lease: 60 s
-    try:
+    with SessionRegistry(store, policy=CompactionPolicy()) as reg:  # the default lease: 60 s
         proc = _worker("hold", store_url, "s", "60", "-")
-        try:
-            _expect(proc, "opened")
+
+        def opened():
             assert "@" in store.current_turn("s").holder  # the worker's process mark
-            os.kill(proc.pid, signal.SIGKILL if fault == "kill" else signal.SIGSTOP)
-            outcome: list[object] = []
-            appended = threading.Thread(target=lambda: outcome.append(reg.session("s").append("user", "mine")))
-            started = time.monotonic()
-            appended.start()
-            if fault == "kill":
-                appended.join(10)
-                assert outcome, "held behind a dead process's turn"
-                assert time.monotonic() - started < 10  # not the 60 s lease
-            else:
-                appended.join(1.5)
-                assert appended.is_alive() and not outcome  # alive, only slow: its turn stands
-                os.kill(proc.pid, signal.SIGCONT)
-                proc.stdin.write("go\n")
-                proc.stdin.flush()
-                _expect(proc, "closed")
-                appended.join(30)
-                assert outcome
-        finally:
-            if fault == "stop" and proc.poll() is None:
-                os.kill(proc.pid, signal.SIGCONT)
-            _finish(proc)
+
+        _fault_the_holder_then_append(proc, reg, fault, opened)
         live = [m.content for m in reg.session("s").transcript()]
-    finally:
-        reg.close()
     assert live == (["held-1", "mine"] if fault == "kill" else ["held-1", "held-2", "mine"])
 
 
@@ -244,35 +257,16 @@ def test_a_dead_holder_on_another_host_is_noticed_by_postgresql_a_frozen_one_kee
     second, long before its 60 s lease lapses; frozen, its session (and its turn) stands."""
     with open_store(pg_url) as store, SessionRegistry(store, policy=CompactionPolicy()) as reg:
         proc = _worker("hold", pg_url, "s", "60", "cross-host-worker")
-        try:
-            _expect(proc, "opened")
+
+        def opened():
             assert store.current_turn("s").holder == "cross-host-worker"
             assert store.holder_alive("cross-host-worker") is True  # announced by the worker's registry
-            os.kill(proc.pid, signal.SIGKILL if fault == "kill" else signal.SIGSTOP)
-            outcome: list[object] = []
-            appended = threading.Thread(target=lambda: outcome.append(reg.session("s").append("user", "mine")))
-            started = time.monotonic()
-            appended.start()
-            if fault == "kill":
-                appended.join(10)
-                waited = time.monotonic() - started
-                assert outcome, "held behind a dead holder's turn"
-                assert waited < 10  # not the 60 s lease
-                with capsys.disabled():
-                    print(f"\n[cross-host kill -9] the append landed after {waited:.2f}s")
-            else:
-                appended.join(1.5)  # several probes (every tick, a live answer cached 0.3 s)
-                assert appended.is_alive() and not outcome  # frozen, its session holds the lock
-                assert store.holder_alive("cross-host-worker") is True
-                os.kill(proc.pid, signal.SIGCONT)
-                proc.stdin.write("go\n")
-                proc.stdin.flush()
-                _expect(proc, "closed")
-                appended.join(30)
-                assert outcome
-        finally:
-            if fault == "stop" and proc.poll() is None:
-                os.kill(proc.pid, signal.SIGCONT)
-            _finish(proc)
+
+        waited = _fault_the_holder_then_append(
+            proc, reg, fault, opened, alive=lambda: store.holder_alive("cross-host-worker") is True
+        )
+        if fault == "kill":
+            with capsys.disabled():
+                print(f"\n[cross-host kill -9] the append landed after {waited:.2f}s")
         live = [m.content for m in reg.session("s").transcript()]
     assert live == (["held-1", "mine"] if fault == "kill" else ["held-1", "held-2", "mine"])
