@@ -21,7 +21,7 @@ from typing import Any
 from google.adk.events.event import Event
 from google.genai import types
 
-from protocol import Message, StoredMessage, validate_session_id
+from protocol import SUMMARY_PREFIX, Message, StoredMessage, validate_session_id
 from protocol.errors import InvalidArgumentError, InvalidSessionIdError
 
 __all__ = ["META_KEY", "from_message", "store_id", "to_message"]
@@ -70,7 +70,10 @@ def from_message(message: StoredMessage) -> Event:
         return Event.model_validate(dumped)
     # Written by the library or another path: a summary reads as user content, and so
     # does anything a user wrote; the rest speaks as whoever wrote it.
-    author = "user" if message.role in ("user", "system", "developer") else (message.name or "session-actors")
+    summary = message.text.startswith(SUMMARY_PREFIX) or bool(message.meta.get("compaction"))
+    author = (
+        "user" if summary or message.role in ("user", "system", "developer") else (message.name or "session-actors")
+    )
     role = "user" if author == "user" else "model"
     return Event(
         id=f"session-actors-{message.session_id}-{message.seq}",

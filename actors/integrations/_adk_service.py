@@ -181,12 +181,17 @@ class SessionService(BaseSessionService):
             check_on_busy(on_busy)
         sid = store_id(app_name, user_id, session_id.strip())
         handle = await self.registry.session_async(sid, source=SOURCE)
-        async with handle.turn(on_busy or self.on_busy, key=key) as turn:
-            token = SCOPE.set((self.registry, sid, handle))
-            try:
-                yield turn
-            finally:
-                SCOPE.reset(token)
+        turn = handle.turn(on_busy or self.on_busy, key=key)
+        await turn.__aenter__()  # yields the handle: the block wants the Turn (replayed, messages)
+        token = SCOPE.set((self.registry, sid, handle))
+        try:
+            yield turn
+        except BaseException as exc:
+            SCOPE.reset(token)
+            await turn.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        SCOPE.reset(token)
+        await turn.__aexit__(None, None, None)
 
     @staticmethod
     def events(messages: list[StoredMessage]) -> list[Event]:
