@@ -19,9 +19,7 @@ from persistence import open_store
 from protocol import SUMMARY_PREFIX, TurnReplayedError
 
 ROOT = Path(__file__).resolve().parents[3]
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("google.adk") is None, reason="the adk extra is not installed"
-)
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("google.adk") is None, reason="the adk extra is not installed")
 
 if importlib.util.find_spec("google.adk") is not None:
     from google.adk.agents import LlmAgent
@@ -56,7 +54,9 @@ def _ask(text: str) -> Any:
 
 
 async def _run(runner: Any, text: str, session_id: str = "s", **kwargs: Any) -> list[Any]:
-    return [event async for event in runner.run_async(user_id="u", session_id=session_id, new_message=_ask(text), **kwargs)]
+    return [
+        event async for event in runner.run_async(user_id="u", session_id=session_id, new_message=_ask(text), **kwargs)
+    ]
 
 
 def _interleavings(events: list[Any]) -> int:
@@ -190,7 +190,9 @@ def worker(url: str, name: str, runs: int) -> None:
     """A worker process: its own store and registry, ``runs`` runs on the shared session."""
     store = open_store(url)
     with SessionRegistry(store) as registry:
-        runner = Runner(app_name="app", agent=LlmAgent(name="a", model=Recorder(seen=[])), session_service=SessionService(registry))
+        runner = Runner(
+            app_name="app", agent=LlmAgent(name="a", model=Recorder(seen=[])), session_service=SessionService(registry)
+        )
 
         async def runs_() -> None:
             await asyncio.gather(*(_run(runner, f"{name} {i}") for i in range(runs)))
@@ -204,7 +206,9 @@ def test_two_worker_processes_never_interleave(store_url, registry):
         await SessionService(registry).create_session(app_name="app", user_id="u", session_id="s")
 
     asyncio.run(create())
-    code = "import sys; from tests.actors.integrations.test_adk_runner import worker; worker(sys.argv[1], sys.argv[2], 4)"
+    code = (
+        "import sys; from tests.actors.integrations.test_adk_runner import worker; worker(sys.argv[1], sys.argv[2], 4)"
+    )
     workers = [
         subprocess.Popen([sys.executable, "-c", code, store_url, name], cwd=ROOT, stderr=subprocess.PIPE, text=True)
         for name in ("w1", "w2")
