@@ -24,7 +24,7 @@ from google.genai import types
 from protocol import SUMMARY_PREFIX, Message, StoredMessage, validate_session_id
 from protocol.errors import InvalidArgumentError, InvalidSessionIdError
 
-__all__ = ["META_KEY", "from_message", "store_id", "to_message"]
+__all__ = ["META_KEY", "from_message", "from_messages", "store_id", "to_message"]
 
 #: The meta key holding the exact ADK event.
 META_KEY = "adk"
@@ -64,8 +64,26 @@ def to_message(event: Event) -> Message:
     )
 
 
-def from_message(message: StoredMessage) -> Event:
-    dumped = message.meta.get(META_KEY) if message.meta else None
+def from_messages(messages: list[StoredMessage]) -> list[Event]:
+    """The events of stored messages, oldest first."""
+    return [event for message in messages for event in _events_of(message)]
+
+
+def _events_of(message: StoredMessage) -> list[Event]:
+    """A compaction merges adjacent user messages into one, keeping each one's meta in
+    ``merged_from``: each comes back as the event it was (unless one was not an event,
+    whose text only the merged message holds: then the merged message is one event)."""
+    sources = message.meta.get("merged_from") if message.meta else None
+    if isinstance(sources, list) and sources:
+        dumped = [source.get(META_KEY) if isinstance(source, dict) else None for source in sources]
+        if all(isinstance(one, dict) for one in dumped):
+            return [Event.model_validate(one) for one in dumped]
+        return [from_message(message, exact=False)]
+    return [from_message(message)]
+
+
+def from_message(message: StoredMessage, *, exact: bool = True) -> Event:
+    dumped = message.meta.get(META_KEY) if message.meta and exact else None
     if isinstance(dumped, dict):
         return Event.model_validate(dumped)
     # Written by the library or another path: a summary reads as user content, and so

@@ -21,7 +21,7 @@ from google.adk.sessions.session import Session
 from protocol import SessionExistsError, SessionInfo, SessionNotFoundError, StoredMessage
 
 from ..compaction._policy import OnBusy, check_on_busy
-from ._adk_events import from_message, store_id, to_message
+from ._adk_events import from_messages, store_id, to_message
 from ._adk_state import (
     APP,
     USER,
@@ -196,7 +196,7 @@ class SessionService(BaseSessionService):
     @staticmethod
     def events(messages: list[StoredMessage]) -> list[Event]:
         """ADK events for stored messages (a replayed turn's ``messages``)."""
-        return [from_message(message) for message in messages]
+        return from_messages(messages)
 
     async def close(self) -> None:
         """Close the invocations this service holds open (the registry stays open)."""
@@ -243,7 +243,7 @@ class SessionService(BaseSessionService):
         handle = self._turns.scoped(sid)
         if handle is None:
             handle = await self.registry.session_async(sid, source=SOURCE)
-        return [from_message(message) for message in await handle.transcript_async()]
+        return from_messages(await handle.transcript_async())
 
     async def _write(self, sid: str, session: Session, event: Event, handle: SessionHandle | None) -> None:
         if handle is None:
