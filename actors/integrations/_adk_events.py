@@ -50,7 +50,10 @@ def store_id(app_name: str, user_id: str, session_id: str) -> str:
 
 def event_json(event: Event) -> dict[str, Any]:
     """ADK's JSON form of ``event`` (bytes as base64), which validates back to an equal event."""
-    return json.loads(event.model_dump_json(exclude_none=True))
+    try:
+        return json.loads(event.model_dump_json(exclude_none=True))
+    except Exception as exc:  # pydantic's serialization error names the value (a state value, ...)
+        raise InvalidArgumentError(f"the event is not JSON-able: {exc}") from exc
 
 
 def to_message(event: Event) -> Message:

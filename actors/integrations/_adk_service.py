@@ -18,6 +18,7 @@ from google.adk.events.event import Event
 from google.adk.sessions.base_session_service import BaseSessionService, GetSessionConfig, ListSessionsResponse
 from google.adk.sessions.session import Session
 
+from persistence._metadata import check_metadata_patch
 from protocol import SessionExistsError, SessionInfo, SessionNotFoundError, StoredMessage
 
 from ..compaction._policy import OnBusy, check_on_busy
@@ -96,6 +97,7 @@ class SessionService(BaseSessionService):
         now = time.time()
         metadata = {"adk_app": app_name, "adk_user": user_id, "adk_session": session_id, "adk_updated": now}
         metadata.update(state_patch(own))
+        check_metadata_patch({**metadata, **state_patch(app), **state_patch(user)})  # nothing written yet
         store = self.registry.store
         try:
             await asyncio.to_thread(store.create_session, sid, source=SOURCE, metadata=metadata)
@@ -200,8 +202,7 @@ class SessionService(BaseSessionService):
 
     async def close(self) -> None:
         """Close the invocations this service holds open (the registry stays open)."""
-        for sid in {name[0] for name in list(self._turns._open)}:
-            await self._turns.close_session(sid)
+        await self._turns.close_all()
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -246,11 +247,14 @@ class SessionService(BaseSessionService):
         return from_messages(await handle.transcript_async())
 
     async def _write(self, sid: str, session: Session, event: Event, handle: SessionHandle | None) -> None:
-        if handle is None:
-            handle = await self.registry.session_async(sid, source=SOURCE)
-        await handle.append_async(to_message(event))
+        # everything checked before anything is written
+        message = to_message(event)
         app, user, own = split_delta(event.actions.state_delta if event.actions else None)
         patch = {"adk_updated": event.timestamp, **state_patch(own)}
+        check_metadata_patch({**patch, **state_patch(app), **state_patch(user)})
+        if handle is None:
+            handle = await self.registry.session_async(sid, source=SOURCE)
+        await handle.append_async(message)
         store = self.registry.store
 
         def write_state() -> None:

@@ -127,6 +127,10 @@ class InvocationTurns:
         for name in [name for name in self._open if name[0] == store_id]:
             await self.close(name)
 
+    async def close_all(self) -> None:
+        for name in list(self._open):
+            await self.close(name)
+
     async def _enter(self, store_id: str, key: str | None) -> tuple[SessionHandle, Turn]:
         handle = await self._registry.session_async(store_id, source=self._source)
         turn = handle.turn(self._on_busy, key=key)  # type: ignore[arg-type]  # checked by SessionService

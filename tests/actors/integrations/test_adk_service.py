@@ -400,3 +400,26 @@ def test_sessions_are_one_conversation_for_every_worker(make_registry):
 
     session, seen = asyncio.run(scenario())
     assert seen == session
+
+
+@needs_adk
+def test_state_that_is_not_json_is_refused_and_writes_nothing(make_registry):
+    from actors.integrations.adk import SessionService
+    from protocol import TranscriptError
+
+    async def scenario() -> Any:
+        service = SessionService(make_registry())
+        with pytest.raises(TranscriptError):
+            await service.create_session(app_name="app", user_id="u", session_id="bad", state={"user:k": object()})
+        session = await service.create_session(app_name="app", user_id="u", session_id="s")
+        for delta in ({"k": object()}, {"app:k": {1, 2}}):
+            with pytest.raises(TranscriptError):
+                await service.append_event(session, Event(author="user", actions=EventActions(state_delta=delta)))
+        return (
+            await service.get_session(app_name="app", user_id="u", session_id="bad"),
+            await service.get_session(app_name="app", user_id="u", session_id="s"),
+            await service.get_user_state(app_name="app", user_id="u"),
+        )
+
+    bad, stored, user_state = asyncio.run(scenario())
+    assert bad is None and stored.events == [] and stored.state == {} and user_state == {}
