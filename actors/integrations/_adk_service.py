@@ -137,7 +137,7 @@ class SessionService(BaseSessionService):
             wanted["adk_user"] = user_id
         store = self.registry.store
         infos = await asyncio.to_thread(store.sessions, live=True, source=SOURCE, metadata=wanted)
-        sessions = await asyncio.to_thread(lambda: [self._listed(info) for info in infos])
+        sessions = await asyncio.to_thread(self._listed, infos)
         sessions.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
         return ListSessionsResponse(sessions=sessions)
 
@@ -213,27 +213,35 @@ class SessionService(BaseSessionService):
             info = store.get_session(store.resolve(sid))
         return info
 
-    def _state(self, info: SessionInfo) -> dict[str, Any]:
+    def _state(self, info: SessionInfo, scoped: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+        """The session's state: its own, then ``app:`` and ``user:`` state (read once per
+        holder when ``scoped`` caches them across the sessions of a listing)."""
         meta = info.metadata
         state = read_state(meta)
-        store = self.registry.store
-        for prefix, holder in (
-            (APP, app_state_id(meta["adk_app"])),
-            (USER, user_state_id(meta["adk_app"], meta["adk_user"])),
-        ):
-            state.update({prefix + key: value for key, value in scoped_state(store, holder).items()})
+        holders = ((APP, app_state_id(meta["adk_app"])), (USER, user_state_id(meta["adk_app"], meta["adk_user"])))
+        for prefix, holder in holders:
+            if scoped is None or holder not in scoped:
+                values = scoped_state(self.registry.store, holder)
+                if scoped is not None:
+                    scoped[holder] = values
+            else:
+                values = scoped[holder]
+            state.update({prefix + key: value for key, value in values.items()})
         return state
 
-    def _listed(self, info: SessionInfo) -> Session:
-        meta = info.metadata
-        return Session(
-            id=meta["adk_session"],
-            app_name=meta["adk_app"],
-            user_id=meta["adk_user"],
-            state=self._state(info),
-            events=[],
-            last_update_time=meta["adk_updated"],
-        )
+    def _listed(self, infos: list[SessionInfo]) -> list[Session]:
+        scoped: dict[str, dict[str, Any]] = {}
+        return [
+            Session(
+                id=info.metadata["adk_session"],
+                app_name=info.metadata["adk_app"],
+                user_id=info.metadata["adk_user"],
+                state=self._state(info, scoped),
+                events=[],
+                last_update_time=info.metadata["adk_updated"],
+            )
+            for info in infos
+        ]
 
     def _write_scoped(self, app_name: str, user_id: str, app: dict[str, Any], user: dict[str, Any]) -> None:
         store = self.registry.store

@@ -57,6 +57,7 @@ def test_using_it_without_adk_raises_configuration_error_naming_the_extra(monkey
     for name in [m for m in sys.modules if m == "google.adk" or m.startswith("google.adk.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.delitem(sys.modules, "actors.integrations._adk_service", raising=False)
+    monkeypatch.delattr(sys.modules["actors.integrations"], "_adk_service", raising=False)  # imported before
     monkeypatch.setitem(sys.modules, "google.adk", None)  # the fault: "not installed"
     with pytest.raises(ConfigurationError, match=r"session-actors\[adk\]"):
         adk.SessionService  # noqa: B018  # the name's first use imports ADK
