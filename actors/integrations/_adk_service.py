@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.errors.session_not_found_error import SessionNotFoundError as AdkSessionNotFoundError
 from google.adk.events.event import Event
+from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.sessions.base_session_service import BaseSessionService, GetSessionConfig, ListSessionsResponse
 from google.adk.sessions.session import Session
 
@@ -23,6 +24,7 @@ from protocol import SessionExistsError, SessionInfo, SessionNotFoundError, Stor
 
 from ..compaction._policy import OnBusy, check_on_busy
 from ._adk_events import from_messages, store_id, to_message
+from ._adk_plugin import RunTurnsPlugin
 from ._adk_state import (
     APP,
     USER,
@@ -194,6 +196,12 @@ class SessionService(BaseSessionService):
             raise
         SCOPE.reset(token)
         await turn.__aexit__(None, None, None)
+
+    def plugin(self) -> BasePlugin:
+        """An ADK plugin for the app (``App(..., plugins=[service.plugin()])``): each run's
+        turn then closes when the run ends, not at an agent's final response, so a run of
+        several agents (a ``SequentialAgent``) stays contiguous too."""
+        return RunTurnsPlugin(self._turns)
 
     @staticmethod
     def events(messages: list[StoredMessage]) -> list[Event]:

@@ -14,6 +14,9 @@ event raises `TurnReplayedError` and the runner stops before it calls a model,
 unless the invocation paused on a long-running tool (its last event names one),
 which ADK resumes under the same id.
 
+With ``SessionService.plugin()`` in the app, the run's end (ADK's after-run callback)
+closes the turn instead of a final response, so every agent of the run is inside it.
+
 ``SessionService.turn`` is the explicit form: a turn for the whole block, published
 to the task, which every event of any invocation in that task goes through.
 """
@@ -68,6 +71,7 @@ class InvocationTurns:
         self._on_busy = on_busy
         self._open: dict[tuple[str, str], _Open] = {}
         self._finished: set[tuple[str, str]] = set()  # closed at a final response; its task runs on
+        self._managed: set[str] = set()  # invocations whose run end the plugin reports
 
     def scoped(self, store_id: str) -> SessionHandle | None:
         """The handle of this task's explicit turn or open invocation on ``store_id``."""
@@ -112,11 +116,23 @@ class InvocationTurns:
         return handle, True
 
     async def after_append(self, store_id: str, event: Event) -> None:
-        """An agent's final response closes its invocation's turn."""
+        """An agent's final response closes its invocation's turn (unless the plugin
+        reports the run's end)."""
         name = (store_id, event.invocation_id)
-        if name in self._open and event.author != "user" and event.is_final_response():
+        if event.invocation_id in self._managed or name not in self._open:
+            return
+        if event.author != "user" and event.is_final_response():
             await self.close(name)
             self._finished.add(name)
+
+    def manage(self, invocation_id: str) -> None:
+        """The plugin saw the run of ``invocation_id`` start: it will report its end."""
+        self._managed.add(invocation_id)
+
+    async def finish(self, store_id: str, invocation_id: str) -> None:
+        """The run of ``invocation_id`` ended: its turn closes."""
+        self._managed.discard(invocation_id)
+        await self.close((store_id, invocation_id))
 
     async def close(self, name: tuple[str, str]) -> None:
         run = self._open.pop(name, None)
@@ -139,6 +155,7 @@ class InvocationTurns:
 
     def _task_done(self, task: asyncio.Task[Any], name: tuple[str, str]) -> None:
         self._finished.discard(name)
+        self._managed.discard(name[1])  # a run that failed never reports its end
         run = self._open.get(name)
         if run is None or run.task is not task:
             return

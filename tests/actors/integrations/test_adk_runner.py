@@ -121,6 +121,28 @@ def test_many_concurrent_runs_stay_contiguous(registry):
     assert answers == [f"seen {2 * i + 1}" for i in range(6)]
 
 
+def test_a_pipeline_run_stays_whole_with_the_plugin(registry):
+    """A SequentialAgent answers finally once per agent: the plugin keeps the run's turn
+    open until the run ends, so four concurrent runs do not interleave."""
+    from google.adk.agents import SequentialAgent
+    from google.adk.apps.app import App
+
+    async def scenario() -> Any:
+        service = SessionService(registry)
+        agents = [LlmAgent(name=name, model=Recorder(seen=[])) for name in ("a1", "a2")]
+        with pytest.warns(DeprecationWarning):  # SequentialAgent, still ADK's pipeline agent
+            pipeline = SequentialAgent(name="pipeline", sub_agents=agents)
+        app = App(name="app", root_agent=pipeline, plugins=[service.plugin()])
+        runner = Runner(app=app, session_service=service)
+        await service.create_session(app_name="app", user_id="u", session_id="s")
+        await asyncio.wait_for(asyncio.gather(*(_run(runner, f"ask {i}") for i in range(4))), 90)
+        return await service.get_session(app_name="app", user_id="u", session_id="s")
+
+    session = asyncio.run(scenario())
+    assert [e.author for e in session.events] == ["user", "a1", "a2"] * 4
+    assert _interleavings(session.events) == 0
+
+
 def test_a_replayed_invocation_stores_nothing_twice(registry):
     model = Recorder(seen=[])
 
