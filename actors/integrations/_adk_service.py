@@ -107,7 +107,8 @@ class SessionService(BaseSessionService):
             raise SessionAlreadyExistsError(f"Session with id {session_id} already exists.") from None
         await asyncio.to_thread(self._write_scoped, app_name, user_id, app, user)
         session = await self.get_session(app_name=app_name, user_id=user_id, session_id=session_id)
-        assert session is not None  # just created
+        if session is None:  # erased by another path in between
+            raise UnknownSessionError(f"Session {session_id} was deleted while it was created.")
         return session
 
     async def get_session(
