@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import secrets
-import socket
 import threading
 from types import TracebackType
 from typing import Any
@@ -37,23 +34,23 @@ from protocol import (
 from protocol._checks import check_duration
 from protocol.errors import RegistryClosedError
 
-from . import _sched
-from ._actor import CheckTurn, RetryHeld, SessionActor
 from ._handle import ReviewHandle, SessionHandle
-from ._liveness import MARK, HolderProbe, process_mark
 from ._notifier import OutcomeHook, OutcomeNotifier
 from ._passivation import ResidentSet
-from ._pool import WorkerPool
-from ._routing import Request
-from ._slot import Slot
 from ._turn_keeper import TurnKeeper
-from ._turns import TurnGate
 from .compaction._attempt import Attempt
 from .compaction._loop import CompressorLoop
 from .compaction._policy import CompactionPolicy, bind_compressor
 from .compressors._base import Compressor
+from .scheduling import hooks as _sched
+from .scheduling.pool import WorkerPool
+from .session.actor import CheckTurn, RetryHeld, SessionActor
+from .session.liveness import HolderProbe, default_holder
+from .session.routing import Request
+from .session.slot import Slot
+from .session.turns import TurnGate
 
-__all__ = ["RegistryClosedError", "SessionRegistry", "default_holder"]
+__all__ = ["RegistryClosedError", "SessionRegistry"]
 
 logger = logging.getLogger("session_actors.registry")
 
@@ -66,15 +63,6 @@ MAX_DISPATCH_RETRIES = 64
 DEFAULT_DRAIN_S = 10.0
 #: How often a draining close looks whether everything settled.
 _DRAIN_POLL_S = 0.01
-
-
-def default_holder() -> str:
-    """``host:pid:random@mark``: unique per registry instance, readable in ``locks``;
-    the mark (`process_mark`) lets a registry on the same host see that this process
-    died and seal its turns at once."""
-    name = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-    mark = process_mark()
-    return name if mark is None else f"{name}{MARK}{mark}"
 
 
 class SessionRegistry:

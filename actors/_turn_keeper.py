@@ -26,14 +26,14 @@ import pykka
 
 from persistence._store import features_of
 
-from . import _sched
+from .scheduling import hooks as _sched
 
 if TYPE_CHECKING:
     from persistence import Store
     from persistence._store import HolderAnnouncement
 
-    from ._slot import Slot
     from .compaction._policy import CompactionPolicy
+    from .session.slot import Slot
 
 __all__ = ["TurnKeeper"]
 

@@ -23,7 +23,8 @@ import statistics
 import time
 import timeit
 
-from actors import CompactionPolicy, _sched
+from actors import CompactionPolicy
+from actors.scheduling import hooks as _sched
 from actors.testing import Harness, mutation
 from tests.scenarios.incidents import INCIDENTS, _head_tail
 

@@ -27,8 +27,8 @@ from collections.abc import Sized
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._slot import Slot
-    from ._turns import TurnGate
+    from .slot import Slot
+    from .turns import TurnGate
 
 __all__ = ["Forwarded", "runs_here"]
 

@@ -30,7 +30,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from . import _sched
+from . import hooks as _sched
 
 __all__ = ["WorkerPool"]
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from . import _sched
+from ..scheduling import hooks as _sched
 
 if TYPE_CHECKING:
     import pykka
 
-    from ._actor import SessionActor
-    from ._turns import TurnGate
-    from .compaction._attempt import Attempt
+    from ..compaction._attempt import Attempt
+    from .actor import SessionActor
+    from .turns import TurnGate
 
 __all__ = ["Slot"]
 

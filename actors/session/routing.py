@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from protocol import CompressionOutcome
 
-    from ._slot import Slot
-    from ._turns import TurnGate
-    from .compaction._attempt import Attempt
-    from .compaction._loop import CompressorLoop
-    from .compaction._policy import CompactionPolicy
+    from ..compaction._attempt import Attempt
+    from ..compaction._loop import CompressorLoop
+    from ..compaction._policy import CompactionPolicy
+    from .slot import Slot
+    from .turns import TurnGate
 
 __all__ = ["Request", "Router"]
 

@@ -51,18 +51,18 @@ from protocol._commands import (
 from protocol._turns import compactable_end
 from protocol.errors import DeadTurnError
 
-from . import _sched
-from ._admission import Forwarded, runs_here
-from ._pool import WorkerPool
-from ._pooled import PooledActor
-from ._routing import Request, Router
-from ._slot import Slot
-from ._submitted import SubmittedAppends
-from ._turn_leases import TurnLeases
-from ._turns import MovedTurn, ResumeTurn, TurnGate
-from .compaction._attempt import Attempt
-from .compaction._policy import CompactionPolicy
-from .compressors._base import Compressor
+from ..compaction._attempt import Attempt
+from ..compaction._policy import CompactionPolicy
+from ..compressors._base import Compressor
+from ..scheduling import hooks as _sched
+from ..scheduling.pool import WorkerPool
+from ..scheduling.pooled import PooledActor
+from .admission import Forwarded, runs_here
+from .routing import Request, Router
+from .slot import Slot
+from .submitted import SubmittedAppends
+from .turn_leases import TurnLeases
+from .turns import MovedTurn, ResumeTurn, TurnGate
 
 __all__ = ["SessionActor"]
 

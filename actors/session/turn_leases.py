@@ -21,15 +21,15 @@ from protocol import SessionBusyError, SessionEndedError, TurnHeldError, TurnLea
 from protocol._commands import OpenTurn
 from protocol.errors import DeadTurnError, RegistryClosedError, TurnReplayedError
 
-from . import _sched
-from ._routing import Request
-from ._turns import TurnTicket
+from ..scheduling import hooks as _sched
+from .routing import Request
+from .turns import TurnTicket
 
 if TYPE_CHECKING:
     from persistence import Store
 
-    from ._turns import TurnGate, _Turn
-    from .compaction._policy import CompactionPolicy
+    from ..compaction._policy import CompactionPolicy
+    from .turns import TurnGate, _Turn
 
 __all__ = ["TurnLeases"]
 

@@ -29,8 +29,8 @@ from typing import cast
 from protocol import StoredMessage, TurnHeldError, TurnLease
 from protocol._commands import Append, OpenTurn, Retract
 
-from . import _sched
-from ._routing import Request
+from ..scheduling import hooks as _sched
+from .routing import Request
 
 __all__ = ["HELD_COMMANDS", "MovedTurn", "ResumeTurn", "TurnGate", "TurnTicket"]
 

@@ -26,15 +26,15 @@ from protocol import (
 )
 from protocol.errors import DeadTurnError
 
-from . import _sched
-from ._admission import Forwarded, runs_here
+from ..scheduling import hooks as _sched
+from .admission import Forwarded, runs_here
 
 if TYPE_CHECKING:
     from persistence import Store
 
-    from ._routing import Router
-    from ._slot import Slot
-    from ._turns import TurnGate
+    from .routing import Router
+    from .slot import Slot
+    from .turns import TurnGate
 
 __all__ = ["Answer", "Built", "SubmittedAppends"]
 
