@@ -57,7 +57,8 @@ from ._reply import LoopReplies, Reply
 from .compaction._policy import OnBusy, check_on_busy
 from .scheduling import hooks as _sched
 from .session.commands import compress_command
-from .session.routing import Request, Router
+from .session.request import Request
+from .session.routing import Router
 from .session.turns import TurnTicket
 
 if TYPE_CHECKING:
