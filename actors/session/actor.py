@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -64,7 +64,7 @@ from ..scheduling import hooks as _sched
 from ..scheduling.pool import WorkerPool
 from ..scheduling.pooled import PooledActor
 from .admission import Forwarded, runs_here
-from .request import Answer, Request
+from .request import Answer, Request, chain, claim, deliver, set_exception, set_result
 from .routing import Router
 from .slot import Slot
 from .submitted import SubmittedAppends
@@ -281,16 +281,16 @@ class SessionActor(PooledActor):
             if isinstance(message, (Request, MovedTurn)):  # both counted pending when sent
                 self._registry._request_done(self._slot)
         finally:
-            _deliver(answers)
+            deliver(answers)
 
     def answer(self, reply: Any, value: Any = None, error: BaseException | None = None) -> None:
         """Answer a request: after the handler when one is running (`on_receive`), else now."""
         if self._answers is not None:
             self._answers.append((reply, value, error))
         elif error is not None:
-            _set_exception(reply, error)
+            set_exception(reply, error)
         else:
-            _set_result(reply, value)
+            set_result(reply, value)
 
     def _receive(self, message: Any) -> None:
         try:
@@ -344,12 +344,12 @@ class SessionActor(PooledActor):
                 self._turns.hold(request)
                 return
             if isinstance(command, Append):
-                if not _claim(reply) or not request.take_gate():
+                if not claim(reply) or not request.take_gate():
                     return  # the caller gave up: withdrawn, never applied
                 self.answer(reply, self.append_step(command.messages, request.sender))
                 self._maybe_auto_compact()
             elif isinstance(command, OpenTurn):
-                if _claim(reply) and request.take_gate():
+                if claim(reply) and request.take_gate():
                     self._lease_steps().open_turn(request, command)
             elif isinstance(command, ResumeTurn):
                 self._turns.resume(command.turn)
@@ -362,7 +362,7 @@ class SessionActor(PooledActor):
             elif isinstance(command, Compress):
                 self._compress(command, reply)
             elif isinstance(command, Retract):
-                if not _claim(reply) or not request.take_gate():
+                if not claim(reply) or not request.take_gate():
                     return  # the caller gave up while it was held: withdrawn
                 self.answer(reply, self._retract(request.sender))
             elif isinstance(command, ReadTranscript):
@@ -629,10 +629,10 @@ class SessionActor(PooledActor):
         attempt = self._attempt
         joins = "join" not in _mutations.DISABLED  # a test proving the join matters
         if attempt is not None and attempt.in_flight and joins:  # step 1: join, whatever force/mode
-            _chain(attempt.outcome, reply)
+            chain(attempt.outcome, reply)
             return
         attempt = self._start_attempt(command)
-        _chain(attempt.outcome, reply)
+        chain(attempt.outcome, reply)
         attempt.prepare()  # runs to the compressor (or to an outcome) on this thread
 
     def _start_attempt(self, command: Compress) -> Attempt:
@@ -699,51 +699,3 @@ class SessionActor(PooledActor):
         attempt = self._attempt
         if attempt is None or not attempt.in_flight:
             self.stop()
-
-
-def _claim(reply: Any) -> bool:
-    """Claim a mutating request before applying it: False when its caller withdrew."""
-    return reply.running() or reply.set_running_or_notify_cancel()
-
-
-def _chain(source: Future[Any], target: Future[Any]) -> None:
-    """Complete ``target`` like ``source`` (now or when it completes)."""
-
-    def copy(done: Future[Any]) -> None:
-        exc = done.exception()
-        if exc is not None:
-            _set_exception(target, exc)
-        else:
-            _set_result(target, done.result())
-
-    source.add_done_callback(copy)
-
-
-def _deliver(answers: list[tuple[Any, Any, BaseException | None]]) -> None:
-    """Answer the callers of a handled message (`SessionActor.on_receive`)."""
-    for reply, value, error in answers:
-        try:
-            if error is not None:
-                _set_exception(reply, error)
-            else:
-                _set_result(reply, value)
-        except BaseException:  # a done-callback of someone else's: never reaches pykka
-            logger.exception("answering a caller failed")
-
-
-def _set_result(future: Future[Any], value: Any) -> None:
-    try:
-        future.set_result(value)
-    except InvalidStateError:
-        pass
-
-
-def _set_exception(future: Future[Any], exc: BaseException) -> None:
-    if not isinstance(exc, Exception):
-        wrapped = TranscriptError(f"request aborted by {exc!r}")
-        wrapped.__cause__ = exc
-        exc = wrapped
-    try:
-        future.set_exception(exc)
-    except InvalidStateError:
-        pass

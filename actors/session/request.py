@@ -1,17 +1,22 @@
-"""What a handle sends its session's actor (the mailbox envelope) and how a submitted
-append is answered."""
+"""What a handle sends its session's actor (the mailbox envelope) and how it is
+answered: the reply-future helpers the actor uses (a request is claimed before it
+is applied; an answer never raises into the actor), and the answer of a submitted
+append."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import Any
 
-from protocol import StoredMessage
+from protocol import StoredMessage, TranscriptError
 
-__all__ = ["Answer", "Built", "Request"]
+__all__ = ["Answer", "Built", "Request", "chain", "claim", "deliver", "set_exception", "set_result"]
+
+logger = logging.getLogger("session_actors.actor")
 
 #: Builds the stored messages of a committed append (wherever the answer is used).
 Built = Callable[[], list[StoredMessage]]
@@ -66,3 +71,52 @@ class Request:
         """Actor side, before applying: False when the caller withdrew it while forwarded."""
         gate = self.gate
         return gate is None or gate.acquire(False)
+
+
+def claim(reply: Any) -> bool:
+    """Claim a mutating request before applying it: False when its caller withdrew."""
+    return reply.running() or reply.set_running_or_notify_cancel()
+
+
+def chain(source: Future[Any], target: Future[Any]) -> None:
+    """Complete ``target`` like ``source`` (now or when it completes)."""
+
+    def copy(done: Future[Any]) -> None:
+        exc = done.exception()
+        if exc is not None:
+            set_exception(target, exc)
+        else:
+            set_result(target, done.result())
+
+    source.add_done_callback(copy)
+
+
+def deliver(answers: list[tuple[Any, Any, BaseException | None]]) -> None:
+    """Answer the callers of a handled message (`SessionActor.on_receive`); an error
+    raised while answering is logged, never raised."""
+    for reply, value, error in answers:
+        try:
+            if error is not None:
+                set_exception(reply, error)
+            else:
+                set_result(reply, value)
+        except BaseException:  # a done-callback of someone else's: never reaches pykka
+            logger.exception("answering a caller failed")
+
+
+def set_result(future: Future[Any], value: Any) -> None:
+    try:
+        future.set_result(value)
+    except InvalidStateError:
+        pass
+
+
+def set_exception(future: Future[Any], exc: BaseException) -> None:
+    if not isinstance(exc, Exception):
+        wrapped = TranscriptError(f"request aborted by {exc!r}")
+        wrapped.__cause__ = exc
+        exc = wrapped
+    try:
+        future.set_exception(exc)
+    except InvalidStateError:
+        pass

@@ -1,6 +1,6 @@
 """The submitted append path: ``handle.append_async`` from an event loop.
 
-The loop takes the session's exclusive lock without waiting (`actors._admission`),
+The loop takes the session's exclusive lock without waiting (`admission.runs_here`),
 queues the append for the store's group commit (`SubmittingStore.append_nowait`)
 and returns; the commit answers it on the writer thread, which lets the lock go.
 Nothing runs on the actor's worker, and the loop is woken once per batch.

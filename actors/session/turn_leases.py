@@ -1,4 +1,4 @@
-"""The `SessionActor` steps that keep turns whole across processes.
+"""`TurnLeases`: the `SessionActor` steps that keep turns whole across processes.
 
 A turn opened here takes the store's turn lease for the live session
 (`Store.open_turn`); the turn's appends carry it; closing the turn releases it.
