@@ -531,7 +531,8 @@ class SessionActor(PooledActor):
         """Append to the live id (following successors), then the bookkeeping: the
         token estimate (only kept while auto-compaction counts) and the open turn."""
         session_id = self._slot.session_id
-        lease = self._turns.owned_lease(sender, self._slot.session_id)
+        turns = self._turns
+        lease = None if turns.turn is None else turns.owned_lease(sender, session_id)  # most appends: no turn
         try:
             if lease is None:  # a store wrapper need not know turns outside them
                 stored = self._store.append(session_id, messages, incarnation=self._incarnation)
@@ -540,12 +541,12 @@ class SessionActor(PooledActor):
         except SessionEndedError as exc:
             stored = self._append_followed(exc, session_id, messages, lease)
         except TurnLostError:
-            self._turns.mark_lost(sender)
+            turns.mark_lost(sender)
             raise
         if self._tokens is not None:  # None: nothing to keep (no max_tokens) or recount
             self.count_tokens(messages)
-        if self._turns.turn is not None:  # only an open turn learns its seqs
-            self._turns.note_appended(sender, stored)
+        if turns.turn is not None:  # only an open turn learns its seqs
+            turns.note_appended(sender, stored)
         return stored
 
     def _append_followed(
