@@ -8,5 +8,8 @@ processes: the store's turn lease, turns held behind another holder's, dead
 turns) and `submitted.SubmittedAppends` (appends handed to the store's group
 commit from an event loop). `turns.TurnGate` keeps this registry's own turns,
 `admission.runs_here` is the rule every path obeys before it runs a step off the
-mailbox, and `liveness` tells whether another turn's holder process is alive.
+mailbox, and `liveness` tells whether another turn's holder process is alive. The
+registry and the handles meet the actor through `slot.Slot` (each field has one
+writer), `routing.Router` (what the registry does for handles and actors) and
+`request.Request` (the mailbox envelope); `commands` checks what a handle sends.
 """
