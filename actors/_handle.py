@@ -31,7 +31,6 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast, overload
 
 from protocol import (
-    MODES,
     CompressionDisabledError,
     CompressionOutcome,
     InvalidArgumentError,
@@ -43,7 +42,6 @@ from protocol._checks import check_count
 from protocol._commands import (
     Append,
     CloseTurn,
-    Compress,
     Interrupt,
     OpenTurn,
     Origin,
@@ -55,14 +53,16 @@ from protocol._messages import Role, check_key
 from protocol._records import CompactionMode
 from protocol.errors import AskTimeoutError, TurnReplayedError
 
-from . import _sched
 from ._reply import LoopReplies, Reply
-from ._routing import Request, Router
-from ._turns import TurnTicket
 from .compaction._policy import OnBusy, check_on_busy
+from .scheduling import hooks as _sched
+from .session.commands import compress_command
+from .session.request import Request
+from .session.routing import Router
+from .session.turns import TurnTicket
 
 if TYPE_CHECKING:
-    from ._slot import Slot
+    from .session.slot import Slot
 
 __all__ = ["AskTimeoutError", "ReviewHandle", "SessionHandle", "Turn"]
 
@@ -417,10 +417,10 @@ class SessionHandle(_Handle):
     def compress(self, *, force: bool = False, mode: CompactionMode | None = None) -> CompressionOutcome:
         """Compact now (or join the attempt in flight); waits at most
         ``max_compaction_s + ask_timeout_s``."""
-        return self._ask(_compress_command(force, mode), self._registry.policy.compress_wait_s)
+        return self._ask(compress_command(force, mode), self._registry.policy.compress_wait_s)
 
     async def compress_async(self, *, force: bool = False, mode: CompactionMode | None = None) -> CompressionOutcome:
-        return await self._ask_async(_compress_command(force, mode), self._registry.policy.compress_wait_s)
+        return await self._ask_async(compress_command(force, mode), self._registry.policy.compress_wait_s)
 
     def interrupt(self) -> bool:
         """Cancel the attempt in flight: True if it was cancelled before its commit."""
@@ -461,14 +461,6 @@ async def _answered(answer: asyncio.Future[Any], timeout: float) -> bool:
     if timeout > 0 and not answer.done():
         await asyncio.wait((answer,), timeout=timeout)
     return answer.done()
-
-
-def _compress_command(force: bool, mode: CompactionMode | None) -> Compress:
-    if not isinstance(force, bool):
-        raise InvalidArgumentError(f"force must be a bool, got {force!r}")
-    if mode is not None and mode not in MODES:
-        raise InvalidArgumentError(f"mode must be one of {MODES} or None, got {mode!r}")
-    return Compress(force=force, mode=mode)
 
 
 def _messages(first: Any, content: Any, fields: dict[str, Any]) -> tuple[tuple[Message, ...], bool]:

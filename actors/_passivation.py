@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterator
 
-from ._slot import Slot
+from .session.slot import Slot
 
 __all__ = ["ResidentSet"]
 

@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import secrets
-import socket
 import threading
 from types import TracebackType
 from typing import Any
@@ -37,23 +34,23 @@ from protocol import (
 from protocol._checks import check_duration
 from protocol.errors import RegistryClosedError
 
-from . import _sched
-from ._actor import CheckTurn, RetryHeld, SessionActor
 from ._handle import ReviewHandle, SessionHandle
-from ._liveness import MARK, HolderProbe, process_mark
 from ._notifier import OutcomeHook, OutcomeNotifier
 from ._passivation import ResidentSet
-from ._pool import WorkerPool
-from ._routing import Request
-from ._slot import Slot
 from ._turn_keeper import TurnKeeper
-from ._turns import TurnGate
 from .compaction._attempt import Attempt
 from .compaction._loop import CompressorLoop
 from .compaction._policy import CompactionPolicy, bind_compressor
 from .compressors._base import Compressor
+from .scheduling import hooks as _sched
+from .scheduling.pool import WorkerPool
+from .session.actor import CheckTurn, RetryHeld, SessionActor
+from .session.liveness import HolderProbe, default_holder
+from .session.request import Request
+from .session.slot import Slot
+from .session.turns import TurnGate
 
-__all__ = ["RegistryClosedError", "SessionRegistry", "default_holder"]
+__all__ = ["RegistryClosedError", "SessionRegistry"]
 
 logger = logging.getLogger("session_actors.registry")
 
@@ -66,15 +63,6 @@ MAX_DISPATCH_RETRIES = 64
 DEFAULT_DRAIN_S = 10.0
 #: How often a draining close looks whether everything settled.
 _DRAIN_POLL_S = 0.01
-
-
-def default_holder() -> str:
-    """``host:pid:random@mark``: unique per registry instance, readable in ``locks``;
-    the mark (`process_mark`) lets a registry on the same host see that this process
-    died and seal its turns at once."""
-    name = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-    mark = process_mark()
-    return name if mark is None else f"{name}{MARK}{mark}"
 
 
 class SessionRegistry:
@@ -183,11 +171,11 @@ class SessionRegistry:
             for slot in slots:
                 self._mark_erased(slot)
         for slot in slots:
-            attempt = slot.attempt
+            attempt = None if slot.runner is None else slot.runner.attempt
             if attempt is not None and attempt.in_flight:
                 attempt.abort(CompressionStatus.CANCELLED, "interrupted", wait=True)
         deadline = _sched.monotonic() + self.policy.ask_timeout_s
-        for future in [_stop(slot) for slot in slots if slot.actor_ref is not None]:
+        for future in [_stop(slot) for slot in slots if slot.runner is not None]:
             _wait(future, deadline)
         return self.store.delete_session(session_id)
 
@@ -283,7 +271,7 @@ class SessionRegistry:
             attempts = list(self._attempts)
         if any(a.in_flight for a in attempts):
             return False
-        return not any(s.pending or (s.turns is not None and s.turns.busy) for s in slots)
+        return not any(s.pending or (s.runner is not None and s.runner.turns.busy) for s in slots)
 
     def _check_accepting_turns(self) -> None:
         """A turn may open: not while draining. (Once closed, new calls are refused
@@ -379,11 +367,11 @@ class SessionRegistry:
             if slot.erased:
                 raise SessionNotFoundError(slot.session_id, f"session {slot.session_id!r} was erased")
             with slot.lock:
-                if not slot.closed and slot.actor_ref is not None:
+                if not slot.closed and slot.runner is not None:
                     slot.pending += 1
                     slot.last_used = _sched.monotonic()
                     try:
-                        slot.actor_ref.tell(request)
+                        slot.runner.actor_ref.tell(request)
                         return slot
                     except pykka.ActorDeadError:
                         slot.pending -= 1
@@ -425,7 +413,7 @@ class SessionRegistry:
                 self._slots[known] = other
             other.ids.update(slot.ids)
             self._resident.discard(slot)
-            self._handed_over = [s for s in self._handed_over if s.actor_ref is not None and s.actor_ref.is_alive()]
+            self._handed_over = [s for s in self._handed_over if s.runner is not None and s.runner.actor_ref.is_alive()]
             self._handed_over.append(slot)
             self._counters["actors_stopped"] += 1
             logger.info("actor for %s hands over to the resident actor of %s", slot.ids, live_id)
@@ -438,10 +426,10 @@ class SessionRegistry:
         if moved is None:
             return
         with other.lock:  # counted pending like a request: never evicted with it unserved
-            if not other.closed and other.actor_ref is not None:
+            if not other.closed and other.runner is not None:
                 other.pending += 1
                 try:
-                    other.actor_ref.tell(moved)
+                    other.runner.actor_ref.tell(moved)
                     return
                 except pykka.ActorDeadError:
                     other.pending -= 1
@@ -465,7 +453,7 @@ class SessionRegistry:
         cancelled = False
         current: Slot | None = slot
         while current is not None:
-            attempt = current.attempt
+            attempt = None if current.runner is None else current.runner.attempt
             if attempt is not None and attempt.in_flight:
                 cancelled = attempt.abort(CompressionStatus.CANCELLED, "interrupted", wait=True) or cancelled
             current = current.successor
@@ -476,7 +464,7 @@ class SessionRegistry:
             if not slot.erased:
                 self._mark_erased(slot)
                 logger.info("the lineage of %s was erased: its actor retires", slot.session_id)
-                if slot.actor_ref is not None:
+                if slot.runner is not None:
                     self._stopping.append(_stop(slot))
 
     def _note_compress_request(self) -> None:
@@ -530,7 +518,7 @@ class SessionRegistry:
         """A slot with a started actor for ``live_id``, not yet known to the registry."""
         slot = Slot(live_id)
         slot.born = (info.id, info.created_at)
-        slot.actor_ref = SessionActor.start(
+        SessionActor.start(  # sets slot.runner
             slot=slot,
             registry=self,
             store=self.store,
@@ -624,13 +612,13 @@ class SessionRegistry:
         may come to make it look)."""
         now = _sched.monotonic()
         with self._lock:
-            overdue = [s for s in self._resident if s.turns is not None and s.turns.overdue(now)]
+            overdue = [s for s in self._resident if s.runner is not None and s.runner.turns.overdue(now)]
         for slot in overdue:
             with slot.lock:
-                if slot.closed or slot.actor_ref is None:
+                if slot.closed or slot.runner is None:
                     continue
                 try:
-                    slot.actor_ref.tell(CheckTurn())
+                    slot.runner.actor_ref.tell(CheckTurn())
                 except pykka.ActorDeadError:
                     pass
 
@@ -643,8 +631,8 @@ class SessionRegistry:
 
 
 def _stop(slot: Slot) -> pykka.Future[Any]:
-    assert slot.actor_ref is not None
-    return slot.actor_ref.stop(block=False)
+    assert slot.runner is not None
+    return slot.runner.actor_ref.stop(block=False)
 
 
 def _stop_unused(slot: Slot) -> None:

@@ -29,7 +29,7 @@ from concurrent.futures import CancelledError, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from . import _sched
+from .scheduling import hooks as _sched
 
 __all__ = ["LoopReplies", "Reply"]
 

@@ -26,14 +26,15 @@ import pykka
 
 from persistence._store import features_of
 
-from . import _sched
+from .scheduling import hooks as _sched
+from .session.turn_leases import renew_lease
 
 if TYPE_CHECKING:
     from persistence import Store
     from persistence._store import HolderAnnouncement
 
-    from ._slot import Slot
     from .compaction._policy import CompactionPolicy
+    from .session.slot import Slot
 
 __all__ = ["TurnKeeper"]
 
@@ -111,9 +112,9 @@ class TurnKeeper:
     def _tend(self) -> None:
         open_turns, held = [], []
         for slot in self._slots():
-            gate = slot.turns
-            if gate is None:
+            if slot.runner is None:
                 continue
+            gate = slot.runner.turns
             if gate.turn is not None and gate.turn.lease is not None:
                 open_turns.append(slot)
             if gate.foreign is not None:
@@ -131,26 +132,25 @@ class TurnKeeper:
     def _renew(self, slots: list[Slot]) -> None:
         due = _sched.monotonic() - self._policy.renew_interval_s
         for slot in slots:
-            turn = slot.turns.turn if slot.turns is not None else None
-            runner = slot.runner
-            if turn is not None and turn.renewed_at <= due and runner is not None:
-                runner.renew_lease(turn)
+            turn = slot.runner.turns.turn if slot.runner is not None else None
+            if turn is not None and turn.renewed_at <= due:
+                renew_lease(self._store, self._policy, turn)
 
     def _flag_interrupted(self, slots: list[Slot]) -> None:
         tokens = {lease.token for lease in self._store.interrupted_turns(self._holder)}
         if not tokens:
             return
         for slot in slots:
-            turn = slot.turns.turn if slot.turns is not None else None
+            turn = slot.runner.turns.turn if slot.runner is not None else None
             lease = None if turn is None else turn.lease
             if lease is not None and lease.token in tokens:
                 turn.interrupted.set()  # type: ignore[union-attr]  # lease implies turn
 
     def _tell(self, slot: Slot) -> None:
         with slot.lock:
-            if slot.closed or slot.actor_ref is None:
+            if slot.closed or slot.runner is None:
                 return
             try:
-                slot.actor_ref.tell(self._nudge)
+                slot.runner.actor_ref.tell(self._nudge)
             except pykka.ActorDeadError:
                 pass

@@ -109,7 +109,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
         session_id = validate_session_id(args.session_id)
         if store.get_session(session_id) is None:  # the registry would create it
             raise SessionNotFoundError(session_id)
-        from .._registry import (
+        from .. import (
             SessionRegistry,  # imports pykka machinery only when needed
         )
 

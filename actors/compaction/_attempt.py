@@ -40,8 +40,8 @@ from protocol import (
 from protocol._commands import Compress
 from protocol._transcript import invalid_tool_pairing
 
-from .. import _sched
 from ..compressors._base import Compressor
+from ..scheduling import hooks as _sched
 from ._decision import AttemptDecision, AttemptState
 from ._lease_keeper import LeaseKeeper
 from ._loop import CompressorLoop

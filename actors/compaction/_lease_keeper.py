@@ -16,7 +16,7 @@ from collections.abc import Callable
 from persistence import Store
 from protocol import Lease
 
-from .. import _sched
+from ..scheduling import hooks as _sched
 from ._policy import CompactionPolicy
 
 __all__ = ["LeaseKeeper"]

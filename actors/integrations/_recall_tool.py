@@ -16,7 +16,7 @@ from protocol import ConfigurationError, InvalidArgumentError, SearchHit, Sessio
 from protocol._checks import check_count, check_text
 
 if TYPE_CHECKING:
-    from .._registry import SessionRegistry
+    from .. import SessionRegistry
 
 __all__ = ["recall_tool"]
 

@@ -23,7 +23,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .._handle import SessionHandle, Turn
+    from .. import SessionHandle, Turn
     from .openai_agents import AgentsSession
 
 __all__ = ["RUN_HANDLE", "RunTurn", "RunTurns"]

@@ -35,8 +35,7 @@ from ._run_turns import RUN_HANDLE, RunTurn, RunTurns
 from ._run_usage import RunUsage
 
 if TYPE_CHECKING:
-    from .._handle import SessionHandle
-    from .._registry import SessionRegistry
+    from .. import SessionHandle, SessionRegistry
 
 __all__ = ["SOURCE", "AgentsSession", "InvalidSessionSettingsError", "recall_tool"]
 

@@ -25,8 +25,7 @@ from ._pydantic_ai_messages import META_KEY, from_messages, to_messages
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
 
-    from .._handle import SessionHandle, Turn
-    from .._registry import SessionRegistry
+    from .. import SessionHandle, SessionRegistry, Turn
 
 __all__ = ["META_KEY", "SOURCE", "PydanticAISession", "PydanticAITurn"]
 

@@ -20,7 +20,7 @@ from persistence import open_store
 from protocol import TranscriptError
 from protocol._checks import check_count, check_duration
 
-from .._registry import SessionRegistry
+from .. import SessionRegistry
 from ..compaction import CompactionPolicy
 from ..compressors import Compressor
 from ._control import control_routes

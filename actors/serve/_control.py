@@ -13,8 +13,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from protocol._jsonable import lease_dict, to_jsonable
 from protocol._messages import check_key
 
-from .._handle import Turn, _compress_command
+from .. import Turn
 from ..compaction._policy import check_on_busy
+from ..session.commands import compress_command as _compress_command
 from ._body import json_body, option
 from ._gone import unless_gone
 from ._service import Service

@@ -21,8 +21,7 @@ from persistence import SourceScopedStore, Store
 from protocol import AccessDeniedError, SessionInfo, SessionNotFoundError, StoredMessage
 from protocol._jsonable import message_dict, session_dict
 
-from .._handle import SessionHandle, Turn
-from .._registry import SessionRegistry
+from .. import SessionHandle, SessionRegistry, Turn
 from ._errors import ServiceError
 from ._events import EventHub
 from ._tokens import Token, TokenFile

@@ -21,10 +21,10 @@ from persistence import Store, open_store
 from protocol import END_REASON_COMPRESSION, Message, SessionEndedError, StoredMessage
 from protocol._records import CompactionMode
 
-from .._handle import SessionHandle
-from .._registry import SessionRegistry, default_holder
+from .. import SessionHandle, SessionRegistry
 from ..compaction._policy import CompactionPolicy, bind_compressor
 from ..compressors import Compressor
+from ..session.liveness import default_holder
 from ._check import NAIVE_WATERMARK_KEY
 from ._config import STEP_TIMEOUT_S, WorkerConfig, make_compressor, make_policy
 

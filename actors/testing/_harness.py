@@ -25,10 +25,10 @@ from persistence import Store
 from protocol import InvalidArgumentError, Message, StoredMessage, TranscriptError
 from protocol._checks import check_duration
 
-from .. import _sched
-from .._registry import SessionRegistry
+from .. import SessionRegistry
 from ..compaction import CompactionPolicy
 from ..compressors import Compressor
+from ..scheduling import hooks as _sched
 from ._choosers import Exhaustive, Priorities, Replay, ScheduleMismatchError, join
 from ._databases import databases_for, prefill_with
 from ._invariants import Failure, check_schedule

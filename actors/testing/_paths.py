@@ -14,7 +14,7 @@ import threading
 from types import TracebackType
 from typing import Any
 
-from actors import _sched
+from actors.scheduling import hooks as _sched
 from protocol import CompressionOutcome, StoredMessage
 from protocol._checks import check_duration
 

@@ -15,7 +15,7 @@ from typing import Any
 import pykka
 import pytest
 
-from actors._actor import SessionActor
+from actors.session.actor import SessionActor
 from actors.testing import GatedCompressor
 from persistence import _telemetry as telemetry
 from protocol import CompressionStatus

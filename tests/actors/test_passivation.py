@@ -8,9 +8,9 @@ import pykka
 import pytest
 
 from actors import RegistryClosedError
-from actors._actor import SessionActor
 from actors._passivation import ResidentSet
-from actors._slot import Slot
+from actors.session.actor import SessionActor
+from actors.session.slot import Slot
 from actors.testing import GatedCompressor
 from protocol import CompressionStatus
 

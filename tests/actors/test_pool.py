@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from actors._pool import WorkerPool
+from actors.scheduling.pool import WorkerPool
 
 pytestmark = pytest.mark.timeout(60)
 

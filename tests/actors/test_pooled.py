@@ -10,8 +10,8 @@ from typing import Any
 import pykka
 import pytest
 
-from actors._pool import WorkerPool
-from actors._pooled import PooledActor
+from actors.scheduling.pool import WorkerPool
+from actors.scheduling.pooled import PooledActor
 
 pytestmark = pytest.mark.timeout(60)
 

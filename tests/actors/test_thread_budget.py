@@ -44,7 +44,7 @@ def test_sessions_whose_appends_run_on_the_caller_start_no_thread(make_registry,
 def test_a_resident_actor_keeps_few_objects_for_the_garbage_collector(make_registry, store):
     # Each object a resident actor keeps is promoted to the oldest generation and
     # costs every later session start a share of the full collections (see
-    # `actors._pooled.StopFlag`): 12 now (its slot, two locks and the set of ids; the
+    # `actors.scheduling.pooled.StopFlag`): 12 now (its slot, two locks and the set of ids; the
     # actor, its pykka ref and weak reference; its mailbox, lock and deque; the turn
     # gate; the stop flag), 12.6 per start counting the store's own (20.6 with
     # pykka's Event, the turn gate's deque and counter, a bound method)

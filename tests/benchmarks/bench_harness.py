@@ -9,7 +9,7 @@
    first failure (or none within ``--budget``) and whether its replay reproduces it;
    then how many of all the schedules fail.
 3. **What the hooks cost** with no scheduler installed: the per-call time of the hook
-   a hot path runs (`actors._sched.monotonic` next to `time.monotonic`).
+   a hot path runs (`actors.scheduling.hooks.monotonic` next to `time.monotonic`).
 
     python -m tests.benchmarks harness [--seeds 10] [--budget 300]
 
@@ -23,7 +23,8 @@ import statistics
 import time
 import timeit
 
-from actors import CompactionPolicy, _sched
+from actors import CompactionPolicy
+from actors.scheduling import hooks as _sched
 from actors.testing import Harness, mutation
 from tests.scenarios.incidents import INCIDENTS, _head_tail
 

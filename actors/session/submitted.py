@@ -1,6 +1,6 @@
 """The submitted append path: ``handle.append_async`` from an event loop.
 
-The loop takes the session's exclusive lock without waiting (`actors._admission`),
+The loop takes the session's exclusive lock without waiting (`admission.runs_here`),
 queues the append for the store's group commit (`SubmittingStore.append_nowait`)
 and returns; the commit answers it on the writer thread, which lets the lock go.
 Nothing runs on the actor's worker, and the loop is woken once per batch.
@@ -11,72 +11,92 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
-from persistence._store import SubmittingStore
 from protocol import (
     Message,
     SessionEndedError,
     SessionNotFoundError,
     StoredMessage,
     TurnHeldError,
-    TurnLease,
     TurnLostError,
 )
 from protocol.errors import DeadTurnError
 
-from . import _sched
-from ._admission import Forwarded, runs_here
+from .admission import Forwarded
+from .request import Answer, Built
 
 if TYPE_CHECKING:
-    from persistence import Store
+    from persistence._store import SubmittingStore
 
-    from ._routing import Router
-    from ._slot import Slot
-    from ._turns import TurnGate
+    from .turns import TurnGate
 
-__all__ = ["Answer", "Built", "SubmittedAppends"]
+__all__ = ["SubmitHost", "SubmittedAppends"]
 
 logger = logging.getLogger("session_actors.actor")
 
-#: Builds the stored messages of a committed append (wherever the answer is used).
-Built = Callable[[], list[StoredMessage]]
-#: How a submitted append is answered: ``(built, None)``, ``(None, error)``, or
-#: ``(None, None)``: not applied, send it through the mailbox (`SubmittedAppends.submit_here`).
-#: It may return a wake-up to call once the answers at hand are all posted.
-Answer = Callable[[Built | None, BaseException | None], Callable[[], None] | None]
+
+class SubmitHost(Protocol):
+    """What the submitted path needs from its actor (each called with its exclusive lock held)."""
+
+    @property
+    def live_id(self) -> str: ...
+
+    def admit(self, sender: int) -> bool:
+        """May a step of handle ``sender`` run off the mailbox now (`admission.runs_here`)?
+        True marks the slot used."""
+        ...
+
+    def count_tokens(self, messages: tuple[Message, ...]) -> None: ...
+
+    def recount(self) -> None:
+        """Forget the token estimate: counted, not appended."""
+        ...
+
+    def check_budget_later(self) -> None: ...
+
+    def follow(self, exc: SessionEndedError, session_id: str) -> None: ...
+
+    def append_step(self, messages: tuple[Message, ...], sender: int) -> list[StoredMessage]:
+        """The append with its bookkeeping, as the mailbox runs it."""
+        ...
+
+    def stop_later(self) -> None:
+        """This actor was handed over off its thread: let its mailbox stop it."""
+        ...
+
+    def retire_erased(self) -> None:
+        """The store no longer has the lineage: stop the actor for good."""
+        ...
 
 
 class SubmittedAppends:
-    """The `SessionActor` steps of the submitted path (a mixin: they share its state)."""
+    """The submitted path of one `SessionActor`: appends handed to the store's group
+    commit, answered on its writer thread. The actor makes one on the first
+    submitted append (a session only appended to from threads never does)."""
 
-    if TYPE_CHECKING:
-        _exclusive: threading.Lock
-        _submits: bool
-        _slot: Slot
-        _mailbox: Sequence[Any]
-        _turns: TurnGate
-        _store: Store
-        _incarnation: str
-        _tokens: int | None
-        _registry: Router
+    __slots__ = ("_exclusive", "_host", "_incarnation", "_store", "_turns")
 
-        @property
-        def live_id(self) -> str: ...
-        def _count_tokens(self, messages: tuple[Message, ...]) -> None: ...
-        def _check_budget_later(self) -> None: ...
-        def _follow(self, exc: SessionEndedError, session_id: str) -> None: ...
-        def _append(self, messages: tuple[Message, ...], sender: int) -> list[Any]: ...
-        def _stop_later(self) -> None: ...
-        def owned_lease(self, sender: int) -> TurnLease | None: ...
-        def lose_turn(self, sender: int, exc: TurnHeldError) -> TurnLostError | None: ...
-        def mark_lost(self, sender: int) -> None: ...
+    def __init__(
+        self,
+        host: SubmitHost,
+        *,
+        exclusive: threading.Lock,
+        turns: TurnGate,
+        store: SubmittingStore,
+        incarnation: str,
+    ) -> None:
+        self._host = host
+        self._exclusive = exclusive
+        self._turns = turns
+        self._store = store
+        self._incarnation = incarnation
 
-    def submit_here(self, messages: tuple[Message, ...], sender: int, answer: Answer) -> bool:
+    def submit(self, messages: tuple[Message, ...], sender: int, answer: Answer) -> bool:
         """The submitted path of an append from an event loop: queue it for the store's
         group commit without waiting; False (nothing done) when it must go through
-        the mailbox (the conditions of `append_here`, or a store that cannot submit).
+        the mailbox (the conditions of `SessionActor.append_here`).
 
         The exclusive lock is taken here, on the loop's thread, and held until the
         commit answers (`_submitted_done`, on the store's writer thread): it is a plain
@@ -88,28 +108,29 @@ class SubmittedAppends:
         applied and must go through the mailbox (another actor serves the live id).
         Bad messages raise here (nothing queued).
         """
-        if not self._submits or not self._exclusive.acquire(blocking=False):
+        if not self._exclusive.acquire(blocking=False):
             return False
+        host = self._host
         try:
-            if not runs_here(self._slot, self._mailbox, self._turns, sender):
+            if not host.admit(sender):
                 self._exclusive.release()
                 return False
-            self._slot.last_used = _sched.monotonic()
-            session_id = self.live_id
-            self._count_tokens(messages)  # here: the loop has time, the writer not
+            session_id = host.live_id
+            host.count_tokens(messages)  # here: the loop has time, the writer not
             done = functools.partial(self._submitted_done, messages, sender, session_id, answer)
-            store = cast(SubmittingStore, self._store)  # see _submits
-            lease = self.owned_lease(sender)
+            lease = self._turns.owned_lease(sender, session_id)
             if lease is not None:
-                submitted = store.append_nowait(session_id, messages, done, incarnation=self._incarnation, turn=lease)
+                submitted = self._store.append_nowait(
+                    session_id, messages, done, incarnation=self._incarnation, turn=lease
+                )
             else:
-                submitted = store.append_nowait(session_id, messages, done, incarnation=self._incarnation)
+                submitted = self._store.append_nowait(session_id, messages, done, incarnation=self._incarnation)
         except BaseException:
-            self._tokens = None  # counted, not appended: recount
+            host.recount()  # counted, not appended
             self._exclusive.release()
             raise
         if not submitted:
-            self._tokens = None
+            host.recount()
             self._exclusive.release()
         # once submitted, the exclusive lock is the completion's (it may be released already)
         return submitted
@@ -124,7 +145,7 @@ class SubmittedAppends:
         error: BaseException | None,
     ) -> Callable[[], None] | None:
         """A submitted append has its outcome (writer thread, exclusive lock held): the
-        rest of `_append`'s bookkeeping, then the lock goes and the caller is answered
+        rest of the append's bookkeeping, then the lock goes and the caller is answered
         (the stored messages are built where the answer is used, off the writer)."""
         if error is None and built is not None:
             try:
@@ -132,15 +153,15 @@ class SubmittedAppends:
                     stored = built()
                     self._turns.note_appended(sender, stored)
                     built = functools.partial(list, stored)
-                self._check_budget_later()
+                self._host.check_budget_later()
             finally:
                 self._exclusive.release()
             return answer(built, None)
-        self._tokens = None  # counted when submitted: recount
+        self._host.recount()  # counted when submitted
         if isinstance(error, TurnLostError):
-            self.mark_lost(sender)
+            self._turns.mark_lost(sender)
         if isinstance(error, TurnHeldError):  # another holder's turn: the mailbox holds it
-            lost = self.lose_turn(sender, error)
+            lost = self._turns.lose_turn(sender, error, self._host.live_id)
             if lost is None and not isinstance(error, DeadTurnError):  # a dead one: the mailbox seals it
                 self._turns.foreign = error
             self._exclusive.release()
@@ -165,19 +186,21 @@ class SubmittedAppends:
         self, messages: tuple[Message, ...], sender: int, session_id: str, answer: Answer, error: BaseException
     ) -> None:
         """A submitted append met a session ended or erased: follow the successor as
-        `_append` does (exclusive lock still held), or retire the actor as `_serve` does."""
+        the mailbox does (exclusive lock still held), or retire the actor."""
         stored: list[StoredMessage] | None = None
         failure: BaseException | None = error
         try:
             if isinstance(error, SessionEndedError):
-                self._follow(error, session_id)
-                stored, failure = self._append(messages, sender), None
-                self._check_budget_later()
+                self._host.follow(error, session_id)
+                stored, failure = self._host.append_step(messages, sender), None
+                self._host.check_budget_later()
         except Forwarded:
             failure = None  # not applied: the mailbox forwards it to the actor serving the live id
-            self._stop_later()
+            self._host.stop_later()
         except TurnHeldError as exc:  # the continuation carries another holder's turn
-            failure = self.lose_turn(sender, exc)  # None: the mailbox holds it (or seals a dead one)
+            failure = self._turns.lose_turn(
+                sender, exc, self._host.live_id
+            )  # None: the mailbox holds it (or seals a dead one)
             if failure is None and not isinstance(exc, DeadTurnError):
                 self._turns.foreign = exc
         except BaseException as exc:
@@ -186,9 +209,9 @@ class SubmittedAppends:
             self._exclusive.release()
         if isinstance(failure, SessionNotFoundError):
             try:
-                self._registry._retire_erased(self._slot)  # erased elsewhere, as in `_serve`
+                self._host.retire_erased()  # erased elsewhere, as the mailbox does
             except BaseException:
-                logger.exception("retiring the erased session actor %s failed", self.live_id)
+                logger.exception("retiring the erased session actor %s failed", self._host.live_id)
         wake = answer(None if stored is None else functools.partial(list, stored), failure)
         if wake is not None:
             wake()

@@ -15,18 +15,20 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import secrets
+import socket
 import threading
 from typing import TYPE_CHECKING, cast
 
 from persistence._store import features_of
 
-from . import _sched
+from ..scheduling import hooks as _sched
 
 if TYPE_CHECKING:
     from persistence import Store
     from persistence._store import HolderAwareStore
 
-__all__ = ["HolderProbe", "holder_is_dead", "process_mark"]
+__all__ = ["HolderProbe", "default_holder", "holder_is_dead", "process_mark"]
 
 logger = logging.getLogger("session_actors.turns")
 
@@ -114,3 +116,12 @@ class HolderProbe:
                     del self._alive_at[h]
                 self._alive_at[holder] = now
         return alive is False
+
+
+def default_holder() -> str:
+    """``host:pid:random@mark``: unique per registry instance, readable in ``locks``;
+    the mark (`process_mark`) lets a registry on the same host see that this process
+    died and seal its turns at once."""
+    name = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+    mark = process_mark()
+    return name if mark is None else f"{name}{MARK}{mark}"

@@ -14,7 +14,7 @@ its own way:
   `runs_here` says nothing could be overtaken;
 - **submitted** (``handle.append_async``): the event loop takes it the same way and
   hands it to the store's group commit, which lets it go when the commit answers
-  (`actors._submitted`).
+  (`SessionActor.submit_here`, `submitted.SubmittedAppends`).
 
 A path that may not run here falls back to the mailbox, behind everything queued.
 Across processes the store keeps the guarantees (fencing tokens, the seq UNIQUE
@@ -27,8 +27,8 @@ from collections.abc import Sized
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._slot import Slot
-    from ._turns import TurnGate
+    from .slot import Slot
+    from .turns import TurnGate
 
 __all__ = ["Forwarded", "runs_here"]
 

@@ -1,6 +1,6 @@
 """`WorkerPool`: the shared, elastic threads a registry's actors run on.
 
-An actor owns no thread (see `actors._pooled`): when a message lands in an idle
+An actor owns no thread (see `actors.scheduling.pooled`): when a message lands in an idle
 actor's mailbox, the actor's drain is submitted here. Threads are started on
 demand, only when more tasks are queued than workers are free (waiting, or just
 done with a task and about to look), up to ``max_workers``; a worker idle for
@@ -30,7 +30,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from . import _sched
+from . import hooks as _sched
 
 __all__ = ["WorkerPool"]
 

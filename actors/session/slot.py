@@ -4,40 +4,70 @@ Enqueueing a request and closing the slot (for eviction or a hand-over) happen
 under the same per-slot lock, so a request can never land in the mailbox of an
 actor that has already been told to stop. Handles keep a reference to a slot and
 follow ``successor`` (or ask the registry again) once it is closed.
+
+Who writes what. The registry writes the routing fields (``session_id``, ``ids``,
+``closed``, ``successor``, ``pending``, ``born``, ``erased``), under ``lock``. The
+actor writes ``runner`` once, as the registry starts it (before the slot is
+published); its turn gate and its attempt stay its own and are read through
+``runner``. ``last_used`` is the idle clock: whoever runs a step of the session
+(the registry's dispatch, a caller-run or submitted append) sets it. ``lock`` and
+``exclusive`` are made here and never replaced.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from . import _sched
+from ..scheduling import hooks as _sched
 
 if TYPE_CHECKING:
     import pykka
 
-    from ._actor import SessionActor
-    from ._turns import TurnGate
-    from .compaction._attempt import Attempt
+    from protocol import Message, StoredMessage
 
-__all__ = ["Slot"]
+    from ..compaction._attempt import Attempt
+    from .request import Answer
+    from .turns import TurnGate
+
+__all__ = ["Runner", "Slot"]
+
+
+class Runner(Protocol):
+    """What the registry, its turn keeper and the handles use of a slot's actor."""
+
+    @property
+    def actor_ref(self) -> pykka.ActorRef[Any]: ...
+
+    @property
+    def turns(self) -> TurnGate:
+        """The actor's turn gate (read from any thread; changed under ``exclusive``)."""
+        ...
+
+    @property
+    def attempt(self) -> Attempt | None:
+        """The actor's latest compaction attempt."""
+        ...
+
+    def append_here(self, messages: tuple[Message, ...], sender: int) -> list[StoredMessage] | None: ...
+
+    def submit_here(self, messages: tuple[Message, ...], sender: int, answer: Answer) -> bool: ...
+
+    def _stop_here(self) -> bool: ...
 
 
 class Slot:
-    """Mutable, lock-protected bookkeeping shared by a registry and its actor."""
+    """Lock-protected bookkeeping shared by a registry and its actor."""
 
     __slots__ = (
         "lock",
         "exclusive",
         "session_id",
         "ids",
-        "actor_ref",
         "closed",
         "successor",
         "pending",
         "last_used",
-        "attempt",
-        "turns",
         "born",
         "erased",
         "runner",
@@ -50,31 +80,28 @@ class Slot:
         self.exclusive = threading.Lock()
         self.session_id = session_id  # the live id the actor serves (follows moves)
         self.ids: set[str] = {session_id}  # every id routed here (aliases, old parents)
-        self.actor_ref: pykka.ActorRef[Any] | None = None
         self.closed = False  # no more requests may be enqueued
         self.successor: Slot | None = None  # where requests go after a hand-over
         self.pending = 0  # requests enqueued and not yet handled
         self.last_used = _sched.monotonic()
-        self.attempt: Attempt | None = None  # the actor's latest attempt (set on its thread)
-        self.turns: TurnGate | None = None  # the actor's turn gate (set when it starts)
         # (id, created_at) of the session the actor started on: a later session under the
         # same id (after an erasure) is another conversation, never this slot's
         self.born: tuple[str, float] | None = None
         self.erased = False  # its lineage was erased: handles on it fail for good
-        self.runner: SessionActor | None = None  # the actor, for the caller-runs append path
+        self.runner: Runner | None = None  # the actor serving this slot, once started
 
     @property
     def busy(self) -> bool:
         """An attempt is in flight, requests are queued or being handled (an append
         on its caller's thread too), a turn is open or calls are held behind one:
         never evict."""
-        attempt, turns = self.attempt, self.turns
-        return (
-            self.pending > 0
-            or self.exclusive.locked()
-            or (attempt is not None and attempt.in_flight)
-            or (turns is not None and turns.busy)
-        )
+        if self.pending > 0 or self.exclusive.locked():
+            return True
+        runner = self.runner
+        if runner is None:
+            return False
+        attempt = runner.attempt
+        return (attempt is not None and attempt.in_flight) or runner.turns.busy
 
     def current(self) -> Slot:
         """Follow hand-overs to the slot now serving this one's requests."""

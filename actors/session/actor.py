@@ -1,28 +1,34 @@
 """`SessionActor`: one pykka actor per live session id per registry.
 
-The actor's exclusive lock serializes every step of the session (a mailbox
-message, an append run on its caller's thread or submitted to the store), so two
-paths of one process never compact it concurrently nor overtake each other. The actor owns no
-thread: its messages are handled one at a time on the registry's shared worker
-pool (`actors._pooled`), and an append may run on its caller's thread
-(`append_here`). Compression itself runs in a worker thread of its own (see
-`actors.compaction._attempt`), so appends keep flowing meanwhile.
-No handler lets an exception escape: pykka would stop every actor on a
-`BaseException`, so errors are delivered to the caller's reply future instead.
+The actor's exclusive lock (`Slot.exclusive`) orders every step of the session: a
+mailbox message, an append run on its caller's thread (`append_here`), an append
+submitted to the store's group commit (`submit_here`). So two paths of one process
+never compact the session concurrently nor overtake each other; which path may run
+a step off the mailbox is `admission.runs_here`. The actor owns no thread: its
+messages are handled one at a time on the registry's shared worker pool
+(`actors.scheduling.pooled`). Compression runs in a worker thread of its own
+(`actors.compaction._attempt`), so appends keep flowing meanwhile.
+
+The actor is one object with explicit collaborators, each given a typed host (this
+actor) and the parts it works on: the compaction `Attempt` (`AttemptHost`), the
+turn-lease steps `TurnLeases` (`LeaseHost`) and the submitted path
+`SubmittedAppends` (`SubmitHost`). No handler lets an exception escape: pykka would
+stop every actor on a `BaseException`, so errors are delivered to the caller's reply
+future instead.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pykka
 
 from persistence import Store, _mutations
-from persistence._store import submits
+from persistence._store import SubmittingStore, submits
 from protocol import (
     CompactionRecord,
     CompressionDisabledError,
@@ -51,18 +57,22 @@ from protocol._commands import (
 from protocol._turns import compactable_end
 from protocol.errors import DeadTurnError
 
-from . import _sched
-from ._admission import Forwarded, runs_here
-from ._pool import WorkerPool
-from ._pooled import PooledActor
-from ._routing import Request, Router
-from ._slot import Slot
-from ._submitted import SubmittedAppends
-from ._turn_leases import TurnLeases
-from ._turns import MovedTurn, ResumeTurn, TurnGate
-from .compaction._attempt import Attempt
-from .compaction._policy import CompactionPolicy
-from .compressors._base import Compressor
+from ..compaction._attempt import Attempt
+from ..compaction._policy import CompactionPolicy
+from ..compressors._base import Compressor
+from ..scheduling import hooks as _sched
+from ..scheduling.pool import WorkerPool
+from ..scheduling.pooled import PooledActor
+from .admission import Forwarded, runs_here
+from .request import Answer, Request, chain, claim, deliver, set_exception, set_result
+from .routing import Router
+from .slot import Slot
+from .submitted import SubmittedAppends
+from .turn_leases import TurnLeases
+from .turns import MovedTurn, ResumeTurn, TurnGate
+
+if TYPE_CHECKING:
+    from .turns import _Turn
 
 __all__ = ["SessionActor"]
 
@@ -99,8 +109,10 @@ class RetryHeld:
     this actor's calls; serve them again if it has ended."""
 
 
-class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
-    """Serves one live session: appends, reads and the compaction flow."""
+class SessionActor(PooledActor):
+    """Serves one live session: appends, reads and the compaction flow. It is the
+    host of its collaborators (`AttemptHost`, `LeaseHost`, `SubmitHost`): each gets
+    this actor and the parts it works on, and nothing else."""
 
     def __init__(
         self,
@@ -136,15 +148,18 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
         self._baseline = (info.id, info.epoch)
         self._attempt: Attempt | None = None
         self._last_auto: Attempt | None = None
-        slot.turns = self._turns
         self._stopping = False  # on_stop began: no new attempt (nobody would abort it)
         self._answers: list[tuple[Any, Any, BaseException | None]] | None = None  # see on_receive
         # A `SubmittingStore` (checked on its class: a wrapper delegating by __getattr__
         # is used through its own `append`): `submit_here`. A flag, not the bound
         # method: one object less per resident actor (see `pooled.StopFlag`).
         self._submits = submits(store)
+        # The collaborators, made when first needed (`_lease_steps`, `submit_here`): a
+        # session that never opens a turn nor appends from an event loop keeps neither.
+        self._leases: TurnLeases | None = None
+        self._submitted: SubmittedAppends | None = None
         self._mailbox = self.actor_inbox.queue  # the same deque for the actor's life
-        slot.runner = self
+        slot.runner = self  # the slot's actor from now on (see `Slot`)
 
     # -- AttemptHost ------------------------------------------------------------------
 
@@ -191,6 +206,59 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
     def post_result(self, attempt: Attempt, result: list[Message] | None, error: BaseException | None) -> None:
         self.actor_ref.tell(_AttemptResult(attempt, result, error))
 
+    # -- Runner (what the slot's users read) --------------------------------------------
+
+    @property
+    def turns(self) -> TurnGate:
+        return self._turns
+
+    @property
+    def attempt(self) -> Attempt | None:
+        return self._attempt
+
+    # -- LeaseHost, SubmitHost ---------------------------------------------------------
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    def admit(self, sender: int) -> bool:
+        if not runs_here(self._slot, self._mailbox, self._turns, sender):
+            return False
+        self._slot.last_used = _sched.monotonic()
+        return True
+
+    def recount(self) -> None:
+        self._tokens = None
+
+    def retire_erased(self) -> None:
+        """Erased elsewhere: retire before the caller hears of it, so a caller that
+        starts afresh at once never reaches this actor again."""
+        self._registry._retire_erased(self._slot)
+
+    def _lease_steps(self) -> TurnLeases:
+        """The turn-lease collaborator (made on first use, under the exclusive lock)."""
+        leases = self._leases
+        if leases is None:
+            leases = self._leases = TurnLeases(
+                self,
+                turns=self._turns,
+                store=self._store,
+                registry=self._registry,
+                policy=self._policy,
+                holder=self._holder,
+                incarnation=self._incarnation,
+            )
+        return leases
+
+    def _retry_foreign(self) -> None:
+        if self._turns.foreign is not None:
+            self._lease_steps().retry_foreign()
+
+    def _end_lease(self, turn: _Turn | None) -> None:
+        if turn is not None and turn.lease is not None:
+            self._lease_steps().end_lease(turn)
+
     # -- mailbox ----------------------------------------------------------------------
 
     def _step_name(self) -> str:
@@ -213,16 +281,16 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
             if isinstance(message, (Request, MovedTurn)):  # both counted pending when sent
                 self._registry._request_done(self._slot)
         finally:
-            _deliver(answers)
+            deliver(answers)
 
-    def _answer(self, reply: Any, value: Any = None, error: BaseException | None = None) -> None:
+    def answer(self, reply: Any, value: Any = None, error: BaseException | None = None) -> None:
         """Answer a request: after the handler when one is running (`on_receive`), else now."""
         if self._answers is not None:
             self._answers.append((reply, value, error))
         elif error is not None:
-            _set_exception(reply, error)
+            set_exception(reply, error)
         else:
-            _set_result(reply, value)
+            set_result(reply, value)
 
     def _receive(self, message: Any) -> None:
         try:
@@ -233,7 +301,7 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
             elif isinstance(message, CheckTurn):
                 self._close_overdue_turn()
             elif isinstance(message, RetryHeld):
-                self.retry_foreign()
+                self._retry_foreign()
             elif isinstance(message, _CheckBudget):
                 self._maybe_auto_compact()
             elif isinstance(message, MovedTurn):  # from an actor that handed over to this one
@@ -255,7 +323,7 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
         try:  # held calls were acknowledged to nobody yet: apply them before stopping
             self._end_lease(self._turns.close_for_stop())
             while self._turns.busy:  # a held turn opens and holds the rest: close it too
-                self._release_held()  # (one another holder's turn refuses is answered busy)
+                self.release_held()  # (one another holder's turn refuses is answered busy)
                 self._end_lease(self._turns.close_for_stop())
         except BaseException:
             logger.exception("session actor %s failed applying held calls", self.live_id)
@@ -269,44 +337,42 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
                 return
             command = request.command
             if self._must_hold(request):
-                if isinstance(command, OpenTurn) and self._interrupt_local(
+                if isinstance(command, OpenTurn) and self._lease_steps().interrupt_local(
                     request, command.on_busy or self._policy.on_busy
                 ):
                     return  # refused: another handle's turn is open
                 self._turns.hold(request)
                 return
             if isinstance(command, Append):
-                if not _claim(reply) or not request.take_gate():
+                if not claim(reply) or not request.take_gate():
                     return  # the caller gave up: withdrawn, never applied
-                self._answer(reply, self._append(command.messages, request.sender))
+                self.answer(reply, self.append_step(command.messages, request.sender))
                 self._maybe_auto_compact()
             elif isinstance(command, OpenTurn):
-                if _claim(reply) and request.take_gate():
-                    self._open_turn(request, command)
+                if claim(reply) and request.take_gate():
+                    self._lease_steps().open_turn(request, command)
             elif isinstance(command, ResumeTurn):
                 self._turns.resume(command.turn)
             elif isinstance(command, CloseTurn):
                 closed = self._turns.close(request.sender, command.turn)
                 if closed is not None:
                     self._end_lease(closed)
-                    self._release_held()  # held callers are acknowledged now
-                self._answer(reply, None)
+                    self.release_held()  # held callers are acknowledged now
+                self.answer(reply, None)
             elif isinstance(command, Compress):
                 self._compress(command, reply)
             elif isinstance(command, Retract):
-                if not _claim(reply) or not request.take_gate():
+                if not claim(reply) or not request.take_gate():
                     return  # the caller gave up while it was held: withdrawn
-                self._answer(reply, self._retract(request.sender))
+                self.answer(reply, self._retract(request.sender))
             elif isinstance(command, ReadTranscript):
                 limit = command.limit
                 read = self._read_live(
                     lambda sid: self._store.transcript(sid, incarnation=self._incarnation, limit=limit)
                 )
-                self._answer(reply, read)
+                self.answer(reply, read)
             elif isinstance(command, ReadArchive):
-                self._answer(
-                    reply, self._read_live(lambda sid: self._store.archive(sid, incarnation=self._incarnation))
-                )
+                self.answer(reply, self._read_live(lambda sid: self._store.archive(sid, incarnation=self._incarnation)))
             elif isinstance(command, Interrupt):  # out of band only: see SessionHandle.ask
                 raise InvalidArgumentError("Interrupt is not a mailbox message; use interrupt()")
             else:
@@ -314,7 +380,7 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
         except DeadTurnError as exc:  # a turn whose holder is gone: sealed, then this goes on
             self._seal_then_serve(request, exc)
         except TurnHeldError as exc:  # another holder's turn: held until it ends
-            self.hold_foreign(request, exc)
+            self._lease_steps().hold_foreign(request, exc)
         except Forwarded:
             try:
                 if not request.forwarding():  # nothing was written; its caller left
@@ -323,34 +389,34 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
                     )
                 self._registry._forward(self._slot, request)
             except BaseException as exc:  # e.g. the registry closed meanwhile
-                self._answer(reply, error=exc)
+                self.answer(reply, error=exc)
         except BaseException as exc:
             if isinstance(exc, SessionNotFoundError):
                 # erased elsewhere: retire before the caller hears of it, so a caller
                 # that starts afresh at once never reaches this actor again
-                self._registry._retire_erased(self._slot)
-            self._answer(reply, error=exc)
+                self.retire_erased()
+            self.answer(reply, error=exc)
 
     # -- turns ------------------------------------------------------------------------
 
     def _seal_then_serve(self, request: Request, exc: DeadTurnError) -> None:
         """A dead turn refused ``request``: seal it, then serve the request again (once
         per dead turn: refused by it again, the request is held as behind any turn)."""
-        lost = self.lose_turn(request.sender, exc)
+        lost = self._turns.lose_turn(request.sender, exc, self.live_id)
         if lost is not None:  # the dead turn is the sender's own: it learns it was lost
-            self._answer(request.reply, error=lost)
+            self.answer(request.reply, error=lost)
             return
         if request.sealed == exc.token:
-            self.hold_foreign(request, exc)
+            self._lease_steps().hold_foreign(request, exc)
             return
         request.sealed = exc.token
         try:
-            self.seal_dead_turn(exc)
+            self._lease_steps().seal_dead_turn(exc)
         except Exception as error:
-            self._answer(request.reply, error=error)
+            self.answer(request.reply, error=error)
             return
         if request.reply.running() and not request.forwarding():  # claimed: see Request.gate
-            self._answer(request.reply, error=exc)  # its caller gave up: never applied
+            self.answer(request.reply, error=exc)  # its caller gave up: never applied
             return
         self._serve(request)
 
@@ -364,11 +430,11 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
         closed = self._turns.close_overdue()
         if closed is None:
             return False
-        self.seal_overdue(closed)  # a turn its holder never closed counts as dead
-        self._release_held()
+        self._lease_steps().seal_overdue(closed)  # a turn its holder never closed counts as dead
+        self.release_held()
         return True
 
-    def _release_held(self) -> None:
+    def release_held(self) -> None:
         """Serve the held requests in arrival order (each may be held again by a turn
         that one of them opened)."""
         for request in self._turns.take_held():
@@ -404,27 +470,44 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
                 return None
             slot.last_used = _sched.monotonic()
             try:
-                stored = self._append(messages, sender)
+                stored = self.append_step(messages, sender)
             except TurnHeldError as exc:
-                lost = self.lose_turn(sender, exc)
+                lost = self._turns.lose_turn(sender, exc, self.live_id)
                 if lost is not None:
                     raise lost from exc
                 if not isinstance(exc, DeadTurnError):  # a dead one: the mailbox seals it
                     self._turns.foreign = exc  # held from now on: the mailbox holds this one too
                 return None
             except Forwarded:
-                self._stop_later()
+                self.stop_later()
                 return None  # the live id is served by another actor: the mailbox forwards
             except SessionNotFoundError:
-                self._registry._retire_erased(slot)  # erased elsewhere, as in `_serve`
+                self.retire_erased()  # erased elsewhere, as in `_serve`
                 raise
             if self._budgeted:
-                self._check_budget_later()
+                self.check_budget_later()
             return stored
         finally:
             exclusive.release()
 
-    def _stop_later(self) -> None:
+    def submit_here(self, messages: tuple[Message, ...], sender: int, answer: Answer) -> bool:
+        """The submitted path of an append from an event loop (`SubmittedAppends.submit`):
+        False, nothing done, when it must go through the mailbox (a store that cannot
+        submit, or the conditions of `append_here`)."""
+        if not self._submits:
+            return False
+        submitted = self._submitted
+        if submitted is None:  # two loops making it at once make two alike: either serves
+            submitted = self._submitted = SubmittedAppends(
+                self,
+                exclusive=self._exclusive,
+                turns=self._turns,
+                store=cast(SubmittingStore, self._store),  # see _submits
+                incarnation=self._incarnation,
+            )
+        return submitted.submit(messages, sender, answer)
+
+    def stop_later(self) -> None:
         """Off the actor thread, this actor was handed over: let its mailbox stop it
         (nothing else would: no request reaches a handed-over actor)."""
         try:
@@ -432,7 +515,7 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
         except pykka.ActorDeadError:  # stopping already
             pass
 
-    def _check_budget_later(self) -> None:
+    def check_budget_later(self) -> None:
         """After an append on a caller's thread: when the session may be over budget,
         ask the actor to look (the caller is not kept waiting for an attempt)."""
         max_tokens = self._policy.max_tokens
@@ -444,11 +527,12 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
             except pykka.ActorDeadError:  # stopping: the append stands, nobody to check
                 pass
 
-    def _append(self, messages: tuple[Message, ...], sender: int) -> list[Any]:
+    def append_step(self, messages: tuple[Message, ...], sender: int) -> list[Any]:
         """Append to the live id (following successors), then the bookkeeping: the
         token estimate (only kept while auto-compaction counts) and the open turn."""
         session_id = self._slot.session_id
-        lease = self.owned_lease(sender)
+        turns = self._turns
+        lease = None if turns.turn is None else turns.owned_lease(sender, session_id)  # most appends: no turn
         try:
             if lease is None:  # a store wrapper need not know turns outside them
                 stored = self._store.append(session_id, messages, incarnation=self._incarnation)
@@ -457,12 +541,12 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
         except SessionEndedError as exc:
             stored = self._append_followed(exc, session_id, messages, lease)
         except TurnLostError:
-            self.mark_lost(sender)
+            turns.mark_lost(sender)
             raise
         if self._tokens is not None:  # None: nothing to keep (no max_tokens) or recount
-            self._count_tokens(messages)
-        if self._turns.turn is not None:  # only an open turn learns its seqs
-            self._turns.note_appended(sender, stored)
+            self.count_tokens(messages)
+        if turns.turn is not None:  # only an open turn learns its seqs
+            turns.note_appended(sender, stored)
         return stored
 
     def _append_followed(
@@ -472,13 +556,13 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
         at most `MAX_REDIRECTS` tries in all."""
         extra = {} if lease is None else {"turn": lease}
         for _ in range(MAX_REDIRECTS - 1):
-            self._follow(exc, session_id)
+            self.follow(exc, session_id)
             session_id = self._slot.session_id
             try:
                 return self._store.append(session_id, messages, incarnation=self._incarnation, **extra)
             except SessionEndedError as again:
                 exc = again
-        self._follow(exc, session_id)
+        self.follow(exc, session_id)
         raise SessionEndedError(self.live_id, None, None, "too many successor redirects")
 
     def _read_live(self, read: Callable[[str], list[StoredMessage]]) -> list[StoredMessage]:
@@ -490,10 +574,10 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
             try:
                 return read(session_id)
             except SessionEndedError as exc:
-                self._follow(exc, session_id)
+                self.follow(exc, session_id)
         raise SessionEndedError(self.live_id, None, None, "too many successor redirects")
 
-    def _follow(self, exc: SessionEndedError, session_id: str) -> None:
+    def follow(self, exc: SessionEndedError, session_id: str) -> None:
         """An append met ``session_id`` ended: move to its successor (the baseline
         stays, so a later compress adopts), or raise ``exc``; `Forwarded` when
         another actor serves the successor."""
@@ -505,21 +589,21 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
 
     def _retract(self, sender: int) -> Any:
         """`store.retract` in mailbox order: after every append queued before it."""
-        lease = self.owned_lease(sender)
+        lease = self._turns.owned_lease(sender, self._slot.session_id)
         try:
             if lease is None:
                 popped = self._store.retract(self.live_id, incarnation=self._incarnation)
             else:
                 popped = self._store.retract(self.live_id, incarnation=self._incarnation, turn=lease)
         except TurnLostError:
-            self.mark_lost(sender)
+            self._turns.mark_lost(sender)
             raise
         if popped is not None:
             self._tokens = None  # recount before the next automatic check
             self._turns.note_retracted(popped)
         return popped
 
-    def _count_tokens(self, messages: tuple[Message, ...]) -> None:
+    def count_tokens(self, messages: tuple[Message, ...]) -> None:
         """Keep the running estimate; a failing counter must not fail a durable append."""
         if self._tokens is None or self._policy.max_tokens is None:
             return
@@ -546,10 +630,10 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
         attempt = self._attempt
         joins = "join" not in _mutations.DISABLED  # a test proving the join matters
         if attempt is not None and attempt.in_flight and joins:  # step 1: join, whatever force/mode
-            _chain(attempt.outcome, reply)
+            chain(attempt.outcome, reply)
             return
         attempt = self._start_attempt(command)
-        _chain(attempt.outcome, reply)
+        chain(attempt.outcome, reply)
         attempt.prepare()  # runs to the compressor (or to an outcome) on this thread
 
     def _start_attempt(self, command: Compress) -> Attempt:
@@ -564,7 +648,6 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
             on_outcome=self._registry._post_outcome,
         )
         self._attempt = attempt
-        self._slot.attempt = attempt
         self._registry._track_attempt(attempt)
         attempt.outcome.add_done_callback(self._retire_if_erased)
         return attempt
@@ -572,11 +655,11 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
     def _retire_if_erased(self, outcome: Future[Any]) -> None:
         """An attempt that met an erased lineage: this actor retires (any thread)."""
         if not outcome.cancelled() and isinstance(outcome.exception(), SessionNotFoundError):
-            self._registry._retire_erased(self._slot)
+            self.retire_erased()
 
     def interrupt(self) -> bool:
         """Thread-safe cancel of the attempt in flight (step 8)."""
-        attempt = self._slot.attempt
+        attempt = self._attempt
         if attempt is None or not attempt.in_flight:
             return False
         return attempt.abort(CompressionStatus.CANCELLED, "interrupted", wait=True)
@@ -617,51 +700,3 @@ class SessionActor(TurnLeases, SubmittedAppends, PooledActor):
         attempt = self._attempt
         if attempt is None or not attempt.in_flight:
             self.stop()
-
-
-def _claim(reply: Any) -> bool:
-    """Claim a mutating request before applying it: False when its caller withdrew."""
-    return reply.running() or reply.set_running_or_notify_cancel()
-
-
-def _chain(source: Future[Any], target: Future[Any]) -> None:
-    """Complete ``target`` like ``source`` (now or when it completes)."""
-
-    def copy(done: Future[Any]) -> None:
-        exc = done.exception()
-        if exc is not None:
-            _set_exception(target, exc)
-        else:
-            _set_result(target, done.result())
-
-    source.add_done_callback(copy)
-
-
-def _deliver(answers: list[tuple[Any, Any, BaseException | None]]) -> None:
-    """Answer the callers of a handled message (`SessionActor.on_receive`)."""
-    for reply, value, error in answers:
-        try:
-            if error is not None:
-                _set_exception(reply, error)
-            else:
-                _set_result(reply, value)
-        except BaseException:  # a done-callback of someone else's: never reaches pykka
-            logger.exception("answering a caller failed")
-
-
-def _set_result(future: Future[Any], value: Any) -> None:
-    try:
-        future.set_result(value)
-    except InvalidStateError:
-        pass
-
-
-def _set_exception(future: Future[Any], exc: BaseException) -> None:
-    if not isinstance(exc, Exception):
-        wrapped = TranscriptError(f"request aborted by {exc!r}")
-        wrapped.__cause__ = exc
-        exc = wrapped
-    try:
-        future.set_exception(exc)
-    except InvalidStateError:
-        pass

@@ -41,12 +41,12 @@ import pykka
 from pykka import ActorDeadError
 from pykka.messages import _ActorStop
 
-from . import _sched
+from . import hooks as _sched
 
 if TYPE_CHECKING:
     from pykka._envelope import Envelope
 
-    from ._pool import WorkerPool
+    from .pool import WorkerPool
 
 __all__ = ["Mailbox", "PooledActor", "StopFlag"]
 

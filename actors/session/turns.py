@@ -26,11 +26,11 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import cast
 
-from protocol import StoredMessage, TurnHeldError, TurnLease
+from protocol import StoredMessage, TurnHeldError, TurnLease, TurnLostError
 from protocol._commands import Append, OpenTurn, Retract
 
-from . import _sched
-from ._routing import Request
+from ..scheduling import hooks as _sched
+from .request import Request
 
 __all__ = ["HELD_COMMANDS", "MovedTurn", "ResumeTurn", "TurnGate", "TurnTicket"]
 
@@ -147,6 +147,32 @@ class TurnGate:
 
     def must_hold(self, request: Request) -> bool:
         return isinstance(request.command, HELD_COMMANDS) and not self.admits(request.sender)
+
+    def owned_lease(self, sender: int, session_id: str) -> TurnLease | None:
+        """The lease of ``sender``'s open turn (None outside one); `TurnLostError` when
+        that turn lost its lease."""
+        turn = self.turn
+        if turn is None or turn.owner != sender:
+            return None
+        if turn.lost:
+            raise TurnLostError(session_id, message=f"the turn on {session_id!r} lost its lease: open a new one")
+        return turn.lease
+
+    def mark_lost(self, sender: int) -> None:
+        """The store says ``sender``'s turn lease lapsed: refuse the rest of the turn."""
+        turn = self.turn
+        if turn is not None and turn.owner == sender:
+            turn.lost, turn.lease = True, None
+
+    def lose_turn(self, sender: int, exc: TurnHeldError, session_id: str) -> TurnLostError | None:
+        """Another holder took the lease of ``sender``'s open turn: the turn is lost
+        (its error returned); None when ``sender`` has no turn open here."""
+        turn = self.turn
+        if turn is None or turn.owner != sender:
+            return None
+        turn.lost, turn.lease = True, None
+        logger.warning("the turn on %s lost its lease to %r: the rest of it is refused", session_id, exc.holder)
+        return TurnLostError(session_id, exc.holder, exc.expires_at, exc.token)
 
     def hold(self, request: Request) -> None:
         request.held = True
