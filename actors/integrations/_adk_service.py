@@ -39,8 +39,7 @@ from ._adk_state import (
 from ._adk_turns import SCOPE, InvocationTurns
 
 if TYPE_CHECKING:
-    from .._handle import SessionHandle, Turn
-    from .._registry import SessionRegistry
+    from .. import SessionHandle, SessionRegistry, Turn
 
 __all__ = ["SOURCE", "SessionAlreadyExistsError", "SessionService", "UnknownSessionError"]
 

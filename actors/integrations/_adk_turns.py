@@ -37,8 +37,7 @@ from ._adk_events import META_KEY
 if TYPE_CHECKING:
     from google.adk.events.event import Event
 
-    from .._handle import SessionHandle, Turn
-    from .._registry import SessionRegistry
+    from .. import SessionHandle, SessionRegistry, Turn
 
 __all__ = ["SCOPE", "InvocationTurns", "invocation_key"]
 
