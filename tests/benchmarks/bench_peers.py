@@ -13,6 +13,8 @@ and appends/s (acknowledged writes over the workers' wall time, all starting tog
 Rounds alternate the systems' order; the table gives the counts summed over rounds and the
 median appends/s with its ratio to session-actors (turns on) measured in the same run.
 
+``--profile DIR``: a cProfile of every worker (all its threads) into DIR.
+
 ``--kill``: instead, a worker is killed (SIGKILL) after the first write of a turn, default
 settings everywhere; the figure is how long another process's turn on that session waits
 until its first write is acknowledged.
@@ -199,8 +201,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=46)
     parser.add_argument("--peers", default=",".join(SYSTEMS), help=f"comma-separated, of: {', '.join(SYSTEMS)}")
     parser.add_argument("--kill", action="store_true", help="the dead-holder figure instead of the workload")
+    parser.add_argument("--profile", metavar="DIR", help="write a cProfile of each worker (all its threads) into DIR")
     args = parser.parse_args()
     names = [n.strip() for n in args.peers.split(",") if n.strip()]
+    if args.profile:  # the workers read it (a profile slows them: its figures are not comparable)
+        os.makedirs(args.profile, exist_ok=True)
+        os.environ["SESSION_ACTORS_PEERS_PROFILE"] = os.path.abspath(args.profile)
     unknown = [n for n in names if n not in SYSTEMS]
     if unknown:
         parser.error(f"unknown system(s) {', '.join(unknown)}; known: {', '.join(SYSTEMS)}")

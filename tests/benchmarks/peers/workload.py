@@ -21,7 +21,11 @@ checker finds it in whatever shape the system stores.
 
 from __future__ import annotations
 
+import contextlib
+import cProfile
 import json
+import os
+import pstats
 import queue
 import random
 import re
@@ -29,7 +33,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from importlib import metadata
 from typing import Any
 
@@ -74,7 +78,42 @@ def _system(name: str, db: str) -> Any:
     return SYSTEMS[name](db)
 
 
+@contextlib.contextmanager
+def profiled(path: str | None) -> Iterator[None]:
+    """With a path: a cProfile of every thread started meanwhile (actors, writers, the review)
+    and of this one, merged into one stats file at ``path``."""
+    if path is None:
+        yield
+        return
+    profiles, lock, original = [cProfile.Profile()], threading.Lock(), threading.Thread.run
+
+    def run(thread: threading.Thread) -> None:
+        profile = cProfile.Profile()
+        with lock:
+            profiles.append(profile)
+        profile.runcall(original, thread)
+
+    threading.Thread.run = run  # type: ignore[method-assign]
+    profiles[0].enable()
+    try:
+        yield
+    finally:
+        profiles[0].disable()
+        threading.Thread.run = original  # type: ignore[method-assign]
+        with lock:
+            stats = pstats.Stats(profiles[0])
+            for profile in profiles[1:]:
+                stats.add(profile)
+        stats.dump_stats(path)
+
+
 def work(name: str, db: str, plan_path: str, worker: int, ledger_path: str) -> dict[str, Any]:
+    profile = os.environ.get("SESSION_ACTORS_PEERS_PROFILE")
+    with profiled(f"{profile}/worker-{worker}.prof" if profile else None):
+        return _work(name, db, plan_path, worker, ledger_path)
+
+
+def _work(name: str, db: str, plan_path: str, worker: int, ledger_path: str) -> dict[str, Any]:
     with open(plan_path) as f:
         events = json.load(f)["workers"][worker]
     system, ledger = _system(name, db), Ledger(ledger_path)
