@@ -130,20 +130,30 @@ def one_round(run: Runner, tmp: Path, plan: Path, workers: int, sessions: int) -
     run.run("setup", run.name, db, str(sessions))
     with open(work / "stderr.txt", "w") as err:
         procs = [run.popen("work", run.name, db, str(plan), str(w), ledgers[w], stderr=err) for w in range(workers)]
-        for proc in procs:
-            if proc.stdout is None or proc.stdout.readline().strip() != "ready":
-                raise RuntimeError(f"{run.name}: a worker did not start (see {work / 'stderr.txt'})")
-        for proc in procs:  # all start together
-            assert proc.stdin is not None
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
-        results = [json.loads(proc.communicate(timeout=1800)[0].strip().splitlines()[-1]) for proc in procs]
+        try:
+            results = _started_together(run.name, procs, work)
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
     wall = max(r["end"] for r in results) - min(r["start"] for r in results)
     figures: dict[str, float] = dict(run.run("check", run.name, db, str(plan), *ledgers))  # type: ignore[arg-type]
     figures["errors"] = sum(r["errors"] for r in results)
     figures["failed"] = sum(r["failed"] for r in results)
     figures["rate"] = sum(r["acked"] for r in results) / wall
     return figures
+
+
+def _started_together(name: str, procs: list[subprocess.Popen[str]], work: Path) -> list[dict[str, float]]:
+    for proc in procs:
+        if proc.stdout is None or proc.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"{name}: a worker did not start (see {work / 'stderr.txt'})")
+    for proc in procs:  # all start together
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    return [json.loads(proc.communicate(timeout=1800)[0].strip().splitlines()[-1]) for proc in procs]
 
 
 def kill_round(run: Runner, tmp: Path) -> float:
@@ -174,20 +184,27 @@ def kill_round(run: Runner, tmp: Path) -> float:
 
 
 def table(rows: dict[str, list[dict[str, float]]], rounds: int) -> list[str]:
-    base = statistics.median(r["rate"] for r in rows[BASE]) if rows.get(BASE) else None
+    """Counts summed over rounds; the median rate, its ratio to session-actors' median, and the
+    range of the ratios round by round (each round's systems ran minutes apart at most)."""
+    base = [r["rate"] for r in rows.get(BASE, [])]
     lines = [
         f"| system (summed over {rounds} rounds) | "
         + " | ".join(COUNTS)
-        + " | appends/s (median) | range | vs session-actors |",
-        "|---|" + "---:|" * (len(COUNTS) + 3),
+        + " | appends/s (median) | range | vs session-actors | per round |",
+        "|---|" + "---:|" * (len(COUNTS) + 4),
     ]
     for name, figures in rows.items():
         rates = [f["rate"] for f in figures]
         median = statistics.median(rates)
         counts = " | ".join(f"{int(sum(f[c] for f in figures)):,}" for c in COUNTS)
-        ratio = f"{median / base:.2f}x" if base else "-"
+        ratio, per_round = "-", "-"
+        if base:
+            paired = [rate / b for rate, b in zip(rates, base, strict=False)]
+            ratio = f"{median / statistics.median(base):.2f}x"
+            per_round = f"{min(paired):.2f}-{max(paired):.2f}x"
         lines.append(
-            f"| {SYSTEMS[name].label} | {counts} | {median:,.0f} | {min(rates):,.0f}-{max(rates):,.0f} | {ratio} |"
+            f"| {SYSTEMS[name].label} | {counts} | {median:,.0f} | {min(rates):,.0f}-{max(rates):,.0f} "
+            f"| {ratio} | {per_round} |"
         )
     return lines
 
