@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -83,21 +84,31 @@ class Runner:
 
 
 def runner(name: str) -> Runner | str:
-    """The system's `Runner`, installing a peer on demand; a string says why it is skipped."""
-    requirements = SYSTEMS[name].requirements
-    if not requirements:
-        found = Runner(name, sys.executable, dict(os.environ, PYTHONPATH=str(HERE)))
-    else:
-        python = install(name, requirements)
+    """The system's `Runner`, installing a peer on demand; a string says why it is skipped.
+
+    A row of this tree without requirements runs in this interpreter; one with requirements
+    (a framework's path through session-actors) in a virtual environment holding them and
+    session-actors' own dependencies, this tree on PYTHONPATH; a peer in its own."""
+    system = SYSTEMS[name]
+    python = sys.executable
+    if system.requirements:
+        python = install(name, system.requirements + (_tree_dependencies() if system.uses_tree else ()))
         if not python.startswith("/"):
             return python
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        found = Runner(name, python, env)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if system.uses_tree:
+        env["PYTHONPATH"] = str(HERE)
+    found = Runner(name, python, env)
     try:
         found.versions = {k: str(v) for k, v in found.run("versions", name, timeout=120).items()}
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
         return f"not importable: {str(exc).splitlines()[-1][:200]}"
     return found
+
+
+def _tree_dependencies() -> tuple[str, ...]:
+    with open(HERE / "pyproject.toml", "rb") as f:
+        return tuple(tomllib.load(f)["project"]["dependencies"])
 
 
 def install(name: str, requirements: tuple[str, ...]) -> str:

@@ -20,6 +20,9 @@ class System:
     label: ClassVar[str] = ""
     requirements: ClassVar[tuple[str, ...]] = ()
     distributions: ClassVar[tuple[str, ...]] = ()
+    #: runs this tree's session-actors (on PYTHONPATH): with ``requirements`` too, in a virtual
+    #: environment of its own holding them and session-actors' own dependencies
+    uses_tree: ClassVar[bool] = False
     #: what a note says: the review's message goes through a path of its own
     note_role: ClassVar[str] = "assistant"
 

@@ -18,6 +18,7 @@ class TurnsOn(System):
 
     name = "session-actors"
     label = "session-actors, turns on"
+    uses_tree = True
 
     def __init__(self, db: str) -> None:
         super().__init__(db)

@@ -4,7 +4,10 @@
 ``requirements`` (installed on demand in a virtual environment of its own; empty: the system
 runs from this tree) and the ``distributions`` whose versions the report names. Adding a row
 (another framework, or another framework's path through session-actors) is a `System`
-subclass with ``turn``, ``note`` and ``read``, and one line here.
+subclass with ``turn``, ``note`` and ``read``, and one line here. A framework's path through
+session-actors subclasses `ours.TurnsOn` (``uses_tree``) and names the framework in
+``requirements``: it then runs in a virtual environment of its own holding the framework and
+session-actors' dependencies, with this tree on PYTHONPATH.
 """
 
 from __future__ import annotations
