@@ -33,6 +33,10 @@ BENCHMARKS = {
         "bench_overhead",
         "CPU a registry append costs over the store; what the OpenTelemetry hooks and the HTTP route add",
     ),
+    "peers": (
+        "bench_peers",
+        "multi-process chat turns vs other frameworks' session stores: lost/duplicated/split/forked, appends/s; --kill",
+    ),
     "postgres": ("bench_postgres", "PostgreSQL appends: registry and store vs a naive psycopg loop"),
     "starts": ("bench_starts", "new sessions/s vs the SDK's SQLiteSession, peak threads"),
 }

@@ -1,0 +1,164 @@
+"""session-actors under the peers' workload: turns on, turns off, and Pydantic AI's path.
+
+Each worker process has one `SessionRegistry` over the SQLite file (``synchronous=FULL``,
+the default), default policy. The worker's turns go through session handles, the review
+notes through review handles (`registry.review`), as an application would write them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.benchmarks.peers.base import Ack, Loops, System
+
+
+class TurnsOn(System):
+    """``with handle.turn(key=message_id)``: the turn is whole and a redelivery replays."""
+
+    name = "session-actors"
+    label = "session-actors, turns on"
+    uses_tree = True
+
+    def __init__(self, db: str) -> None:
+        super().__init__(db)
+        from actors import SessionRegistry
+        from persistence import open_store
+
+        self._store = open_store(db)
+        self._registry = SessionRegistry(self._store)
+        self._handles: dict[tuple[str, str], Any] = {}
+
+    def _handle(self, session: str, kind: str = "session") -> Any:
+        key = (session, kind)
+        if key not in self._handles:
+            self._handles[key] = getattr(self._registry, kind)(session)
+        return self._handles[key]
+
+    def setup(self, sessions: list[str]) -> None:
+        for session in sessions:
+            self._handle(session)
+
+    def _messages(self, ask: int, tags: list[str], *, keyed: bool) -> list[Any]:
+        from protocol import Message
+
+        call = f"call-{ask}"
+        keys = [f"ask-{ask}-{step}" if keyed else None for step in ("ask", "call", "result", "answer")]
+        function = {"name": "lookup", "arguments": json.dumps({"q": tags[1]})}
+        return [
+            Message("user", tags[0], key=keys[0]),
+            Message(
+                "assistant", None, tool_calls=[{"id": call, "type": "function", "function": function}], key=keys[1]
+            ),
+            Message("tool", tags[2], tool_call_id=call, key=keys[2]),
+            Message("assistant", tags[3], key=keys[3]),
+        ]
+
+    def turn(self, session: str, ask: int, tags: list[str], ack: Ack) -> bool:
+        handle = self._handle(session)
+        turn = handle.turn(key=f"ask-{ask}")
+        with turn:
+            if turn.replayed:
+                return False
+            for message, tag in zip(self._messages(ask, tags, keyed=False), tags, strict=True):
+                handle.append(message)
+                ack(tag)
+        return True
+
+    def note(self, session: str, tag: str, ack: Ack) -> None:
+        from protocol import Message
+
+        self._handle(session, "review").append(Message(self.note_role, tag, key=tag.replace(":", "-")))
+        ack(tag)
+
+    def read(self, session: str) -> list[str]:
+        return [json.dumps([m.content, m.tool_calls], default=str) for m in self._handle(session).transcript()]
+
+    def close(self) -> None:
+        self._registry.close()
+        self._store.close()
+
+
+class TurnsOff(TurnsOn):
+    """Four keyed appends, no turn: a redelivery stores nothing twice, but the writes of
+    other workers and of the review may land between a turn's four."""
+
+    name = "session-actors-no-turns"
+    label = "session-actors, turns off"
+
+    def turn(self, session: str, ask: int, tags: list[str], ack: Ack) -> bool:
+        handle = self._handle(session)
+        for message, tag in zip(self._messages(ask, tags, keyed=True), tags, strict=True):
+            handle.append(message)
+            ack(tag)
+        return True
+
+
+class PydanticAI(TurnsOn):
+    """Pydantic AI's messages through `PydanticAISession`: ``async with s.turn(key=...)``,
+    ``await s.add([message])`` per write, ``await s.messages()`` to read."""
+
+    name = "pydantic-ai-via-session-actors"
+    label = "Pydantic AI via session-actors"
+    distributions = ("pydantic-ai-slim",)
+
+    def __init__(self, db: str) -> None:
+        super().__init__(db)
+        import pydantic_ai.messages
+
+        self._loops = Loops()
+
+    def _session(self, session: str) -> Any:
+        from actors.integrations.pydantic_ai import PydanticAISession
+
+        return PydanticAISession(self._registry, session)
+
+    def _model_messages(self, ask: int, tags: list[str]) -> list[Any]:
+        from pydantic_ai.messages import (
+            ModelRequest,
+            ModelResponse,
+            TextPart,
+            ToolCallPart,
+            ToolReturnPart,
+            UserPromptPart,
+        )
+
+        call = f"call-{ask}"
+        return [
+            ModelRequest(parts=[UserPromptPart(content=tags[0])]),
+            ModelResponse(parts=[ToolCallPart(tool_name="lookup", args={"q": tags[1]}, tool_call_id=call)]),
+            ModelRequest(parts=[ToolReturnPart(tool_name="lookup", content=tags[2], tool_call_id=call)]),
+            ModelResponse(parts=[TextPart(content=tags[3])]),
+        ]
+
+    async def _turn(self, session: str, ask: int, tags: list[str], ack: Ack) -> bool:
+        s = self._session(session)
+        async with s.turn(key=f"ask-{ask}") as turn:
+            if turn.replayed:
+                return False
+            for message, tag in zip(self._model_messages(ask, tags), tags, strict=True):
+                await s.add([message])
+                ack(tag)
+        return True
+
+    def turn(self, session: str, ask: int, tags: list[str], ack: Ack) -> bool:
+        return bool(self._loops.run(self._turn(session, ask, tags, ack)))
+
+    async def _note(self, session: str, tag: str) -> None:
+        from pydantic_ai.messages import ModelResponse, TextPart
+
+        await self._session(session).add([ModelResponse(parts=[TextPart(content=tag)])])
+
+    def note(self, session: str, tag: str, ack: Ack) -> None:
+        self._loops.run(self._note(session, tag))
+        ack(tag)
+
+    def read(self, session: str) -> list[str]:
+        from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+        messages = self._loops.run(self._session(session).messages())
+        return [ModelMessagesTypeAdapter.dump_json([m]).decode() for m in messages]
+
+    def close(self) -> None:
+        super().close()
+        self._loops.close()
