@@ -155,29 +155,6 @@ class ADK(System):
         for session in sessions:
             self._loops.run(self._service().create_session(app_name=APP, user_id=USER, session_id=session))
 
-    def _events(self, ask: int, tags: list[str], invocation: str) -> list[Any]:
-        from google.adk.events import Event
-        from google.genai import types
-
-        call = f"call-{ask}"
-        parts = [
-            ("user", types.Part(text=tags[0])),
-            ("model", types.Part(function_call=types.FunctionCall(id=call, name="lookup", args={"q": tags[1]}))),
-            (
-                "user",
-                types.Part(function_response=types.FunctionResponse(id=call, name="lookup", response={"r": tags[2]})),
-            ),
-            ("model", types.Part(text=tags[3])),
-        ]
-        return [
-            Event(
-                invocation_id=invocation,
-                author="user" if role == "user" else "agent",
-                content=types.Content(role=role, parts=[part]),
-            )
-            for role, part in parts
-        ]
-
     async def _append(self, session: str, event: Any) -> None:
         service = self._service()
         for attempt in range(self.retries + 1):
@@ -191,7 +168,7 @@ class ADK(System):
                 self.errors += 1
 
     async def _turn(self, session: str, ask: int, tags: list[str], ack: Ack) -> None:
-        for event, tag in zip(self._events(ask, tags, f"inv-{ask}"), tags, strict=True):
+        for event, tag in zip(adk_events(ask, tags, f"inv-{ask}"), tags, strict=True):
             await self._append(session, event)
             ack(tag)
 
@@ -222,6 +199,31 @@ class ADK(System):
             except RuntimeError:  # its thread's loop: closed with the thread's work done
                 pass
         self._loops.close()
+
+
+def adk_events(ask: int, tags: list[str], invocation: str) -> list[Any]:
+    """A turn's four ADK events (ask, function call, function response, answer)."""
+    from google.adk.events import Event
+    from google.genai import types
+
+    call = f"call-{ask}"
+    parts = [
+        ("user", types.Part(text=tags[0])),
+        ("model", types.Part(function_call=types.FunctionCall(id=call, name="lookup", args={"q": tags[1]}))),
+        (
+            "user",
+            types.Part(function_response=types.FunctionResponse(id=call, name="lookup", response={"r": tags[2]})),
+        ),
+        ("model", types.Part(text=tags[3])),
+    ]
+    return [
+        Event(
+            invocation_id=invocation,
+            author="user" if role == "user" else "agent",
+            content=types.Content(role=role, parts=[part]),
+        )
+        for role, part in parts
+    ]
 
 
 def _full_sync(dbapi_connection: Any, record: Any) -> None:

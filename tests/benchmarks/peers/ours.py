@@ -162,3 +162,75 @@ class PydanticAI(TurnsOn):
     def close(self) -> None:
         super().close()
         self._loops.close()
+
+
+class ADK(TurnsOn):
+    """Google ADK's events through `actors.integrations.adk.SessionService`: ``async with
+    service.turn(..., key=...)``, ``await service.append_event(session, event)`` per write,
+    ``await service.get_session(...)`` to read; the events are the ADK row's own."""
+
+    name = "adk-via-session-actors"
+    label = "Google ADK via session-actors"
+    requirements = ("google-adk==2.13.0",)
+    distributions = ("google-adk",)
+
+    def __init__(self, db: str) -> None:
+        super().__init__(db)
+        from actors.integrations.adk import SessionService
+
+        self._service = SessionService(self._registry)
+        self._loops = Loops()
+
+    def _ids(self, session: str) -> dict[str, str]:
+        return {"app_name": "bench", "user_id": "user", "session_id": session}
+
+    async def _open(self, session: str) -> Any:
+        stored = await self._service.get_session(**self._ids(session))
+        return stored if stored is not None else await self._service.create_session(**self._ids(session))
+
+    def setup(self, sessions: list[str]) -> None:
+        from protocol import SessionExistsError
+
+        for session in sessions:
+            try:
+                self._loops.run(self._open(session))
+            except SessionExistsError:  # another worker created it between the read and the create
+                pass
+
+    async def _turn(self, session: str, ask: int, tags: list[str], ack: Ack) -> bool:
+        from tests.benchmarks.peers.others import adk_events
+
+        async with self._service.turn(**self._ids(session), key=f"ask-{ask}") as turn:
+            if turn.replayed:
+                return False
+            stored = await self._open(session)
+            for event, tag in zip(adk_events(ask, tags, f"inv-{ask}"), tags, strict=True):
+                await self._service.append_event(stored, event)
+                ack(tag)
+        return True
+
+    def turn(self, session: str, ask: int, tags: list[str], ack: Ack) -> bool:
+        return bool(self._loops.run(self._turn(session, ask, tags, ack)))
+
+    async def _note(self, session: str, tag: str) -> None:
+        from google.adk.events import Event
+        from google.genai import types
+
+        event = Event(
+            invocation_id=f"review-{tag}",
+            author="review",
+            content=types.Content(role="model", parts=[types.Part(text=tag)]),
+        )
+        await self._service.append_event(await self._open(session), event)
+
+    def note(self, session: str, tag: str, ack: Ack) -> None:
+        self._loops.run(self._note(session, tag))
+        ack(tag)
+
+    def read(self, session: str) -> list[str]:
+        stored = self._loops.run(self._open(session))
+        return [event.model_dump_json() for event in stored.events]
+
+    def close(self) -> None:
+        super().close()
+        self._loops.close()

@@ -19,6 +19,7 @@ ROWS: list[type[System]] = [
     ours.TurnsOn,
     ours.TurnsOff,
     ours.PydanticAI,
+    ours.ADK,
     others.AgentsSDK,
     others.Hermes,
     others.ADK,
