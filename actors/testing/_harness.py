@@ -38,7 +38,7 @@ from ._scheduler import Chooser, DeadlockError, DeterministicScheduler, HarnessS
 __all__ = ["Harness", "Report"]
 
 Path_ = Callable[[PathHandle], object]
-Check = Callable[[list[StoredMessage]], object]
+Check = Callable[..., object]  # of the live transcript, or of a HarnessView
 
 #: Every registry the harness opens holds leases as this holder.
 HOLDER = "harness"
@@ -253,8 +253,8 @@ class Harness:
         try:
             broken = [("path_error", f"{n}: {e}") for n, e in sorted(errors.items())] + broken
             store = stores[groups[0]]
-            turns = databases.turn_tokens(db)
-            broken += check_schedule(store, setup.session_id, ledger, turns, setup.check)
+            turns, archived_at = databases.turn_tokens(db), databases.archived_at(db)
+            broken += check_schedule(store, setup.session_id, ledger, turns, archived_at, setup.check)
             transcript = _live_transcript(store, setup.session_id)
         finally:
             self._close(stores, db)

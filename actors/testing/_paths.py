@@ -29,15 +29,24 @@ class Ledger:
         self._lock = threading.Lock()
         self.rows: dict[int, StoredMessage] = {}
         self._keys: set[str] = set()  # the idempotency keys of the messages acknowledged
+        self.ever: set[int] = set()  # every row id an append returned, retracted ones too
+        self.by_path: dict[str, list[StoredMessage]] = {}  # each path's acknowledged messages
+        self.outcomes: dict[str, list[CompressionOutcome]] = {}
 
-    def acked(self, rows: list[StoredMessage]) -> None:
+    def acked(self, rows: list[StoredMessage], path: str = "") -> None:
         with self._lock:
+            self.ever.update(row.id for row in rows)
+            self.by_path.setdefault(path, []).extend(rows)
             for row in rows:
                 if row.key is not None:
                     if row.key in self._keys:  # a redelivery: the message is in the ledger already
                         continue
                     self._keys.add(row.key)
                 self.rows[row.id] = row
+
+    def compressed(self, path: str, outcome: CompressionOutcome) -> None:
+        with self._lock:
+            self.outcomes.setdefault(path, []).append(outcome)
 
     def retracted(self, row: StoredMessage | None) -> None:
         if row is not None:
@@ -72,7 +81,7 @@ class PathHandle:
     def append(self, *args: Any, **fields: Any) -> Any:
         self._step("append")
         stored = self._handle.append(*args, **fields)
-        self._ledger.acked(stored if isinstance(stored, list) else [stored])
+        self._ledger.acked(stored if isinstance(stored, list) else [stored], self.name)
         return stored
 
     def retract(self) -> StoredMessage | None:
@@ -91,7 +100,9 @@ class PathHandle:
 
     def compress(self, *, force: bool = False, mode: Any = None) -> CompressionOutcome:
         self._step("compress")
-        return self._handle.compress(force=force, mode=mode)
+        outcome = self._handle.compress(force=force, mode=mode)
+        self._ledger.compressed(self.name, outcome)
+        return outcome
 
     def interrupt(self) -> bool:
         self._step("interrupt")

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from actors import CompactionPolicy, HeadTailCompressor
-from actors.testing import Harness, ScriptedCompressor, summary_only
+from actors.testing import Harness, ScriptedCompressor, SlowCompressor, summary_only
 from protocol import CompressionStatus, Message
 
 POLICY = CompactionPolicy(max_tokens=None, keep_last=2)
@@ -120,20 +120,49 @@ def interrupt_during_a_summary() -> Incident:
 
 
 def slow_compressor_and_appends() -> Incident:
+    """The summary takes 20 s of the harness's clock, the lease 6: renewed meanwhile
+    (its keeper's steps are scheduled too) while the user's appends land as its tail."""
     policy = CompactionPolicy(max_tokens=None, keep_last=2, lease_ttl_s=6.0)
+    slow = SlowCompressor(HeadTailCompressor(keep_last=2), seconds=20.0)
+    statuses: list[CompressionStatus] = []
 
     def main(h):
-        h.compress(force=True, mode="rotate")
+        statuses.append(h.compress(force=True, mode="rotate").status)
 
     def user(h):
         h.append("user", "one")
-        h.advance(5.0)  # the compressor is slow: the lease is renewed meanwhile
+        h.advance(5.0)
         h.append("assistant", "two")
 
     def tail_kept(transcript):
         assert [m.text for m in transcript][-2:] == ["one", "two"]
 
-    return Incident(_head_tail(policy), {"main": main, "user": user}, check=tail_kept)
+    def after():
+        assert statuses and all(s is CompressionStatus.ROTATED for s in statuses)  # never lost to a lapse
+
+    harness = Harness(compressor=slow, policy=policy, prefill=prefill())
+    return Incident(harness, {"main": main, "user": user}, check=tail_kept, after=after)
+
+
+def retract_during_a_summary() -> Incident:
+    """A retract pops the snapshot's last message while the summary is slow: the commit
+    must refuse (CANCELLED), or the message comes back inside the compacted set."""
+    policy = CompactionPolicy(max_tokens=None, keep_last=2, lease_ttl_s=6.0)
+    slow = SlowCompressor(HeadTailCompressor(keep_last=2), seconds=20.0)
+    statuses: list[CompressionStatus] = []
+
+    def main(h):
+        statuses.append(h.compress(force=True, mode="in_place").status)
+
+    def user(h):
+        h.append("user", "a secret to take back")
+        h.retract()
+
+    def after():
+        assert CompressionStatus.CANCELLED in statuses and CompressionStatus.COMPACTED in statuses
+
+    harness = Harness(compressor=slow, policy=policy, prefill=prefill())
+    return Incident(harness, {"main": main, "user": user}, after=after)
 
 
 def rollback_of_a_failed_child() -> Incident:
@@ -184,6 +213,7 @@ INCIDENTS: dict[str, Callable[[], Incident]] = {
     "rotation while the gateway caches the id": rotation_while_the_gateway_caches_the_id,
     "interrupt during a summary": interrupt_during_a_summary,
     "slow compressor and appends": slow_compressor_and_appends,
+    "retract during a summary": retract_during_a_summary,
     "rollback of a failed child": rollback_of_a_failed_child,
     "stale holder frozen past its lease": stale_holder_frozen_past_its_lease,
 }
