@@ -19,6 +19,7 @@ import traceback
 import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from os import PathLike
 from pathlib import Path
 
 from persistence import Store
@@ -29,8 +30,9 @@ from .. import _sched
 from .._registry import SessionRegistry
 from ..compaction import CompactionPolicy
 from ..compressors import Compressor
-from ._choosers import Exhaustive, Priorities, Replay, ScheduleMismatchError, join
+from ._choosers import Exhaustive, Priorities, Replay, ReplayThenSteady, ScheduleMismatchError, join, split
 from ._databases import databases_for, prefill_with
+from ._failures import DEFAULT_FAILURES_DIR, SavedFailures, exploration_key, shrink
 from ._invariants import Failure, check_schedule
 from ._paths import Ledger, PathHandle
 from ._scheduler import Chooser, DeadlockError, DeterministicScheduler, HarnessStuckError
@@ -42,6 +44,8 @@ Check = Callable[..., object]  # of the live transcript, or of a HarnessView
 
 #: Every registry the harness opens holds leases as this holder.
 HOLDER = "harness"
+#: How many decisions PCT first expects a schedule to take (then the longest seen).
+_FIRST_HORIZON = 12
 #: Real seconds a path thread gets to finish once its schedule is over.
 _JOIN_S = 10.0
 
@@ -52,10 +56,19 @@ class Report:
 
     schedules_run: int = 0
     failures: list[Failure] = field(default_factory=list)
-    complete: bool = False  # exhaustive: every schedule was visited
+    complete: bool = False  # exhaustive: every schedule (within the preemption bound) was visited
     steps: int = 0  # scheduling steps over all schedules
     seconds: float = 0.0
     schedules: set[str] = field(default_factory=set)  # the distinct schedule strings
+    #: "points": label -> times a thread ran from it; "orders": "a < b" -> times a ran
+    #: while b waited at a decision
+    coverage: dict[str, dict[str, int]] = field(default_factory=lambda: {"points": {}, "orders": {}})
+
+    def both_orders(self) -> list[tuple[str, str]]:
+        """The pairs of steps seen in both orders (each pair once, sorted)."""
+        orders = self.coverage["orders"]
+        pairs = {tuple(sorted(key.split(" < ", 1))) for key in orders}
+        return sorted((a, b) for a, b in pairs if f"{a} < {b}" in orders and f"{b} < {a}" in orders)
 
     def assert_ok(self) -> None:
         """AssertionError naming the first failure (its invariant and schedule)."""
@@ -73,6 +86,8 @@ class _Run:
     broken: list[tuple[str, str]]
     transcript: list[StoredMessage]
     steps: int
+    points: dict[str, int] = field(default_factory=dict)
+    orders: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,10 +185,21 @@ class Harness:
         stop_at_first: bool = False,
         processes: Mapping[str, str] | None = None,
         pauses: Mapping[str, float] | None = None,
+        preemption_bound: int | None = None,
+        pct_depth: int = 3,
+        restarts: bool = True,
+        failures_dir: str | PathLike[str] | None = DEFAULT_FAILURES_DIR,
     ) -> Report:
-        """Run ``schedules`` seeded random schedules, or (``exhaustive``) every schedule
-        up to ``max_schedules``, checking the invariants after each.
+        """Run ``schedules`` seeded random schedules (PCT of depth ``pct_depth``), or
+        (``exhaustive``) every schedule up to ``max_schedules``, checking the invariants
+        after each.
 
+        ``preemption_bound``: exhaustive search visits only the schedules that switch
+        away from a thread that could go on at most that many times; `Report.complete`
+        then says that bounded space was covered. ``restarts``: an exhaustive search
+        that has not finished by half its budget spends the other half on random
+        schedules instead of one corner of the space. ``failures_dir``: where failing
+        schedules are saved and replayed from first next time (None: not saved).
         ``processes`` puts paths in processes of their own (path -> process name; the
         others share ``"main"``): each process has its own registry, holder and store
         connection on the one database. ``pauses`` (process -> seconds) lets the
@@ -181,25 +207,88 @@ class Harness:
         virtual seconds: SIGSTOP, as a schedule."""
         setup = _Setup.of(paths, review, session_id, check, processes, pauses)
         budget = max_schedules if exhaustive else schedules
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-            raise InvalidArgumentError(f"the number of schedules must be a positive int, got {budget!r}")
+        for name, value, low in (("number of schedules", budget, 1), ("pct_depth", pct_depth, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise InvalidArgumentError(f"the {name} must be an int >= {low}, got {value!r}")
+        if preemption_bound is not None and (
+            isinstance(preemption_bound, bool) or not isinstance(preemption_bound, int) or preemption_bound < 0
+        ):
+            raise InvalidArgumentError(f"preemption_bound must be None or an int >= 0, got {preemption_bound!r}")
+        saved = SavedFailures(failures_dir, exploration_key(session_id, paths, review, setup.process_of, setup.pauses))
         report = Report()
         started = time.perf_counter()
-        prefix: list[int] | None = []
-        while prefix is not None and report.schedules_run < budget:
-            chooser: Chooser = Exhaustive(prefix) if exhaustive else Priorities(seed * 1_000_003 + report.schedules_run)
-            run = self._run(setup, chooser)
-            report.schedules_run += 1
-            report.steps += run.steps
-            report.schedules.add(run.decisions)
-            report.failures += [Failure(run.decisions, name, detail) for name, detail in run.broken]
-            if run.broken and stop_at_first:
-                break
-            if isinstance(chooser, Exhaustive):
-                prefix = chooser.next_prefix()
-        report.complete = exhaustive and prefix is None
+        failing = self._replay_saved(setup, saved, report)
+        shrunk = {f.invariant for f in report.failures}
+        if not (failing and stop_at_first):
+            systematic = budget // 2 if exhaustive and restarts else budget
+            prefix: list[int] | None = [] if exhaustive else None
+            random_from = report.schedules_run
+            horizon = _FIRST_HORIZON
+            while report.schedules_run < budget and not (stop_at_first and report.failures):
+                exploring = prefix is not None and report.schedules_run < systematic
+                if exhaustive and not exploring and prefix is None:
+                    break  # the bounded space was covered
+                chooser: Chooser = (
+                    Exhaustive(prefix, preemption_bound)
+                    if exploring and prefix is not None
+                    else Priorities(
+                        seed * 1_000_003 + report.schedules_run - random_from, depth=pct_depth, horizon=horizon
+                    )
+                )
+                run = self._run(setup, chooser)
+                horizon = max(horizon, len(split(run.decisions)))  # PCT's changes fall among real decisions
+                self._count(report, run)
+                for name, detail in run.broken:
+                    random_seed = None if exploring else seed
+                    if name in shrunk:  # one shrunk (and saved) failure per invariant is enough
+                        report.failures.append(Failure(run.decisions, name, detail, run.decisions, random_seed))
+                        continue
+                    shrunk.add(name)
+                    report.failures.append(self._shrunk(setup, run, name, detail, random_seed))
+                    failing.append(report.failures[-1].schedule)
+                if isinstance(chooser, Exhaustive):
+                    prefix = chooser.next_prefix()
+            report.complete = exhaustive and prefix is None
+        saved.save(failing)
         report.seconds = time.perf_counter() - started
         return report
+
+    def _replay_saved(self, setup: _Setup, saved: SavedFailures, report: Report) -> list[str]:
+        """Run the saved failures first; those that still fail (and are kept)."""
+        failing = []
+        for schedule in saved.load():
+            chooser = Replay(schedule)
+            try:
+                run = self._run(setup, chooser)
+            except ScheduleMismatchError:  # the paths changed: that order no longer exists
+                continue
+            if not chooser.finished():
+                continue
+            self._count(report, run)
+            report.failures += [Failure(schedule, n, d, original=schedule) for n, d in run.broken]
+            if run.broken:
+                failing.append(schedule)
+        return failing
+
+    def _count(self, report: Report, run: _Run) -> None:
+        report.schedules_run += 1
+        report.steps += run.steps
+        report.schedules.add(run.decisions)
+        for label, n in run.points.items():
+            report.coverage["points"][label] = report.coverage["points"].get(label, 0) + n
+        for (first, then), n in run.orders.items():
+            key = f"{first} < {then}"
+            report.coverage["orders"][key] = report.coverage["orders"].get(key, 0) + n
+
+    def _shrunk(self, setup: _Setup, run: _Run, invariant: str, detail: str, seed: int | None) -> Failure:
+        """The failure, its schedule shrunk (`_failures.shrink`)."""
+
+        def still_fails(prefix: list[str]) -> list[str] | None:
+            again = self._run(setup, ReplayThenSteady(prefix))
+            return split(again.decisions) if any(n == invariant for n, _ in again.broken) else None
+
+        shrunk = join(shrink(split(run.decisions), still_fails))
+        return Failure(shrunk, invariant, detail, original=run.decisions, seed=seed)
 
     def replay(
         self,
@@ -258,7 +347,7 @@ class Harness:
             transcript = _live_transcript(store, setup.session_id)
         finally:
             self._close(stores, db)
-        return _Run(join(scheduler.decisions), broken, transcript, scheduler.steps)
+        return _Run(join(scheduler.decisions), broken, transcript, scheduler.steps, scheduler.points, scheduler.orders)
 
     def _schedule(
         self,

@@ -13,7 +13,8 @@ tick per reading, so those stamps order every write of a schedule. From them:
   head-tail summary);
 - ``rollback_middle``: a rollback or retract took a row while a later row of the same
   session, written before it, stayed live: it took rows that were not at the end;
-- ``dangling_tool_call``: a live tool call without its results, every path ended.
+- ``dangling_tool_call``: a live tool call without its results, every path ended
+  (a result taken back by a retract or a rollback excuses it: that was asked for).
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ def history_problems(store: Store, session_id: str, lineage: Lineage, acked_ids:
         ("double_compaction", _double_compaction(store, lineage)),
         ("retracted_in_summary", _retracted_in_summary(lineage, acked_ids)),
         ("rollback_middle", _rollback_middle(lineage)),
-        ("dangling_tool_call", _dangling_tool_calls(lineage.live)),
+        ("dangling_tool_call", _dangling_tool_calls(lineage)),
     ]
     return [(name, detail) for name, detail in found if detail]
 
@@ -164,7 +165,9 @@ def _rollback_middle(lineage: Lineage) -> str:
     return "; ".join(problems)
 
 
-def _dangling_tool_calls(live: list[StoredMessage]) -> str:
-    answered = {m.tool_call_id for m in live if m.role == "tool"}
-    dangling = [(m.id, c) for m in live for c in call_ids(m) if c not in answered]
+def _dangling_tool_calls(lineage: Lineage) -> str:
+    """A live call answered nowhere live; a result a path retracted on purpose excuses it."""
+    answered = {m.tool_call_id for m in lineage.live if m.role == "tool"}
+    answered |= {m.tool_call_id for m in lineage.rows if m.role == "tool" and m.state == "retracted"}
+    dangling = [(m.id, c) for m in lineage.live for c in call_ids(m) if c not in answered]
     return "; ".join(f"message {i} calls {c!r} and no result follows" for i, c in dangling)

@@ -53,9 +53,11 @@ _COUNTED: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 class Failure:
     """One broken invariant of one schedule; `Harness.replay` runs ``schedule`` again."""
 
-    schedule: str
+    schedule: str  # shrunk: no longer than ``original``, failing the same way
     invariant: str
-    detail: str
+    detail: str  # as ``original`` broke it
+    original: str = ""  # the schedule first found to fail
+    seed: int | None = None  # explore()'s seed when a random schedule found it
 
 
 def check_schedule(

@@ -65,8 +65,9 @@ class Candidate:
 
 
 class Chooser(Protocol):
-    def choose(self, labels: list[str], seqs: list[int]) -> int:
-        """The index of the candidate to run (labels sorted, unique)."""
+    def choose(self, labels: list[str], seqs: list[int], running: int | None) -> int:
+        """The index of the candidate to run (labels sorted, unique; ``running``: the
+        seq of the thread that ran last, a candidate or not)."""
 
 
 class DeterministicScheduler:
@@ -97,6 +98,10 @@ class DeterministicScheduler:
         self._released_at = 0.0
         self.steps = 0
         self.decisions: list[str] = []
+        self._last: int | None = None  # the seq of the thread granted last
+        #: label -> times a thread was picked there; (picked, waiting) -> times at a decision
+        self.points: dict[str, int] = {}
+        self.orders: dict[tuple[str, str], int] = {}
 
     # -- the runtime's side (actors._sched.Scheduler) ---------------------------------
 
@@ -238,8 +243,11 @@ class DeterministicScheduler:
         labels = _unique([c.label for c in candidates]) + [f"pause {g}" for g in pausable]
         seqs = [c.seq for c in candidates] + [-1 - i for i in range(len(pausable))]
         order = sorted(range(len(labels)), key=lambda i: labels[i])
-        index = order[self._chooser.choose([labels[i] for i in order], [seqs[i] for i in order])]
+        index = order[self._chooser.choose([labels[i] for i in order], [seqs[i] for i in order], self._last)]
         self.decisions.append(labels[index])
+        picked = _base(labels[index])
+        for other in {_base(label) for label in labels[: len(candidates)]} - {picked}:
+            self.orders[(picked, other)] = self.orders.get((picked, other), 0) + 1
         if index < len(candidates):
             return candidates[index]
         group = pausable[index - len(candidates)]
@@ -247,6 +255,9 @@ class DeterministicScheduler:
         return None
 
     def _grant(self, candidate: Candidate) -> None:
+        self._last = candidate.seq
+        label = _base(candidate.label) if candidate.label else "start"
+        self.points[label] = self.points.get(label, 0) + 1
         candidate.state = _RUNNING
         self._running += 1
         candidate.go.set()
@@ -263,3 +274,9 @@ def _unique(labels: list[str]) -> list[str]:
         seen[label] = seen.get(label, 0) + 1
         out.append(label if seen[label] == 1 else f"{label} #{seen[label]}")
     return out
+
+
+def _base(label: str) -> str:
+    """A label without the number `_unique` gave it."""
+    head, sep, tail = label.rpartition(" #")
+    return head if sep and tail.isdigit() else label

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from actors import CompactionPolicy, HeadTailCompressor
-from actors.testing import Harness, ScriptedCompressor, SlowCompressor, summary_only
-from protocol import CompressionStatus, Message
+from actors.testing import Harness, HarnessView, ScriptedCompressor, SlowCompressor, summary_only
+from protocol import CompressionStatus, Message, TranscriptError
 
 POLICY = CompactionPolicy(max_tokens=None, keep_last=2)
 
@@ -76,6 +76,34 @@ def review_fork() -> Incident:
         assert any("background note" in m.text for m in transcript), [m.text for m in transcript]
 
     return Incident(_head_tail(), {"main": main, "review": review}, {"review"}, note_kept)
+
+
+def three_paths() -> Incident:
+    """The user's turn, a background review's note and a cron rotation at once: the
+    seed's three-path incident, too many orders to run them all (bounded search does)."""
+    rotated: list[CompressionStatus] = []
+
+    def main(h):
+        with h.turn():
+            h.append("user", "what is 2+2?")
+            h.append("assistant", "4")
+
+    def review(h):
+        h.append("assistant", "background note")
+
+    def cron(h):
+        rotated.append(h.compress(force=True, mode="rotate").status)
+
+    def whole(transcript):
+        texts = [m.text for m in transcript]
+        assert any("background note" in t for t in texts), texts
+        assert texts.index("what is 2+2?") + 1 == texts.index("4"), texts  # the turn stays whole
+
+    def after():
+        assert CompressionStatus.ROTATED in rotated
+
+    paths = {"main": main, "review": review, "cron": cron}
+    return Incident(_head_tail(), paths, {"review"}, whole, after, {"preemption_bound": 0})
 
 
 def rotation_while_the_gateway_caches_the_id() -> Incident:
@@ -206,14 +234,155 @@ def stale_holder_frozen_past_its_lease() -> Incident:
     return Incident(_head_tail(policy), {"w1": w1, "w2": w2}, after=after, options=options)
 
 
+def turns_across_processes() -> Incident:
+    """Two processes' turns on one session: each stays whole, whoever goes first."""
+
+    def w(name):
+        def path(h):
+            with h.turn():
+                h.append("user", f"{name} asks")
+                h.append("assistant", f"{name} answered")
+
+        return path
+
+    def whole(t):
+        texts = [m.text for m in t]
+        for n in ("w1", "w2"):
+            assert texts.index(f"{n} asks") + 1 == texts.index(f"{n} answered"), texts
+
+    return Incident(
+        _head_tail(), {"w1": w("w1"), "w2": w("w2")}, check=whole, options={"processes": {"w1": "p1", "w2": "p2"}}
+    )
+
+
+def keyed_redelivery() -> Incident:
+    """A keyed ask redelivered after its turn, while a compaction carries the turn's rows:
+    the redelivery answers with the stored message (or its carried copy), never a new one."""
+    again = []
+
+    def main(h):
+        with h.turn():
+            h.append(Message("user", "ask", key="ask-1"))
+            h.append(Message("assistant", "answer", key="answer-1"))
+        again.append(h.append(Message("user", "ask (redelivered)", key="ask-1")).text)
+
+    def compact(h):
+        h.compress(force=True, mode="in_place")
+
+    def once(t):
+        texts = [m.text for m in t]
+        assert texts.count("ask") <= 1 and "ask (redelivered)" not in texts, texts
+
+    def after():
+        assert again and set(again) == {"ask"}
+
+    return Incident(
+        _head_tail(), {"main": main, "compact": compact}, check=once, after=after, options={"preemption_bound": 1}
+    )
+
+
+def tool_runs_with_a_summarizing_compressor() -> Incident:
+    """A turn with a tool run while an in-place summary keeping one message commits: the
+    kept tail never starts between a call and its result, the open turn stays out."""
+    policy = CompactionPolicy(max_tokens=None, keep_last=1)
+
+    def main(h):
+        with h.turn():
+            h.append("user", "what is the weather?")
+            h.append(
+                Message(
+                    "assistant",
+                    None,
+                    tool_calls=[{"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}],
+                )
+            )
+            h.append(Message("tool", "sunny", tool_call_id="c1"))
+            h.append("assistant", "it is sunny")
+
+    def compact(h):
+        h.compress(force=True, mode="in_place")
+
+    harness = Harness(compressor=HeadTailCompressor(keep_last=1), policy=policy, prefill=prefill())
+    return Incident(harness, {"main": main, "compact": compact}, options={"preemption_bound": 1})
+
+
+def rollback_behind_a_held_note() -> Incident:
+    """A turn, a review note held behind it, and a redelivered ask that rolls the turn
+    back: the rollback takes the turn's rows only while they are at the end."""
+
+    def main(h):
+        try:
+            with h.turn():
+                h.append("user", "a long ask")
+                h.append("assistant", "a partial answer")
+        except TranscriptError:  # rolled back under it
+            pass
+
+    def review(h):
+        h.append("assistant", "background note")
+
+    def retry(h):
+        with h.turn(on_busy="rollback"):
+            h.append("user", "the ask, again")
+
+    def check(view: HarnessView):
+        texts = [m.text for m in view.transcript]
+        assert "background note" in texts and "the ask, again" in texts, texts
+        turn = [t for t in ("a long ask", "a partial answer") if t in texts]
+        assert turn in ([], ["a long ask", "a partial answer"]), texts
+
+    return Incident(
+        _head_tail(),
+        {"main": main, "review": review, "retry": retry},
+        {"review"},
+        check,
+        options={"preemption_bound": 1},
+    )
+
+
+def a_dead_turn_sealed() -> Incident:
+    """A holder frozen for 25 s inside its turn (its lease lasts 10): the other process's
+    append is held, then lands once the dead turn is sealed; nothing is split or lost."""
+    policy = CompactionPolicy(max_tokens=None, keep_last=2, lease_ttl_s=10)
+    landed = []
+
+    def holder(h):
+        try:
+            with h.turn():
+                h.append("user", "an ask whose holder dies")
+                h.append("assistant", "an answer")
+        except TranscriptError:  # frozen past its lease: its turn was sealed meanwhile
+            pass
+
+    def other(h):
+        h.advance(5)
+        landed.append(h.append("user", "another ask").text)
+
+    def after():
+        assert landed
+
+    return Incident(
+        _head_tail(policy),
+        {"holder": holder, "other": other},
+        after=after,
+        options={"processes": {"holder": "p1", "other": "p2"}, "pauses": {"p1": 25.0}},
+    )
+
+
 INCIDENTS: dict[str, Callable[[], Incident]] = {
     "two paths compressing (rotate)": two_paths_compressing,
     "two paths compressing (in place)": lambda: two_paths_compressing("in_place"),
     "review fork": review_fork,
+    "three paths (preemption bound 0)": three_paths,
     "rotation while the gateway caches the id": rotation_while_the_gateway_caches_the_id,
     "interrupt during a summary": interrupt_during_a_summary,
     "slow compressor and appends": slow_compressor_and_appends,
     "retract during a summary": retract_during_a_summary,
     "rollback of a failed child": rollback_of_a_failed_child,
     "stale holder frozen past its lease": stale_holder_frozen_past_its_lease,
+    "turns across processes": turns_across_processes,
+    "keyed redelivery (preemption bound 1)": keyed_redelivery,
+    "tool runs with a summarizing compressor (preemption bound 1)": tool_runs_with_a_summarizing_compressor,
+    "rollback behind a held note (preemption bound 1)": rollback_behind_a_held_note,
+    "a dead turn sealed": a_dead_turn_sealed,
 }
