@@ -12,6 +12,7 @@ so `replay` runs the same schedule again, step for step.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import threading
 import time
@@ -34,7 +35,7 @@ from ._choosers import Exhaustive, Priorities, Replay, ReplayThenSteady, Schedul
 from ._databases import databases_for, prefill_with
 from ._failures import DEFAULT_FAILURES_DIR, SavedFailures, exploration_key, shrink
 from ._invariants import Failure, check_schedule
-from ._paths import Ledger, PathHandle
+from ._paths import Crashed, Faults, Ledger, PathHandle
 from ._scheduler import Chooser, DeadlockError, DeterministicScheduler, HarnessStuckError
 
 __all__ = ["Harness", "Report"]
@@ -157,6 +158,7 @@ class Harness:
         if temporary is not None:
             self._cleanup = weakref.finalize(self, shutil.rmtree, temporary, ignore_errors=True)
         self._local = threading.local()  # the path running on this thread
+        self._dead_holders: Callable[[], set[str]] = set  # the holders of the processes crashed in this run
 
     def close(self) -> None:
         """Remove the temporary directory (a no-op for a directory you gave)."""
@@ -341,9 +343,12 @@ class Harness:
             _sched.uninstall(scheduler)
         try:
             broken = [("path_error", f"{n}: {e}") for n, e in sorted(errors.items())] + broken
-            store = stores[groups[0]]
+            dead = self._dead_holders()
+            store = next((stores[g] for g in groups if _holder(g) not in dead), None)
+            if store is None:  # every process crashed: the checks read through a store of their own
+                store = stores["checks"] = databases.open(db, scheduler.wall_offset)
             turns, archived_at = databases.turn_tokens(db), databases.archived_at(db)
-            broken += check_schedule(store, setup.session_id, ledger, turns, archived_at, setup.check)
+            broken += check_schedule(store, setup.session_id, ledger, turns, archived_at, setup.check, dead)
             transcript = _live_transcript(store, setup.session_id)
         finally:
             self._close(stores, db)
@@ -360,29 +365,50 @@ class Harness:
         """Start a registry per process and a thread per path; run them to the end."""
         registries: dict[str, SessionRegistry] = {}
         threads: list[_sched.Thread] = []
+        faults = {group: self._faults(scheduler, stores, group) for group in stores}
+        self._dead_holders = lambda: {_holder(g) for g, f in faults.items() if f.dead}
         try:
             for group, store in stores.items():
                 scheduler.spawn_group = group
-                holder = HOLDER if group == "main" else f"{HOLDER}:{group}"
-                registries[group] = self._registry(store, holder)
+                registries[group] = self._registry(store, _holder(group))
             for name, fn in sorted(setup.paths.items()):
                 scheduler.spawn_group = group = setup.process_of[name]
                 registry = registries[group]
                 handle = (
                     registry.review(setup.session_id) if name in setup.review else registry.session(setup.session_id)
                 )
-                threads.append(self._start_path(PathHandle(name, handle, ledger), fn, errors))
+                threads.append(self._start_path(PathHandle(name, handle, ledger, faults[group]), fn, errors))
             try:
-                scheduler.run(alive=lambda: not all(t.finished.is_set() for t in threads))
+                # a path of a crashed process is over, wherever it stopped
+                groups = [faults[setup.process_of[name]] for name in sorted(setup.paths)]
+                scheduler.run(alive=lambda: not all(t.finished.is_set() or f.dead for t, f in zip(threads, groups)))
             except (DeadlockError, HarnessStuckError) as exc:
                 return [("deadlock", str(exc))]
             return []
         finally:
             scheduler.release()
-            for registry in registries.values():
-                registry.close(drain_s=0)  # the schedule is over: what it left open (a deadlock) is abandoned
+            for group, registry in registries.items():
+                if faults[group].dead:  # its threads find its store closed: nothing more is written
+                    with contextlib.suppress(Exception):
+                        registry.close(drain_s=0)
+                else:
+                    registry.close(drain_s=0)  # the schedule is over: what it left open (a deadlock) is abandoned
             for thread in threads:
                 thread.join(_JOIN_S)
+
+    @staticmethod
+    def _faults(scheduler: DeterministicScheduler, stores: Mapping[str, Store], group: str) -> Faults:
+        """A process's faults: a freeze stops its threads; a crash stops them for good and
+        closes its store connection, so that nothing it had not written gets written."""
+        faults = Faults(freeze=scheduler.freeze)
+
+        def crash() -> None:
+            faults.dead = True
+            scheduler.crash()
+            stores[group].close()
+
+        faults.crash = crash
+        return faults
 
     def _start_path(self, path: PathHandle, fn: Path_, errors: dict[str, str]) -> _sched.Thread:
         def run() -> None:
@@ -390,6 +416,8 @@ class Harness:
             try:
                 _sched.point(f"{path.name} start")
                 fn(path)
+            except Crashed:  # its process died: the path ends there, as it was asked to
+                pass
             except BaseException as exc:  # the path did not expect it: a failure of the run
                 errors[path.name] = "".join(traceback.format_exception_only(exc)).strip()
             finally:
@@ -406,8 +434,13 @@ class Harness:
 
     def _close(self, stores: Mapping[str, Store], db: str) -> None:
         for store in stores.values():
-            store.close()
+            store.close()  # a crashed process's store was closed already: again is a no-op
         self._databases.remove(db)
+
+
+def _holder(group: str) -> str:
+    """The holder a harness process's registry holds leases as."""
+    return HOLDER if group == "main" else f"{HOLDER}:{group}"
 
 
 def _live_transcript(store: Store, session_id: str) -> list[StoredMessage]:

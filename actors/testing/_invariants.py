@@ -6,7 +6,7 @@ history (`_history`), and the user's own ``check`` (given the live transcript, o
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from persistence import Store
@@ -67,13 +67,21 @@ def check_schedule(
     turns: Mapping[int, object],
     archived_at: Mapping[int, float],
     check: Callable[..., object] | None,
+    dead_holders: Collection[str] = (),
 ) -> list[tuple[str, str]]:
     """The (invariant, detail) pairs this run broke, in `INVARIANTS` order. ``turns``:
     the turn each acknowledged row was appended in, as the database recorded it (a
     turn closed for running past ``max_turn_s`` ends there, whatever its holder thinks).
-    ``archived_at``: when each archived row left the live transcript."""
+    ``archived_at``: when each archived row left the live transcript. ``dead_holders``:
+    the holders of crashed processes (their leases lapse, they are not leaked)."""
     acks = [Ack(session_id, row.id, row.text) for row in ledger.rows.values()]
     report = check_run(store, session_id, [session_id], acks)
+    if report.leaked_leases and dead_holders:  # a crashed process never released: its leases lapse
+        report.leaked_leases = sum(
+            1
+            for lease in store.leases()
+            if lease.session_id.startswith(session_id) and lease.holder not in dead_holders
+        )
     broken = [(name, _detail(report, name)) for name, (counters, _) in _COUNTED.items() if _count(report, counters)]
     split = split_turns(ledger.rows.values(), turn_of=lambda row: turns.get(row.id))
     if split:

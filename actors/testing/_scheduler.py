@@ -84,6 +84,7 @@ class DeterministicScheduler:
         self._chooser = chooser
         self._pauses = dict(pauses or {})  # group -> seconds: one pause each, at a decision's choice
         self._frozen: dict[str, float] = {}  # group -> virtual time its pause ends
+        self._dead: set[str] = set()  # groups whose process crashed: none of their threads runs again
         #: The group of threads spawned by a thread the scheduler does not control.
         self.spawn_group = "main"
         self._stuck_after_s = stuck_after_s
@@ -149,6 +150,23 @@ class DeterministicScheduler:
     def wall_offset(self) -> float:
         """Virtual seconds elapsed in this run (the store's clock adds them)."""
         return self.monotonic() - VIRTUAL_START
+
+    def freeze(self, seconds: float) -> None:
+        """From a controlled thread: its whole group stops for ``seconds`` virtual
+        seconds (its own wait included), from now."""
+        me = self.current()
+        if me is not None:
+            with self._cond:
+                self._frozen[me.group] = max(self._frozen.get(me.group, 0.0), self._now + seconds)
+
+    def crash(self) -> str | None:
+        """From a controlled thread: its group never runs again in this run. Its group."""
+        me = self.current()
+        if me is None:
+            return None
+        with self._cond:
+            self._dead.add(me.group)
+        return me.group
 
     # -- the harness's side -------------------------------------------------------------
 
@@ -222,7 +240,7 @@ class DeterministicScheduler:
             self._cond.wait(left)
 
     def _is_frozen(self, group: str) -> bool:
-        return self._frozen.get(group, -1.0) > self._now
+        return group in self._dead or self._frozen.get(group, -1.0) > self._now
 
     def _jump(self) -> None:
         deadlines = [
@@ -230,7 +248,7 @@ class DeterministicScheduler:
             for c in self._live
             if c.state == _WAITING and c.deadline is not None and not self._is_frozen(c.group)
         ]
-        deadlines += [until for group, until in self._frozen.items() if self._is_frozen(group)]
+        deadlines += [until for group, until in self._frozen.items() if until > self._now and group not in self._dead]
         if not deadlines:
             raise DeadlockError(f"every thread waits for ever: {self._waiting_labels()}")
         self._now = max(self._now, min(deadlines))

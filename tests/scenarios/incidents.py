@@ -341,31 +341,32 @@ def rollback_behind_a_held_note() -> Incident:
 
 
 def a_dead_turn_sealed() -> Incident:
-    """A holder frozen for 25 s inside its turn (its lease lasts 10): the other process's
-    append is held, then lands once the dead turn is sealed; nothing is split or lost."""
+    """A holder's process dies inside its turn (`PathHandle.crash`): its lease lapses 10 s
+    later on the harness's clock, and the other process's append, held behind the dead
+    turn until then, lands after it; nothing is split, lost or leaked."""
     policy = CompactionPolicy(max_tokens=None, keep_last=2, lease_ttl_s=10)
-    landed = []
+    landed: list[str] = []
 
     def holder(h):
-        try:
-            with h.turn():
-                h.append("user", "an ask whose holder dies")
-                h.append("assistant", "an answer")
-        except TranscriptError:  # frozen past its lease: its turn was sealed meanwhile
-            pass
+        with h.turn():
+            h.append("user", "an ask whose holder dies")
+            h.crash()
 
     def other(h):
-        h.advance(5)
         landed.append(h.append("user", "another ask").text)
 
-    def after():
-        assert landed
+    def after_the_turn(view: HarnessView):  # before the turn opened, or after it lapsed
+        texts = [m.text for m in view.transcript]
+        asked = texts.index("another ask")
+        assert asked == len(texts) - 1 or texts[asked + 1 :] == ["an ask whose holder dies"], texts
+        assert not view.outcomes and len(view.ledger["holder"]) == 1
 
+    def after():
+        assert landed == ["another ask"] * len(landed) and landed
+
+    options = {"processes": {"holder": "p1", "other": "p2"}}
     return Incident(
-        _head_tail(policy),
-        {"holder": holder, "other": other},
-        after=after,
-        options={"processes": {"holder": "p1", "other": "p2"}, "pauses": {"p1": 25.0}},
+        _head_tail(policy), {"holder": holder, "other": other}, check=after_the_turn, after=after, options=options
     )
 
 
