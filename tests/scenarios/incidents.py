@@ -214,18 +214,20 @@ def rollback_of_a_failed_child() -> Incident:
     return Incident(harness, {"main": main, "user": user}, check=kept, after=after)
 
 
-def stale_holder_frozen_past_its_lease() -> Incident:
-    """Two processes rotate; the first may freeze for 100 s (its lease lasts 10) at any
-    moment, its commit's moment included. Upstream this was a holder paused by GC."""
+def stale_holder_frozen_past_its_lease(mode: str = "rotate") -> Incident:
+    """Two processes compact; the first may freeze for 100 s (its lease lasts 10) at any
+    moment, its commit's moment included. Upstream this was a holder paused by GC. In
+    place, only the commit's fence stops the stale summary (a rotation's parent has
+    ended too)."""
     policy = CompactionPolicy(max_tokens=None, keep_last=2, lease_ttl_s=10)
     statuses: list[CompressionStatus] = []
 
     def w1(h):
-        statuses.append(h.compress(force=True, mode="rotate").status)
+        statuses.append(h.compress(force=True, mode=mode).status)
 
     def w2(h):
         h.advance(20)
-        statuses.append(h.compress(force=True, mode="rotate").status)
+        statuses.append(h.compress(force=True, mode=mode).status)
 
     def after():
         assert CompressionStatus.LEASE_LOST in statuses  # the stale commit was refused, not forked
@@ -381,6 +383,7 @@ INCIDENTS: dict[str, Callable[[], Incident]] = {
     "retract during a summary": retract_during_a_summary,
     "rollback of a failed child": rollback_of_a_failed_child,
     "stale holder frozen past its lease": stale_holder_frozen_past_its_lease,
+    "stale holder frozen past its lease (in place)": lambda: stale_holder_frozen_past_its_lease("in_place"),
     "turns across processes": turns_across_processes,
     "keyed redelivery (preemption bound 1)": keyed_redelivery,
     "tool runs with a summarizing compressor (preemption bound 1)": tool_runs_with_a_summarizing_compressor,
