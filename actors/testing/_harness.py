@@ -19,13 +19,11 @@ import time
 import traceback
 import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 
 from persistence import Store
 from protocol import InvalidArgumentError, Message, StoredMessage, TranscriptError
-from protocol._checks import check_duration
 
 from .. import _sched
 from .._registry import SessionRegistry
@@ -36,12 +34,12 @@ from ._databases import databases_for, prefill_with
 from ._failures import DEFAULT_FAILURES_DIR, SavedFailures, exploration_key, shrink
 from ._invariants import Failure, check_schedule
 from ._paths import Crashed, Faults, Ledger, PathHandle
+from ._report import Report, Run
 from ._scheduler import Chooser, DeadlockError, DeterministicScheduler, HarnessStuckError
+from ._setup import Check, PathFn, Setup
 
 __all__ = ["Harness", "Report"]
 
-Path_ = Callable[[PathHandle], object]
-Check = Callable[..., object]  # of the live transcript, or of a HarnessView
 
 #: Every registry the harness opens holds leases as this holder.
 HOLDER = "harness"
@@ -49,87 +47,6 @@ HOLDER = "harness"
 _FIRST_HORIZON = 12
 #: Real seconds a path thread gets to finish once its schedule is over.
 _JOIN_S = 10.0
-
-
-@dataclass(slots=True)
-class Report:
-    """What `Harness.explore` ran and found."""
-
-    schedules_run: int = 0
-    failures: list[Failure] = field(default_factory=list)
-    complete: bool = False  # exhaustive: every schedule (within the preemption bound) was visited
-    steps: int = 0  # scheduling steps over all schedules
-    seconds: float = 0.0
-    schedules: set[str] = field(default_factory=set)  # the distinct schedule strings
-    #: "points": label -> times a thread ran from it; "orders": "a < b" -> times a ran
-    #: while b waited at a decision
-    coverage: dict[str, dict[str, int]] = field(default_factory=lambda: {"points": {}, "orders": {}})
-
-    def both_orders(self) -> list[tuple[str, str]]:
-        """The pairs of steps seen in both orders (each pair once, sorted)."""
-        orders = self.coverage["orders"]
-        pairs = {tuple(sorted(key.split(" < ", 1))) for key in orders}
-        return sorted((a, b) for a, b in pairs if f"{a} < {b}" in orders and f"{b} < {a}" in orders)
-
-    def assert_ok(self) -> None:
-        """AssertionError naming the first failure (its invariant and schedule)."""
-        if self.failures:
-            first = self.failures[0]
-            raise AssertionError(
-                f"{len(self.failures)} failure(s) in {self.schedules_run} schedule(s); first: "
-                f"{first.invariant}: {first.detail}\n  replay with schedule={first.schedule!r}"
-            )
-
-
-@dataclass(slots=True)
-class _Run:
-    decisions: str
-    broken: list[tuple[str, str]]
-    transcript: list[StoredMessage]
-    steps: int
-    points: dict[str, int] = field(default_factory=dict)
-    orders: dict[tuple[str, str], int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class _Setup:
-    """What one exploration runs: its paths and options, checked once."""
-
-    paths: Mapping[str, Path_]
-    review: frozenset[str]
-    session_id: str
-    check: Check | None
-    process_of: dict[str, str]  # path -> the process it runs in
-    pauses: dict[str, float]
-
-    @staticmethod
-    def of(
-        paths: Mapping[str, Path_],
-        review: Collection[str],
-        session_id: str,
-        check: Check | None,
-        processes: Mapping[str, str] | None,
-        pauses: Mapping[str, float] | None,
-    ) -> _Setup:
-        if not paths or not all(isinstance(n, str) and n and callable(f) for n, f in paths.items()):
-            raise InvalidArgumentError("paths must map non-empty names to functions of a handle")
-        _check_names("review", review, paths)
-        _check_names("processes", processes or {}, paths)
-        process_of = {name: (processes or {}).get(name, "main") for name in paths}
-        if not all(isinstance(p, str) and p for p in process_of.values()):
-            raise InvalidArgumentError("processes must map paths to non-empty process names")
-        pauses = dict(pauses or {})
-        _check_names("pauses", pauses, process_of.values())
-        seconds = {process: check_duration(s, f"pauses[{process!r}]") for process, s in pauses.items()}
-        if check is not None and not callable(check):
-            raise InvalidArgumentError(f"check must be callable or None, got {check!r}")
-        return _Setup(paths, frozenset(review), session_id, check, process_of, seconds)
-
-
-def _check_names(what: str, names: Collection[str], known: Collection[str]) -> None:
-    unknown = set(names) - set(known)
-    if unknown:
-        raise InvalidArgumentError(f"{what} names what does not exist: {sorted(unknown)}")
 
 
 class Harness:
@@ -175,7 +92,7 @@ class Harness:
 
     def explore(
         self,
-        paths: Mapping[str, Path_],
+        paths: Mapping[str, PathFn],
         *,
         review: Collection[str] = (),
         session_id: str = "S",
@@ -207,7 +124,7 @@ class Harness:
         connection on the one database. ``pauses`` (process -> seconds) lets the
         scheduler freeze a process once per schedule, at any decision, for that many
         virtual seconds: SIGSTOP, as a schedule."""
-        setup = _Setup.of(paths, review, session_id, check, processes, pauses)
+        setup = Setup.of(paths, review, session_id, check, processes, pauses)
         budget = max_schedules if exhaustive else schedules
         for name, value, low in (("number of schedules", budget, 1), ("pct_depth", pct_depth, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -239,7 +156,7 @@ class Harness:
                 )
                 run = self._run(setup, chooser)
                 horizon = max(horizon, len(split(run.decisions)))  # PCT's changes fall among real decisions
-                self._count(report, run)
+                report._count(run)
                 for name, detail in run.broken:
                     random_seed = None if exploring else seed
                     if name in shrunk:  # one shrunk (and saved) failure per invariant is enough
@@ -255,7 +172,7 @@ class Harness:
         report.seconds = time.perf_counter() - started
         return report
 
-    def _replay_saved(self, setup: _Setup, saved: SavedFailures, report: Report) -> list[str]:
+    def _replay_saved(self, setup: Setup, saved: SavedFailures, report: Report) -> list[str]:
         """Run the saved failures first; those that still fail (and are kept)."""
         failing = []
         for schedule in saved.load():
@@ -266,23 +183,13 @@ class Harness:
                 continue
             if not chooser.finished():
                 continue
-            self._count(report, run)
+            report._count(run)
             report.failures += [Failure(schedule, n, d, original=schedule) for n, d in run.broken]
             if run.broken:
                 failing.append(schedule)
         return failing
 
-    def _count(self, report: Report, run: _Run) -> None:
-        report.schedules_run += 1
-        report.steps += run.steps
-        report.schedules.add(run.decisions)
-        for label, n in run.points.items():
-            report.coverage["points"][label] = report.coverage["points"].get(label, 0) + n
-        for (first, then), n in run.orders.items():
-            key = f"{first} < {then}"
-            report.coverage["orders"][key] = report.coverage["orders"].get(key, 0) + n
-
-    def _shrunk(self, setup: _Setup, run: _Run, invariant: str, detail: str, seed: int | None) -> Failure:
+    def _shrunk(self, setup: Setup, run: Run, invariant: str, detail: str, seed: int | None) -> Failure:
         """The failure, its schedule shrunk (`_failures.shrink`)."""
 
         def still_fails(prefix: list[str]) -> list[str] | None:
@@ -294,7 +201,7 @@ class Harness:
 
     def replay(
         self,
-        paths: Mapping[str, Path_],
+        paths: Mapping[str, PathFn],
         schedule: str,
         *,
         review: Collection[str] = (),
@@ -305,7 +212,7 @@ class Harness:
     ) -> list[StoredMessage]:
         """Run ``schedule`` again: AssertionError naming the invariant if it breaks one,
         else the session's final live transcript."""
-        setup = _Setup.of(paths, review, session_id, check, processes, pauses)
+        setup = Setup.of(paths, review, session_id, check, processes, pauses)
         chooser = Replay(schedule)
         run = self._run(setup, chooser)
         if not chooser.finished():
@@ -324,7 +231,7 @@ class Harness:
 
     # -- one schedule ------------------------------------------------------------------
 
-    def _run(self, setup: _Setup, chooser: Chooser) -> _Run:
+    def _run(self, setup: Setup, chooser: Chooser) -> Run:
         databases = self._databases
         db = databases.fresh(setup.session_id, prefill_with(self.prefill, setup.session_id, self._registry))
         scheduler = DeterministicScheduler(chooser, pauses=setup.pauses)
@@ -352,11 +259,11 @@ class Harness:
             transcript = _live_transcript(store, setup.session_id)
         finally:
             self._close(stores, db)
-        return _Run(join(scheduler.decisions), broken, transcript, scheduler.steps, scheduler.points, scheduler.orders)
+        return Run(join(scheduler.decisions), broken, transcript, scheduler.steps, scheduler.points, scheduler.orders)
 
     def _schedule(
         self,
-        setup: _Setup,
+        setup: Setup,
         scheduler: DeterministicScheduler,
         stores: dict[str, Store],
         ledger: Ledger,
@@ -410,7 +317,7 @@ class Harness:
         faults.crash = crash
         return faults
 
-    def _start_path(self, path: PathHandle, fn: Path_, errors: dict[str, str]) -> _sched.Thread:
+    def _start_path(self, path: PathHandle, fn: PathFn, errors: dict[str, str]) -> _sched.Thread:
         def run() -> None:
             self._local.path = path
             try:

@@ -237,24 +237,29 @@ def stale_holder_frozen_past_its_lease(mode: str = "rotate") -> Incident:
 
 
 def turns_across_processes() -> Incident:
-    """Two processes' turns on one session: each stays whole, whoever goes first."""
+    """A turn in one process, a plain append and another turn in a second: the store's
+    turn lease keeps the first turn whole against a writer its registry never saw."""
 
-    def w(name):
-        def path(h):
-            with h.turn():
-                h.append("user", f"{name} asks")
-                h.append("assistant", f"{name} answered")
+    def w1(h):
+        with h.turn():
+            h.append("user", "w1 asks")
+            h.append("assistant", "w1 answered")
 
-        return path
+    def note(h):
+        h.append("assistant", "a note from p2")
 
-    def whole(t):
-        texts = [m.text for m in t]
-        for n in ("w1", "w2"):
-            assert texts.index(f"{n} asks") + 1 == texts.index(f"{n} answered"), texts
+    def w2(h):
+        with h.turn():
+            h.append("user", "w2 asks")
 
-    return Incident(
-        _head_tail(), {"w1": w("w1"), "w2": w("w2")}, check=whole, options={"processes": {"w1": "p1", "w2": "p2"}}
-    )
+    def whole(transcript):
+        texts = [m.text for m in transcript]
+        assert texts.index("w1 asks") + 1 == texts.index("w1 answered"), texts
+        assert {"a note from p2", "w2 asks"} <= set(texts), texts
+
+    paths = {"w1": w1, "note": note, "w2": w2}
+    options = {"processes": {"w1": "p1", "note": "p2", "w2": "p2"}, "preemption_bound": 1}
+    return Incident(_head_tail(), paths, check=whole, options=options)
 
 
 def keyed_redelivery() -> Incident:
@@ -357,10 +362,11 @@ def a_dead_turn_sealed() -> Incident:
     def other(h):
         landed.append(h.append("user", "another ask").text)
 
-    def after_the_turn(view: HarnessView):  # before the turn opened, or after it lapsed
-        texts = [m.text for m in view.transcript]
-        asked = texts.index("another ask")
-        assert asked == len(texts) - 1 or texts[asked + 1 :] == ["an ask whose holder dies"], texts
+    def after_the_turn(view: HarnessView):  # before the turn opened, or once its lease lapsed
+        (turn_row,) = [m for m in view.transcript if m.text == "an ask whose holder dies"]
+        (late,) = [m for m in view.transcript if m.text == "another ask"]
+        if late.seq > turn_row.seq:
+            assert late.created_at - turn_row.created_at >= policy.lease_ttl_s, (late, turn_row)
         assert not view.outcomes and len(view.ledger["holder"]) == 1
 
     def after():
@@ -384,7 +390,7 @@ INCIDENTS: dict[str, Callable[[], Incident]] = {
     "rollback of a failed child": rollback_of_a_failed_child,
     "stale holder frozen past its lease": stale_holder_frozen_past_its_lease,
     "stale holder frozen past its lease (in place)": lambda: stale_holder_frozen_past_its_lease("in_place"),
-    "turns across processes": turns_across_processes,
+    "turns across processes (preemption bound 1)": turns_across_processes,
     "keyed redelivery (preemption bound 1)": keyed_redelivery,
     "tool runs with a summarizing compressor (preemption bound 1)": tool_runs_with_a_summarizing_compressor,
     "rollback behind a held note (preemption bound 1)": rollback_behind_a_held_note,
