@@ -378,6 +378,33 @@ def a_dead_turn_sealed() -> Incident:
     )
 
 
+def a_holder_frozen_inside_its_turn() -> Incident:
+    """A holder stops for 25 s inside its turn (`PathHandle.freeze`; the lease lasts 10)
+    while another process appends: its turn is lost, and its late append refused."""
+    policy = CompactionPolicy(max_tokens=None, keep_last=2, lease_ttl_s=10)
+    refused: list[str] = []
+    answered: list[bool] = []
+
+    def holder(h):
+        try:
+            with h.turn():
+                h.append("user", "ask")
+                h.freeze(25)
+                h.append("assistant", "late answer")
+            answered.append(True)
+        except TranscriptError as exc:
+            refused.append(type(exc).__name__)
+
+    def other(h):
+        h.append("user", "another ask")
+
+    def after():
+        assert refused and not answered and set(refused) == {"TurnLostError"}
+
+    options = {"processes": {"holder": "p1", "other": "p2"}}
+    return Incident(_head_tail(policy), {"holder": holder, "other": other}, after=after, options=options)
+
+
 INCIDENTS: dict[str, Callable[[], Incident]] = {
     "two paths compressing (rotate)": two_paths_compressing,
     "two paths compressing (in place)": lambda: two_paths_compressing("in_place"),
@@ -395,4 +422,5 @@ INCIDENTS: dict[str, Callable[[], Incident]] = {
     "tool runs with a summarizing compressor (preemption bound 1)": tool_runs_with_a_summarizing_compressor,
     "rollback behind a held note (preemption bound 1)": rollback_behind_a_held_note,
     "a dead turn sealed": a_dead_turn_sealed,
+    "a holder frozen inside its turn": a_holder_frozen_inside_its_turn,
 }
