@@ -9,8 +9,9 @@ an interleaving by hand.
 """
 
 from ._choosers import ScheduleMismatchError
-from ._compressors import CompressorCancelled, GatedCompressor, ScriptedCompressor, summary_only
+from ._compressors import CompressorCancelled, GatedCompressor, ScriptedCompressor, SlowCompressor, summary_only
 from ._harness import Harness, Report
+from ._history import HarnessView
 from ._invariants import INVARIANTS, Failure
 from ._mutations import mutation
 from ._paths import PathHandle
@@ -24,10 +25,12 @@ __all__ = [
     "GatedCompressor",
     "Harness",
     "HarnessStuckError",
+    "HarnessView",
     "PathHandle",
     "Report",
     "ScheduleMismatchError",
     "ScriptedCompressor",
+    "SlowCompressor",
     "mutation",
     "summary_only",
 ]

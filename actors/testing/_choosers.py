@@ -1,9 +1,13 @@
 """How a schedule is chosen: at random by priorities (PCT), every one in turn
-(depth first), or replayed from its schedule string.
+(depth first, optionally within a preemption bound), or replayed from its schedule
+string (all of it, or a prefix and then no preemption: how a failure is shrunk).
 
 A schedule string is the labels picked at each decision (a step with more than
 one candidate), joined by `SEPARATOR`. Steps with one candidate are not written:
-the run is deterministic between decisions.
+the run is deterministic between decisions. Each chooser is told which candidate,
+if any, is the thread that ran last (``running``): picking another one while it
+could go on is a *preemption*. A pause (a negative seq) is a fault the schedule
+injects, not a preemption.
 """
 
 from __future__ import annotations
@@ -12,7 +16,16 @@ import random
 
 from protocol import TranscriptError
 
-__all__ = ["SEPARATOR", "Exhaustive", "Priorities", "Replay", "ScheduleMismatchError", "join", "split"]
+__all__ = [
+    "SEPARATOR",
+    "Exhaustive",
+    "Priorities",
+    "Replay",
+    "ReplayThenSteady",
+    "ScheduleMismatchError",
+    "join",
+    "split",
+]
 
 SEPARATOR = " > "
 
@@ -39,6 +52,7 @@ class Priorities:
     run is about as likely to be the one a process freezes at."""
 
     def __init__(self, seed: int, *, depth: int = 3, horizon: int = 60) -> None:
+        depth = max(1, depth)
         self._rng = random.Random(seed)
         self._priority: dict[int, float] = {}
         self._changes = set(self._rng.sample(range(horizon), min(depth - 1, horizon)))
@@ -46,7 +60,7 @@ class Priorities:
         self._lowest = 0.0
         self._pause_from = self._rng.randrange(max(1, horizon // 3))
 
-    def choose(self, labels: list[str], seqs: list[int]) -> int:
+    def choose(self, labels: list[str], seqs: list[int], running: int | None = None) -> int:
         pauses = [i for i, seq in enumerate(seqs) if seq < 0]
         if pauses and self._decision >= self._pause_from:
             self._decision += 1
@@ -69,18 +83,31 @@ class Priorities:
 
 class Exhaustive:
     """Depth first over the decisions: follow ``prefix``, then take the first
-    candidate; `next_prefix` names the next schedule not yet run."""
+    option; `next_prefix` names the next schedule not yet run.
 
-    def __init__(self, prefix: list[int]) -> None:
+    The options at a decision: the running thread first (no preemption), then the
+    others in label order. With ``preemption_bound`` (CHESS, Musuvathi and Qadeer,
+    2007) a schedule that already preempted that many times has one option left
+    whenever the running thread can go on: letting it."""
+
+    def __init__(self, prefix: list[int], preemption_bound: int | None = None) -> None:
         self._prefix = prefix
-        self._trail: list[tuple[int, int]] = []  # (choice, candidates) at each decision
+        self._bound = preemption_bound
+        self._preemptions = 0
+        self._trail: list[tuple[int, int]] = []  # (option, options) at each decision
 
-    def choose(self, labels: list[str], seqs: list[int]) -> int:
+    def choose(self, labels: list[str], seqs: list[int], running: int | None = None) -> int:
+        options = _steady_first(seqs, running)
+        steady = running is not None and running in seqs
+        if steady and self._bound is not None and self._preemptions >= self._bound:
+            options = [i for i in options if seqs[i] == running or seqs[i] < 0]  # pauses stay: faults
         depth = len(self._trail)
-        choice = self._prefix[depth] if depth < len(self._prefix) else 0
-        choice = min(choice, len(labels) - 1)
-        self._trail.append((choice, len(labels)))
-        return choice
+        choice = min(self._prefix[depth] if depth < len(self._prefix) else 0, len(options) - 1)
+        self._trail.append((choice, len(options)))
+        picked = options[choice]
+        if steady and seqs[picked] >= 0 and seqs[picked] != running:
+            self._preemptions += 1
+        return picked
 
     def next_prefix(self) -> list[int] | None:
         for depth in range(len(self._trail) - 1, -1, -1):
@@ -90,6 +117,12 @@ class Exhaustive:
         return None
 
 
+def _steady_first(seqs: list[int], running: int | None) -> list[int]:
+    """Candidate indexes, the running thread's first, the rest in their order."""
+    steady = [i for i, seq in enumerate(seqs) if seq == running]
+    return steady + [i for i in range(len(seqs)) if i not in steady]
+
+
 class Replay:
     """Picks the labels of a schedule string, in order."""
 
@@ -97,7 +130,7 @@ class Replay:
         self._labels = split(schedule)
         self._at = 0
 
-    def choose(self, labels: list[str], seqs: list[int]) -> int:
+    def choose(self, labels: list[str], seqs: list[int], running: int | None = None) -> int:
         if self._at >= len(self._labels):
             raise ScheduleMismatchError(f"the schedule ended after {self._at} decisions; this run needs more")
         wanted = self._labels[self._at]
@@ -108,3 +141,23 @@ class Replay:
 
     def finished(self) -> bool:
         return self._at == len(self._labels)
+
+
+class ReplayThenSteady:
+    """The first ``decisions`` of a schedule, then no preemption (the running thread
+    goes on, else the first candidate; never a pause): a shorter schedule that may
+    still fail the same way."""
+
+    def __init__(self, decisions: list[str]) -> None:
+        self._labels = decisions
+        self._at = 0
+
+    def choose(self, labels: list[str], seqs: list[int], running: int | None = None) -> int:
+        if self._at < len(self._labels):
+            wanted = self._labels[self._at]
+            self._at += 1
+            if wanted in labels:
+                return labels.index(wanted)
+            self._at = len(self._labels)  # the run went elsewhere: steady from here
+        threads = [i for i, seq in enumerate(seqs) if seq >= 0]
+        return next((i for i in threads if seqs[i] == running), threads[0])

@@ -3,6 +3,8 @@
 `GatedCompressor` blocks inside ``compress`` until the test releases it, so a test
 can act while a compaction is in flight; `ScriptedCompressor` returns or raises
 what it was given. Both record every input and are safe across threads.
+`SlowCompressor` takes virtual time under a `Harness`: the summary is slow while
+the other paths, the lease keeper and the turn clock go on.
 """
 
 from __future__ import annotations
@@ -11,9 +13,11 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from protocol import SUMMARY_PREFIX, Message, StoredMessage
+from actors.scheduling import hooks as _sched
+from protocol import SUMMARY_PREFIX, InvalidArgumentError, Message, StoredMessage
+from protocol._checks import check_duration
 
-__all__ = ["CompressorCancelled", "GatedCompressor", "ScriptedCompressor", "summary_only"]
+__all__ = ["CompressorCancelled", "GatedCompressor", "ScriptedCompressor", "SlowCompressor", "summary_only"]
 
 DEFAULT_GATE_TIMEOUT_S = 60.0
 _CANCEL_POLL_S = 0.01
@@ -128,3 +132,30 @@ class ScriptedCompressor(_Recorder):
         if callable(step):
             return list(step(messages))
         return [m if isinstance(m, Message) else Message.from_dict(m) for m in step]
+
+
+class SlowCompressor:
+    """``inner``, after ``seconds`` on the harness's virtual clock.
+
+    Under a `Harness` the summary takes that long on its clock and no real time:
+    meanwhile the other paths run, the lease keeper renews (or, in a frozen
+    process, does not), ``max_turn_s`` runs out and the attempt's deadline comes.
+    A ``cancel`` (an interrupt, a lost lease) ends the wait early and raises
+    `CompressorCancelled`. Outside a harness it waits no time at all.
+    """
+
+    def __init__(self, inner: Any, seconds: float) -> None:
+        if not callable(getattr(inner, "compress", None)):
+            raise InvalidArgumentError(f"SlowCompressor wraps a compressor, got {inner!r}")
+        self.inner = inner
+        self.seconds = check_duration(seconds, "SlowCompressor seconds", allow_zero=True)
+        self.name = str(getattr(inner, "name", "") or "slow")
+
+    def compress(
+        self, messages: Sequence[StoredMessage], *, target_tokens: int, cancel: threading.Event
+    ) -> Sequence[Message]:
+        # a controlled thread returns once the virtual deadline passed (or cancel was set)
+        _sched.park("slow compressor", cancel.is_set, self.seconds)
+        if cancel.is_set():
+            raise CompressorCancelled("cancelled while the summary was slow")
+        return self.inner.compress(messages, target_tokens=target_tokens, cancel=cancel)

@@ -9,6 +9,7 @@ its leases expire on the server's clock, which the harness cannot move.
 
 from __future__ import annotations
 
+import itertools
 import os
 import sqlite3
 import tempfile
@@ -27,6 +28,8 @@ __all__ = ["Databases", "PostgresSchemas", "SqliteFiles", "databases_for"]
 
 #: The store's wall clock at the start of every schedule (epoch seconds), on SQLite.
 EPOCH = 1_800_000_000.0
+#: What each reading of that clock adds: no two stamps of a schedule are equal.
+TICK_S = 1e-6
 
 Prefill = Callable[[Store], None]
 
@@ -43,6 +46,10 @@ class Databases:
 
     def turn_tokens(self, ref: str) -> dict[int, str]:
         """Row id -> the token of the turn it was appended in (rows in a turn only)."""
+        raise NotImplementedError
+
+    def archived_at(self, ref: str) -> dict[int, float]:
+        """Row id -> when it left the live transcript (archived rows only)."""
         raise NotImplementedError
 
     def remove(self, ref: str) -> None:
@@ -75,13 +82,24 @@ class SqliteFiles(Databases):
         return str(db)
 
     def open(self, ref: str, offset: Callable[[], float]) -> Store:
-        return SqliteStore(ref, clock=lambda: EPOCH + offset(), group_commit=False)
+        ticks = itertools.count()
+        # a tick per reading orders every stamp of a schedule (the history checks read them)
+        return SqliteStore(ref, clock=lambda: EPOCH + offset() + next(ticks) * TICK_S, group_commit=False)
 
     def turn_tokens(self, ref: str) -> dict[int, str]:
-        with sqlite3.connect(f"file:{ref}?mode=ro", uri=True) as conn:
-            rows = conn.execute("SELECT id, turn FROM messages WHERE turn IS NOT NULL").fetchall()
-        conn.close()
+        rows = self._rows(ref, "SELECT id, turn FROM messages WHERE turn IS NOT NULL")
         return {row_id: str(token) for row_id, token in rows}
+
+    def archived_at(self, ref: str) -> dict[int, float]:
+        rows = self._rows(ref, "SELECT id, archived_at FROM messages WHERE archived_at IS NOT NULL")
+        return {row_id: float(when) for row_id, when in rows}
+
+    @staticmethod
+    def _rows(ref: str, sql: str) -> list[Any]:
+        with sqlite3.connect(f"file:{ref}?mode=ro", uri=True) as conn:
+            rows = conn.execute(sql).fetchall()
+        conn.close()
+        return rows
 
     def remove(self, ref: str) -> None:
         for suffix in ("", "-wal", "-shm"):
@@ -114,6 +132,10 @@ class PostgresSchemas(Databases):
     def turn_tokens(self, ref: str) -> dict[int, str]:
         rows = self._rows(ref, "SELECT id, turn FROM messages WHERE turn IS NOT NULL")
         return {int(row_id): str(token) for row_id, token in rows}
+
+    def archived_at(self, ref: str) -> dict[int, float]:
+        rows = self._rows(ref, "SELECT id, archived_at FROM messages WHERE archived_at IS NOT NULL")
+        return {int(row_id): float(when) for row_id, when in rows}
 
     def remove(self, ref: str) -> None:
         self._admin(f'DROP SCHEMA IF EXISTS "{self._schemas.pop(ref)}" CASCADE')

@@ -12,108 +12,41 @@ so `replay` runs the same schedule again, step for step.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import threading
 import time
 import traceback
 import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from os import PathLike
 from pathlib import Path
 
 from persistence import Store
 from protocol import InvalidArgumentError, Message, StoredMessage, TranscriptError
-from protocol._checks import check_duration
 
 from .. import SessionRegistry
 from ..compaction import CompactionPolicy
 from ..compressors import Compressor
 from ..scheduling import hooks as _sched
-from ._choosers import Exhaustive, Priorities, Replay, ScheduleMismatchError, join
+from ._choosers import Exhaustive, Priorities, Replay, ReplayThenSteady, ScheduleMismatchError, join, split
 from ._databases import databases_for, prefill_with
+from ._failures import DEFAULT_FAILURES_DIR, SavedFailures, exploration_key, shrink
 from ._invariants import Failure, check_schedule
-from ._paths import Ledger, PathHandle
+from ._paths import Crashed, Faults, Ledger, PathHandle
+from ._report import Report, Run
 from ._scheduler import Chooser, DeadlockError, DeterministicScheduler, HarnessStuckError
+from ._setup import Check, PathFn, Setup
 
 __all__ = ["Harness", "Report"]
 
-Path_ = Callable[[PathHandle], object]
-Check = Callable[[list[StoredMessage]], object]
 
 #: Every registry the harness opens holds leases as this holder.
 HOLDER = "harness"
+#: How many decisions PCT first expects a schedule to take (then the longest seen).
+_FIRST_HORIZON = 12
 #: Real seconds a path thread gets to finish once its schedule is over.
 _JOIN_S = 10.0
-
-
-@dataclass(slots=True)
-class Report:
-    """What `Harness.explore` ran and found."""
-
-    schedules_run: int = 0
-    failures: list[Failure] = field(default_factory=list)
-    complete: bool = False  # exhaustive: every schedule was visited
-    steps: int = 0  # scheduling steps over all schedules
-    seconds: float = 0.0
-    schedules: set[str] = field(default_factory=set)  # the distinct schedule strings
-
-    def assert_ok(self) -> None:
-        """AssertionError naming the first failure (its invariant and schedule)."""
-        if self.failures:
-            first = self.failures[0]
-            raise AssertionError(
-                f"{len(self.failures)} failure(s) in {self.schedules_run} schedule(s); first: "
-                f"{first.invariant}: {first.detail}\n  replay with schedule={first.schedule!r}"
-            )
-
-
-@dataclass(slots=True)
-class _Run:
-    decisions: str
-    broken: list[tuple[str, str]]
-    transcript: list[StoredMessage]
-    steps: int
-
-
-@dataclass(frozen=True, slots=True)
-class _Setup:
-    """What one exploration runs: its paths and options, checked once."""
-
-    paths: Mapping[str, Path_]
-    review: frozenset[str]
-    session_id: str
-    check: Check | None
-    process_of: dict[str, str]  # path -> the process it runs in
-    pauses: dict[str, float]
-
-    @staticmethod
-    def of(
-        paths: Mapping[str, Path_],
-        review: Collection[str],
-        session_id: str,
-        check: Check | None,
-        processes: Mapping[str, str] | None,
-        pauses: Mapping[str, float] | None,
-    ) -> _Setup:
-        if not paths or not all(isinstance(n, str) and n and callable(f) for n, f in paths.items()):
-            raise InvalidArgumentError("paths must map non-empty names to functions of a handle")
-        _check_names("review", review, paths)
-        _check_names("processes", processes or {}, paths)
-        process_of = {name: (processes or {}).get(name, "main") for name in paths}
-        if not all(isinstance(p, str) and p for p in process_of.values()):
-            raise InvalidArgumentError("processes must map paths to non-empty process names")
-        pauses = dict(pauses or {})
-        _check_names("pauses", pauses, process_of.values())
-        seconds = {process: check_duration(s, f"pauses[{process!r}]") for process, s in pauses.items()}
-        if check is not None and not callable(check):
-            raise InvalidArgumentError(f"check must be callable or None, got {check!r}")
-        return _Setup(paths, frozenset(review), session_id, check, process_of, seconds)
-
-
-def _check_names(what: str, names: Collection[str], known: Collection[str]) -> None:
-    unknown = set(names) - set(known)
-    if unknown:
-        raise InvalidArgumentError(f"{what} names what does not exist: {sorted(unknown)}")
 
 
 class Harness:
@@ -142,6 +75,7 @@ class Harness:
         if temporary is not None:
             self._cleanup = weakref.finalize(self, shutil.rmtree, temporary, ignore_errors=True)
         self._local = threading.local()  # the path running on this thread
+        self._dead_holders: Callable[[], set[str]] = set  # the holders of the processes crashed in this run
 
     def close(self) -> None:
         """Remove the temporary directory (a no-op for a directory you gave)."""
@@ -158,7 +92,7 @@ class Harness:
 
     def explore(
         self,
-        paths: Mapping[str, Path_],
+        paths: Mapping[str, PathFn],
         *,
         review: Collection[str] = (),
         session_id: str = "S",
@@ -170,40 +104,104 @@ class Harness:
         stop_at_first: bool = False,
         processes: Mapping[str, str] | None = None,
         pauses: Mapping[str, float] | None = None,
+        preemption_bound: int | None = None,
+        pct_depth: int = 3,
+        restarts: bool = True,
+        failures_dir: str | PathLike[str] | None = DEFAULT_FAILURES_DIR,
     ) -> Report:
-        """Run ``schedules`` seeded random schedules, or (``exhaustive``) every schedule
-        up to ``max_schedules``, checking the invariants after each.
+        """Run ``schedules`` seeded random schedules (PCT of depth ``pct_depth``), or
+        (``exhaustive``) every schedule up to ``max_schedules``, checking the invariants
+        after each.
 
+        ``preemption_bound``: exhaustive search visits only the schedules that switch
+        away from a thread that could go on at most that many times; `Report.complete`
+        then says that bounded space was covered. ``restarts``: an exhaustive search
+        that has not finished by half its budget spends the other half on random
+        schedules instead of one corner of the space. ``failures_dir``: where failing
+        schedules are saved and replayed from first next time (None: not saved).
         ``processes`` puts paths in processes of their own (path -> process name; the
         others share ``"main"``): each process has its own registry, holder and store
         connection on the one database. ``pauses`` (process -> seconds) lets the
         scheduler freeze a process once per schedule, at any decision, for that many
         virtual seconds: SIGSTOP, as a schedule."""
-        setup = _Setup.of(paths, review, session_id, check, processes, pauses)
+        setup = Setup.of(paths, review, session_id, check, processes, pauses)
         budget = max_schedules if exhaustive else schedules
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-            raise InvalidArgumentError(f"the number of schedules must be a positive int, got {budget!r}")
+        for name, value, low in (("number of schedules", budget, 1), ("pct_depth", pct_depth, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise InvalidArgumentError(f"the {name} must be an int >= {low}, got {value!r}")
+        if preemption_bound is not None and (
+            isinstance(preemption_bound, bool) or not isinstance(preemption_bound, int) or preemption_bound < 0
+        ):
+            raise InvalidArgumentError(f"preemption_bound must be None or an int >= 0, got {preemption_bound!r}")
+        saved = SavedFailures(failures_dir, exploration_key(session_id, paths, review, setup.process_of, setup.pauses))
         report = Report()
         started = time.perf_counter()
-        prefix: list[int] | None = []
-        while prefix is not None and report.schedules_run < budget:
-            chooser: Chooser = Exhaustive(prefix) if exhaustive else Priorities(seed * 1_000_003 + report.schedules_run)
-            run = self._run(setup, chooser)
-            report.schedules_run += 1
-            report.steps += run.steps
-            report.schedules.add(run.decisions)
-            report.failures += [Failure(run.decisions, name, detail) for name, detail in run.broken]
-            if run.broken and stop_at_first:
-                break
-            if isinstance(chooser, Exhaustive):
-                prefix = chooser.next_prefix()
-        report.complete = exhaustive and prefix is None
+        failing = self._replay_saved(setup, saved, report)
+        shrunk = {f.invariant for f in report.failures}
+        if not (failing and stop_at_first):
+            systematic = budget // 2 if exhaustive and restarts else budget
+            prefix: list[int] | None = [] if exhaustive else None
+            random_from = report.schedules_run
+            horizon = _FIRST_HORIZON
+            while report.schedules_run < budget and not (stop_at_first and report.failures):
+                exploring = prefix is not None and report.schedules_run < systematic
+                if exhaustive and not exploring and prefix is None:
+                    break  # the bounded space was covered
+                chooser: Chooser = (
+                    Exhaustive(prefix, preemption_bound)
+                    if exploring and prefix is not None
+                    else Priorities(
+                        seed * 1_000_003 + report.schedules_run - random_from, depth=pct_depth, horizon=horizon
+                    )
+                )
+                run = self._run(setup, chooser)
+                horizon = max(horizon, len(split(run.decisions)))  # PCT's changes fall among real decisions
+                report._count(run)
+                for name, detail in run.broken:
+                    random_seed = None if exploring else seed
+                    if name in shrunk:  # one shrunk (and saved) failure per invariant is enough
+                        report.failures.append(Failure(run.decisions, name, detail, run.decisions, random_seed))
+                        continue
+                    shrunk.add(name)
+                    report.failures.append(self._shrunk(setup, run, name, detail, random_seed))
+                    failing.append(report.failures[-1].schedule)
+                if isinstance(chooser, Exhaustive):
+                    prefix = chooser.next_prefix()
+            report.complete = exhaustive and prefix is None
+        saved.save(failing)
         report.seconds = time.perf_counter() - started
         return report
 
+    def _replay_saved(self, setup: Setup, saved: SavedFailures, report: Report) -> list[str]:
+        """Run the saved failures first; those that still fail (and are kept)."""
+        failing = []
+        for schedule in saved.load():
+            chooser = Replay(schedule)
+            try:
+                run = self._run(setup, chooser)
+            except ScheduleMismatchError:  # the paths changed: that order no longer exists
+                continue
+            if not chooser.finished():
+                continue
+            report._count(run)
+            report.failures += [Failure(schedule, n, d, original=schedule) for n, d in run.broken]
+            if run.broken:
+                failing.append(schedule)
+        return failing
+
+    def _shrunk(self, setup: Setup, run: Run, invariant: str, detail: str, seed: int | None) -> Failure:
+        """The failure, its schedule shrunk (`_failures.shrink`)."""
+
+        def still_fails(prefix: list[str]) -> list[str] | None:
+            again = self._run(setup, ReplayThenSteady(prefix))
+            return split(again.decisions) if any(n == invariant for n, _ in again.broken) else None
+
+        shrunk = join(shrink(split(run.decisions), still_fails))
+        return Failure(shrunk, invariant, detail, original=run.decisions, seed=seed)
+
     def replay(
         self,
-        paths: Mapping[str, Path_],
+        paths: Mapping[str, PathFn],
         schedule: str,
         *,
         review: Collection[str] = (),
@@ -214,7 +212,7 @@ class Harness:
     ) -> list[StoredMessage]:
         """Run ``schedule`` again: AssertionError naming the invariant if it breaks one,
         else the session's final live transcript."""
-        setup = _Setup.of(paths, review, session_id, check, processes, pauses)
+        setup = Setup.of(paths, review, session_id, check, processes, pauses)
         chooser = Replay(schedule)
         run = self._run(setup, chooser)
         if not chooser.finished():
@@ -233,7 +231,7 @@ class Harness:
 
     # -- one schedule ------------------------------------------------------------------
 
-    def _run(self, setup: _Setup, chooser: Chooser) -> _Run:
+    def _run(self, setup: Setup, chooser: Chooser) -> Run:
         databases = self._databases
         db = databases.fresh(setup.session_id, prefill_with(self.prefill, setup.session_id, self._registry))
         scheduler = DeterministicScheduler(chooser, pauses=setup.pauses)
@@ -252,17 +250,20 @@ class Harness:
             _sched.uninstall(scheduler)
         try:
             broken = [("path_error", f"{n}: {e}") for n, e in sorted(errors.items())] + broken
-            store = stores[groups[0]]
-            turns = databases.turn_tokens(db)
-            broken += check_schedule(store, setup.session_id, ledger, turns, setup.check)
+            dead = self._dead_holders()
+            store = next((stores[g] for g in groups if _holder(g) not in dead), None)
+            if store is None:  # every process crashed: the checks read through a store of their own
+                store = stores["checks"] = databases.open(db, scheduler.wall_offset)
+            turns, archived_at = databases.turn_tokens(db), databases.archived_at(db)
+            broken += check_schedule(store, setup.session_id, ledger, turns, archived_at, setup.check, dead)
             transcript = _live_transcript(store, setup.session_id)
         finally:
             self._close(stores, db)
-        return _Run(join(scheduler.decisions), broken, transcript, scheduler.steps)
+        return Run(join(scheduler.decisions), broken, transcript, scheduler.steps, scheduler.points, scheduler.orders)
 
     def _schedule(
         self,
-        setup: _Setup,
+        setup: Setup,
         scheduler: DeterministicScheduler,
         stores: dict[str, Store],
         ledger: Ledger,
@@ -271,36 +272,59 @@ class Harness:
         """Start a registry per process and a thread per path; run them to the end."""
         registries: dict[str, SessionRegistry] = {}
         threads: list[_sched.Thread] = []
+        faults = {group: self._faults(scheduler, stores, group) for group in stores}
+        self._dead_holders = lambda: {_holder(g) for g, f in faults.items() if f.dead}
         try:
             for group, store in stores.items():
                 scheduler.spawn_group = group
-                holder = HOLDER if group == "main" else f"{HOLDER}:{group}"
-                registries[group] = self._registry(store, holder)
+                registries[group] = self._registry(store, _holder(group))
             for name, fn in sorted(setup.paths.items()):
                 scheduler.spawn_group = group = setup.process_of[name]
                 registry = registries[group]
                 handle = (
                     registry.review(setup.session_id) if name in setup.review else registry.session(setup.session_id)
                 )
-                threads.append(self._start_path(PathHandle(name, handle, ledger), fn, errors))
+                threads.append(self._start_path(PathHandle(name, handle, ledger, faults[group]), fn, errors))
             try:
-                scheduler.run(alive=lambda: not all(t.finished.is_set() for t in threads))
+                # a path of a crashed process is over, wherever it stopped
+                groups = [faults[setup.process_of[name]] for name in sorted(setup.paths)]
+                scheduler.run(alive=lambda: not all(t.finished.is_set() or f.dead for t, f in zip(threads, groups)))
             except (DeadlockError, HarnessStuckError) as exc:
                 return [("deadlock", str(exc))]
             return []
         finally:
             scheduler.release()
-            for registry in registries.values():
-                registry.close(drain_s=0)  # the schedule is over: what it left open (a deadlock) is abandoned
+            for group, registry in registries.items():
+                if faults[group].dead:  # its threads find its store closed: nothing more is written
+                    with contextlib.suppress(Exception):
+                        registry.close(drain_s=0)
+                else:
+                    registry.close(drain_s=0)  # the schedule is over: what it left open (a deadlock) is abandoned
             for thread in threads:
                 thread.join(_JOIN_S)
 
-    def _start_path(self, path: PathHandle, fn: Path_, errors: dict[str, str]) -> _sched.Thread:
+    @staticmethod
+    def _faults(scheduler: DeterministicScheduler, stores: Mapping[str, Store], group: str) -> Faults:
+        """A process's faults: a freeze stops its threads; a crash stops them for good and
+        closes its store connection, so that nothing it had not written gets written."""
+        faults = Faults(freeze=scheduler.freeze)
+
+        def crash() -> None:
+            faults.dead = True
+            scheduler.crash()
+            stores[group].close()
+
+        faults.crash = crash
+        return faults
+
+    def _start_path(self, path: PathHandle, fn: PathFn, errors: dict[str, str]) -> _sched.Thread:
         def run() -> None:
             self._local.path = path
             try:
                 _sched.point(f"{path.name} start")
                 fn(path)
+            except Crashed:  # its process died: the path ends there, as it was asked to
+                pass
             except BaseException as exc:  # the path did not expect it: a failure of the run
                 errors[path.name] = "".join(traceback.format_exception_only(exc)).strip()
             finally:
@@ -317,8 +341,13 @@ class Harness:
 
     def _close(self, stores: Mapping[str, Store], db: str) -> None:
         for store in stores.values():
-            store.close()
+            store.close()  # a crashed process's store was closed already: again is a no-op
         self._databases.remove(db)
+
+
+def _holder(group: str) -> str:
+    """The holder a harness process's registry holds leases as."""
+    return HOLDER if group == "main" else f"{HOLDER}:{group}"
 
 
 def _live_transcript(store: Store, session_id: str) -> list[StoredMessage]:

@@ -15,10 +15,24 @@ from types import TracebackType
 from typing import Any
 
 from actors.scheduling import hooks as _sched
-from protocol import CompressionOutcome, StoredMessage
+from protocol import CompressionOutcome, InvalidArgumentError, StoredMessage
 from protocol._checks import check_duration
 
-__all__ = ["Ledger", "PathHandle", "PathTurn"]
+__all__ = ["Crashed", "Faults", "Ledger", "PathHandle", "PathTurn"]
+
+
+class Crashed(BaseException):
+    """Ends a path whose process crashed (`PathHandle.crash`): not an error of the path.
+    A BaseException so that the path's own ``except Exception`` cannot swallow it."""
+
+
+class Faults:
+    """What a path can do to its own process: freeze it, crash it (the harness's side)."""
+
+    def __init__(self, freeze: Any = None, crash: Any = None) -> None:
+        self.freeze = freeze  # seconds -> None: the process stops for that long
+        self.crash = crash  # () -> None: the process never runs again
+        self.dead = False
 
 
 class Ledger:
@@ -29,15 +43,24 @@ class Ledger:
         self._lock = threading.Lock()
         self.rows: dict[int, StoredMessage] = {}
         self._keys: set[str] = set()  # the idempotency keys of the messages acknowledged
+        self.ever: set[int] = set()  # every row id an append returned, retracted ones too
+        self.by_path: dict[str, list[StoredMessage]] = {}  # each path's acknowledged messages
+        self.outcomes: dict[str, list[CompressionOutcome]] = {}
 
-    def acked(self, rows: list[StoredMessage]) -> None:
+    def acked(self, rows: list[StoredMessage], path: str = "") -> None:
         with self._lock:
+            self.ever.update(row.id for row in rows)
+            self.by_path.setdefault(path, []).extend(rows)
             for row in rows:
                 if row.key is not None:
                     if row.key in self._keys:  # a redelivery: the message is in the ledger already
                         continue
                     self._keys.add(row.key)
                 self.rows[row.id] = row
+
+    def compressed(self, path: str, outcome: CompressionOutcome) -> None:
+        with self._lock:
+            self.outcomes.setdefault(path, []).append(outcome)
 
     def retracted(self, row: StoredMessage | None) -> None:
         if row is not None:
@@ -48,10 +71,11 @@ class Ledger:
 class PathHandle:
     """A path's handle: the real handle's calls, each one a scheduling point."""
 
-    def __init__(self, name: str, handle: Any, ledger: Ledger) -> None:
+    def __init__(self, name: str, handle: Any, ledger: Ledger, faults: Faults | None = None) -> None:
         self.name = name
         self._handle = handle
         self._ledger = ledger
+        self._faults = faults or Faults()
         self._started = False  # the path's start was its first point
 
     @property
@@ -66,13 +90,15 @@ class PathHandle:
     def _step(self, call: str) -> None:
         if not self._started:  # nothing happened since the start point: not a new one
             self._started = True
-            return
-        _sched.point(f"{self.name} {call}")
+        else:
+            _sched.point(f"{self.name} {call}")
+        if self._faults.dead:  # another path of this process crashed it: nothing more runs here
+            raise Crashed(self.name)
 
     def append(self, *args: Any, **fields: Any) -> Any:
         self._step("append")
         stored = self._handle.append(*args, **fields)
-        self._ledger.acked(stored if isinstance(stored, list) else [stored])
+        self._ledger.acked(stored if isinstance(stored, list) else [stored], self.name)
         return stored
 
     def retract(self) -> StoredMessage | None:
@@ -91,7 +117,9 @@ class PathHandle:
 
     def compress(self, *, force: bool = False, mode: Any = None) -> CompressionOutcome:
         self._step("compress")
-        return self._handle.compress(force=force, mode=mode)
+        outcome = self._handle.compress(force=force, mode=mode)
+        self._ledger.compressed(self.name, outcome)
+        return outcome
 
     def interrupt(self) -> bool:
         self._step("interrupt")
@@ -104,6 +132,27 @@ class PathHandle:
         seconds = check_duration(seconds, "advance() seconds", allow_zero=True)
         self._started = True
         _sched.park(f"{self.name} advance", _never, seconds)
+
+    def freeze(self, seconds: float) -> None:
+        """Stop this path's whole process for ``seconds`` on the virtual clock: none of
+        its threads runs meanwhile (no lease renewal, no actor step), then it goes on
+        as if nothing happened. SIGSTOP (or a long GC pause), placed by the path."""
+        seconds = check_duration(seconds, "freeze() seconds")
+        if self._faults.freeze is None:
+            raise InvalidArgumentError("freeze() runs under a Harness")
+        self._step("freeze")
+        self._faults.freeze(seconds)
+        _sched.park(f"{self.name} frozen", _never, seconds)
+
+    def crash(self) -> None:
+        """This path's process dies here: this path and every other path and thread of
+        it stop for good (its memory is gone; nothing it had not written reaches the
+        database), and its leases lapse on the virtual clock. Never returns."""
+        if self._faults.crash is None:
+            raise InvalidArgumentError("crash() runs under a Harness")
+        self._step("crash")
+        self._faults.crash()
+        raise Crashed(self.name)
 
     def turn(self, on_busy: str | None = None) -> PathTurn:
         return PathTurn(self, self._handle.turn(on_busy))
@@ -135,5 +184,7 @@ class PathTurn:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        if exc_type is not None and issubclass(exc_type, Crashed):
+            return  # the process died inside its turn: nobody closes it (its lease lapses)
         self._path._step("end turn")
         self._turn.__exit__(exc_type, exc, tb)

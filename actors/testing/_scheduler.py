@@ -1,7 +1,7 @@
 """`DeterministicScheduler`: runs the controlled threads one at a time, in an order
 a chooser decides, on a virtual clock.
 
-How it works. Every thread or pool task the runtime announces (`actors._sched`)
+How it works. Every thread or pool task the runtime announces (`actors.scheduling.hooks`)
 is *controlled*: it counts as running until it reaches a hook, where it stops and
 waits to be picked. The scheduler's loop (on the harness's own thread) waits until
 no controlled thread is running, lists the candidates (threads stopped at a point,
@@ -65,12 +65,13 @@ class Candidate:
 
 
 class Chooser(Protocol):
-    def choose(self, labels: list[str], seqs: list[int]) -> int:
-        """The index of the candidate to run (labels sorted, unique)."""
+    def choose(self, labels: list[str], seqs: list[int], running: int | None) -> int:
+        """The index of the candidate to run (labels sorted, unique; ``running``: the
+        seq of the thread that ran last, a candidate or not)."""
 
 
 class DeterministicScheduler:
-    """One run's scheduler: install it (`actors._sched.install`), start the paths, `run`."""
+    """One run's scheduler: install it (`actors.scheduling.hooks.install`), start the paths, `run`."""
 
     def __init__(
         self,
@@ -83,6 +84,7 @@ class DeterministicScheduler:
         self._chooser = chooser
         self._pauses = dict(pauses or {})  # group -> seconds: one pause each, at a decision's choice
         self._frozen: dict[str, float] = {}  # group -> virtual time its pause ends
+        self._dead: set[str] = set()  # groups whose process crashed: none of their threads runs again
         #: The group of threads spawned by a thread the scheduler does not control.
         self.spawn_group = "main"
         self._stuck_after_s = stuck_after_s
@@ -97,8 +99,12 @@ class DeterministicScheduler:
         self._released_at = 0.0
         self.steps = 0
         self.decisions: list[str] = []
+        self._last: int | None = None  # the seq of the thread granted last
+        #: label -> times a thread was picked there; (picked, waiting) -> times at a decision
+        self.points: dict[str, int] = {}
+        self.orders: dict[tuple[str, str], int] = {}
 
-    # -- the runtime's side (actors._sched.Scheduler) ---------------------------------
+    # -- the runtime's side (actors.scheduling.hooks.Scheduler) ---------------------------------
 
     def spawned(self) -> object:
         with self._cond:
@@ -144,6 +150,23 @@ class DeterministicScheduler:
     def wall_offset(self) -> float:
         """Virtual seconds elapsed in this run (the store's clock adds them)."""
         return self.monotonic() - VIRTUAL_START
+
+    def freeze(self, seconds: float) -> None:
+        """From a controlled thread: its whole group stops for ``seconds`` virtual
+        seconds (its own wait included), from now."""
+        me = self.current()
+        if me is not None:
+            with self._cond:
+                self._frozen[me.group] = max(self._frozen.get(me.group, 0.0), self._now + seconds)
+
+    def crash(self) -> str | None:
+        """From a controlled thread: its group never runs again in this run. Its group."""
+        me = self.current()
+        if me is None:
+            return None
+        with self._cond:
+            self._dead.add(me.group)
+        return me.group
 
     # -- the harness's side -------------------------------------------------------------
 
@@ -217,7 +240,7 @@ class DeterministicScheduler:
             self._cond.wait(left)
 
     def _is_frozen(self, group: str) -> bool:
-        return self._frozen.get(group, -1.0) > self._now
+        return group in self._dead or self._frozen.get(group, -1.0) > self._now
 
     def _jump(self) -> None:
         deadlines = [
@@ -225,7 +248,7 @@ class DeterministicScheduler:
             for c in self._live
             if c.state == _WAITING and c.deadline is not None and not self._is_frozen(c.group)
         ]
-        deadlines += [until for group, until in self._frozen.items() if self._is_frozen(group)]
+        deadlines += [until for group, until in self._frozen.items() if until > self._now and group not in self._dead]
         if not deadlines:
             raise DeadlockError(f"every thread waits for ever: {self._waiting_labels()}")
         self._now = max(self._now, min(deadlines))
@@ -238,8 +261,11 @@ class DeterministicScheduler:
         labels = _unique([c.label for c in candidates]) + [f"pause {g}" for g in pausable]
         seqs = [c.seq for c in candidates] + [-1 - i for i in range(len(pausable))]
         order = sorted(range(len(labels)), key=lambda i: labels[i])
-        index = order[self._chooser.choose([labels[i] for i in order], [seqs[i] for i in order])]
+        index = order[self._chooser.choose([labels[i] for i in order], [seqs[i] for i in order], self._last)]
         self.decisions.append(labels[index])
+        picked = _base(labels[index])
+        for other in {_base(label) for label in labels[: len(candidates)]} - {picked}:
+            self.orders[(picked, other)] = self.orders.get((picked, other), 0) + 1
         if index < len(candidates):
             return candidates[index]
         group = pausable[index - len(candidates)]
@@ -247,6 +273,9 @@ class DeterministicScheduler:
         return None
 
     def _grant(self, candidate: Candidate) -> None:
+        self._last = candidate.seq
+        label = _base(candidate.label) if candidate.label else "start"
+        self.points[label] = self.points.get(label, 0) + 1
         candidate.state = _RUNNING
         self._running += 1
         candidate.go.set()
@@ -263,3 +292,9 @@ def _unique(labels: list[str]) -> list[str]:
         seen[label] = seen.get(label, 0) + 1
         out.append(label if seen[label] == 1 else f"{label} #{seen[label]}")
     return out
+
+
+def _base(label: str) -> str:
+    """A label without the number `_unique` gave it."""
+    head, sep, tail = label.rpartition(" #")
+    return head if sep and tail.isdigit() else label

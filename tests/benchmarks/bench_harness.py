@@ -8,10 +8,14 @@
    By seeded random schedules over ``--seeds`` seeds: how many schedules until the
    first failure (or none within ``--budget``) and whether its replay reproduces it;
    then how many of all the schedules fail.
-3. **What the hooks cost** with no scheduler installed: the per-call time of the hook
+3. **Bounded exploration of the three-path incident** (a turn, a review note, a
+   rotation): complete exhaustive search with ``preemption_bound`` 0, 1 and 2, each
+   side by side with plain exhaustive search given the same number of schedules
+   (which does not finish): schedules, seconds, schedules/s.
+4. **What the hooks cost** with no scheduler installed: the per-call time of the hook
    a hot path runs (`actors.scheduling.hooks.monotonic` next to `time.monotonic`).
 
-    python -m tests.benchmarks harness [--seeds 10] [--budget 300]
+    python -m tests.benchmarks harness [--seeds 10] [--budget 300] [--bounds 0 1 2] [--quick]
 
 Not collected by pytest.
 """
@@ -26,7 +30,7 @@ import timeit
 from actors import CompactionPolicy
 from actors.scheduling import hooks as _sched
 from actors.testing import Harness, mutation
-from tests.scenarios.incidents import INCIDENTS, _head_tail
+from tests.scenarios.incidents import INCIDENTS, _head_tail, three_paths
 
 
 def schedules_per_second() -> None:
@@ -36,7 +40,12 @@ def schedules_per_second() -> None:
         incident = build()
         with incident.harness as harness:
             report = harness.explore(
-                incident.paths, review=incident.review, exhaustive=True, check=incident.check, **incident.options
+                incident.paths,
+                review=incident.review,
+                exhaustive=True,
+                check=incident.check,
+                failures_dir=None,
+                **incident.options,
             )
         report.assert_ok()
         total_runs += report.schedules_run
@@ -68,11 +77,13 @@ def schedules_to_find(seeds: int, budget: int) -> None:
             with _head_tail(policy) as harness, mutation(*names):
                 needed, reproduced = [], 0
                 for seed in range(seeds):
-                    report = harness.explore(paths, schedules=budget, seed=seed, stop_at_first=True, **options)
+                    report = harness.explore(
+                        paths, schedules=budget, seed=seed, stop_at_first=True, failures_dir=None, **options
+                    )
                     if report.failures:
                         needed.append(report.schedules_run)
                         reproduced += _reproduces(harness, paths, report.failures[0].schedule, options)
-                every = harness.explore(paths, exhaustive=True, **options)
+                every = harness.explore(paths, exhaustive=True, failures_dir=None, **options)
             median = f"{statistics.median(needed):.0f}" if needed else f"none in {budget}"
             failing = sum(1 for s in every.schedules if any(f.schedule == s for f in every.failures))
             print(
@@ -89,6 +100,29 @@ def _reproduces(harness: Harness, paths: dict, schedule: str, options: dict) -> 
     return False
 
 
+def bounded_three_paths(bounds: list[int]) -> None:
+    """The three-path incident, each bound explored to the end; unbounded search with
+    the same budget for comparison."""
+    print(f"\n{'three paths':28} {'schedules':>9} {'complete':>9} {'seconds':>8} {'schedules/s':>11}")
+    for bound in bounds:
+        incident = three_paths()
+        options = {**incident.options, "preemption_bound": bound}
+        with incident.harness as harness:
+            bounded = harness.explore(
+                incident.paths, review=incident.review, exhaustive=True, max_schedules=100_000,
+                check=incident.check, failures_dir=None, restarts=False, **options,
+            )  # fmt: skip
+            bounded.assert_ok()
+            options.pop("preemption_bound")
+            plain = harness.explore(
+                incident.paths, review=incident.review, exhaustive=True, max_schedules=bounded.schedules_run,
+                check=incident.check, failures_dir=None, restarts=False, **options,
+            )  # fmt: skip
+        for label, report in ((f"preemption_bound={bound}", bounded), ("  unbounded, same budget", plain)):
+            rate = report.schedules_run / report.seconds
+            print(f"{label:28} {report.schedules_run:9} {report.complete!s:>9} {report.seconds:8.1f} {rate:11.1f}")
+
+
 def hook_cost() -> None:
     n = 1_000_000
     plain = min(timeit.repeat(time.monotonic, number=n, repeat=5)) / n * 1e9
@@ -103,9 +137,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10, help="seeds tried per mutation")
     parser.add_argument("--budget", type=int, default=300, help="random schedules per seed")
+    parser.add_argument("--bounds", type=int, nargs="*", default=[0, 1, 2], help="preemption bounds to explore")
+    parser.add_argument("--quick", action="store_true", help="only the bounded exploration and the hooks")
     args = parser.parse_args()
-    schedules_per_second()
-    schedules_to_find(args.seeds, args.budget)
+    if not args.quick:
+        schedules_per_second()
+        schedules_to_find(args.seeds, args.budget)
+    bounded_three_paths(args.bounds)
     hook_cost()
 
 

@@ -249,6 +249,7 @@ def test_a_turn_split_in_the_database_is_reported(tmp_path) -> None:
 def test_every_invariant_name_is_documented() -> None:
     assert set(INVARIANTS) == {
         "fork", "lost", "duplicate", "turn_split", "tool_pair", "seq_gap", "leaked_lease", "fsck",
+        "double_compaction", "retracted_in_summary", "rollback_middle", "dangling_tool_call",
         "path_error", "deadlock", "check",
     }  # fmt: skip
 
