@@ -10,8 +10,8 @@ from protocol import SessionExistsError, SessionInfo
 
 from .._branch import check_branch, copied_rows
 from .._rows import new_incarnation, session_from_row, stored_message_from_row
+from ..sql._lineage import require_session
 from ._compaction import column_arrays
-from ._lineage import require_session
 
 __all__ = ["BranchMethods", "branch"]
 
@@ -21,10 +21,10 @@ Queries = Mapping[str, str]
 def branch(cur: Any, q: Queries, session_id: str, at_seq: int, new_id: str, metadata: str | None) -> Mapping[str, Any]:
     """Start ``new_id`` with the live rows of ``session_id`` up to ``at_seq``."""
     require_session(cur, q, session_id)
-    cur.execute(q["live_messages"], {"id": session_id})
+    cur.execute(q["live_messages"], {"session_id": session_id})
     rows = cur.fetchall()
     params = copied_rows(session_id, at_seq, [stored_message_from_row(r) for r in rows], rows)
-    cur.execute(q["get_session"], {"id": new_id})
+    cur.execute(q["get_session"], {"session_id": new_id})
     if cur.fetchone() is not None:
         raise SessionExistsError(new_id)
     cur.execute(

@@ -28,7 +28,7 @@ from protocol import (
 
 from .. import _killpoints as killpoints
 from .._rows import check_watermark, compaction_from_row, derive_child_id, other_incarnation
-from ._lineage import ended_error, require_session
+from ..sql._lineage import ended_error, require_session
 
 __all__ = ["column_arrays", "commit_in_transaction"]
 

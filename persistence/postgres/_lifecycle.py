@@ -19,7 +19,8 @@ from protocol import (
 )
 
 from .._metadata import Listing, merge_metadata, metadata_from_column
-from ._lineage import lock_live_tip, require_session
+from ..sql._lineage import require_session
+from ._lineage import lock_live_tip
 from ._turns import turn_held
 
 __all__ = [

@@ -49,7 +49,6 @@ from .._metadata import (
     check_metadata,
     check_metadata_patch,
     check_older_than,
-    check_page_limit,
 )
 from .._queries import load_queries
 from .._rows import (
@@ -66,7 +65,6 @@ from .._rows import (
     check_turn,
     check_usage,
     checked_session_id,
-    compaction_from_row,
     cooldown_from_row,
     keyed,
     lease_from_row,
@@ -78,15 +76,17 @@ from .._rows import (
 from .._store import HolderAnnouncement as Announcement
 from .._store import SilentAnnouncement, StoreFeatures, WriteStats
 from .._submitted import completion, stored_messages
+from ..sql import SqlStore
+from ..sql._lineage import ended_error, require_incarnation, require_session
 from . import _lifecycle as lifecycle
 from ._args import check_pool_options
 from ._batch import Wake, append_payload, create_many, refusal, waiting_for_locks
 from ._branch import BranchMethods
 from ._compaction import commit_in_transaction
+from ._dialect import PgDialect
 from ._driver import PgDatabase
 from ._holders import HolderAnnouncement
 from ._keys import keyed_append
-from ._lineage import ended_error, require_incarnation, require_session, resolve_tip
 from ._notify import CompactionListener, TurnListener
 from ._recall import RecallMethods
 from ._schema import DIALECT, ensure_schema
@@ -98,7 +98,7 @@ __all__ = ["PostgresStore"]
 log = logging.getLogger("session_actors.postgres")
 
 
-class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
+class PostgresStore(SqlStore, TurnMethods, RecallMethods, BranchMethods):
     """The `Store` on PostgreSQL, through a ``psycopg_pool.ConnectionPool``.
 
     Options: ``min_size``/``max_size`` (pool), ``patience_s`` (how long a call
@@ -149,6 +149,7 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
         except BaseException:
             self._db.close()
             raise
+        SqlStore.__init__(self, PgDialect(self._db))
         self._unique_violation = self._db.psycopg.errors.UniqueViolation
         self._fk_violation = self._db.psycopg.errors.ForeignKeyViolation
         self._writer = PgWriter(
@@ -177,10 +178,10 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
     # -- helpers ---------------------------------------------------------------
 
     def _read(self, what: str, work: Any) -> Any:
-        return self._db.run(what, work, readonly=True)
+        return self._dialect.read(what, "?", work)
 
     def _write(self, what: str, work: Any) -> Any:
-        return self._db.run(what, work)
+        return self._dialect.write(what, "?", work)
 
     # -- sessions --------------------------------------------------------------
 
@@ -243,16 +244,6 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
             return [session_from_row(created[sid]) for sid in ids]
 
         return self._write("create_sessions", work)
-
-    def get_session(self, session_id: str) -> SessionInfo | None:
-        sid = validate_session_id(session_id)
-
-        def work(cur: Any) -> SessionInfo | None:
-            cur.execute(self._q["get_session"], {"id": sid})
-            row = cur.fetchone()
-            return None if row is None else session_from_row(row)
-
-        return self._read("get_session", work)
 
     def end_session(self, session_id: str, reason: str) -> SessionInfo:
         sid = validate_session_id(session_id)
@@ -329,20 +320,6 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
             lambda: self.sessions(source=args.source, metadata=args.metadata),
             lambda root: self._write("expire", lambda cur: lifecycle.expire_lineage(cur, q, root, idle_for=idle_for)),
         )
-
-    def children(self, session_id: str) -> list[SessionInfo]:
-        sid = validate_session_id(session_id)
-
-        def work(cur: Any) -> list[SessionInfo]:
-            require_session(cur, self._q, sid)
-            cur.execute(self._q["children"], {"id": sid})
-            return [session_from_row(r) for r in cur.fetchall()]
-
-        return self._read("children", work)
-
-    def resolve(self, session_id: str) -> str:
-        sid = validate_session_id(session_id)
-        return self._read("resolve", lambda cur: resolve_tip(cur, self._q, sid)["id"])
 
     # -- messages --------------------------------------------------------------
 
@@ -440,37 +417,6 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
         """Group-commit counters: committed transactions and the requests they held."""
         return self._writer.stats()
 
-    @telemetry.traced_read("transcript")
-    def transcript(
-        self, session_id: str, *, incarnation: str | None = None, limit: int | None = None
-    ) -> list[StoredMessage]:
-        if check_page_limit(limit) is None:
-            return self._messages("live_messages", session_id, incarnation)
-        return self._messages("latest_live", session_id, incarnation, limit)[::-1]
-
-    @telemetry.traced_read("archive")
-    def archive(self, session_id: str, *, incarnation: str | None = None) -> list[StoredMessage]:
-        return self._messages("archived_messages", session_id, incarnation)
-
-    def _messages(
-        self, query: str, session_id: str, incarnation: str | None, limit: int | None = None
-    ) -> list[StoredMessage]:
-        sid = validate_session_id(session_id)
-        check_incarnation(incarnation)
-
-        def work(cur: Any) -> list[StoredMessage]:
-            cur.execute(self._q[query], {"id": sid, "limit": limit})
-            messages = [stored_message_from_row(r) for r in cur]  # a row's dict at a time, not all of them
-            # checked after the rows: each statement may read its own snapshot, and an
-            # id erased and started again never gets its old incarnation back
-            row = require_incarnation(cur, self._q, sid, incarnation)
-            if incarnation is not None and row["end_reason"] == END_REASON_COMPRESSION:
-                # rotated (before or after the rows were read): the conversation lives on
-                raise ended_error(cur, self._q, sid)
-            return messages
-
-        return self._read(query, work)
-
     # -- leases ----------------------------------------------------------------
 
     def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> Lease | None:
@@ -516,24 +462,6 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
             return len(cur.fetchall())
 
         return self._write("reap_leases", work)
-
-    def current_lease(self, session_id: str) -> Lease | None:
-        sid = validate_session_id(session_id)
-
-        def work(cur: Any) -> Lease | None:
-            require_session(cur, self._q, sid)
-            cur.execute(self._q["current_lease"], {"session_id": sid})
-            row = cur.fetchone()
-            return None if row is None else lease_from_row(row)
-
-        return self._read("current_lease", work)
-
-    def leases(self) -> list[Lease]:
-        def work(cur: Any) -> list[Lease]:
-            cur.execute(self._q["held_leases"])
-            return [lease_from_row(r) for r in cur.fetchall()]
-
-        return self._read("leases", work)
 
     def _damaged_rows(self) -> list[tuple[str, int]]:
         """(session id, seq) of the rows whose text no longer matches their checksum. For fsck."""
@@ -598,28 +526,7 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
         )
         return record
 
-    def compactions(self, session_id: str) -> list[CompactionRecord]:
-        sid = validate_session_id(session_id)
-
-        def work(cur: Any) -> list[CompactionRecord]:
-            require_session(cur, self._q, sid)
-            cur.execute(self._q["compactions"], {"id": sid})
-            return [compaction_from_row(r) for r in cur.fetchall()]
-
-        return self._read("compactions", work)
-
     # -- cooldowns -------------------------------------------------------------
-
-    def cooldown(self, session_id: str) -> Cooldown | None:
-        sid = validate_session_id(session_id)
-
-        def work(cur: Any) -> Cooldown | None:
-            row = require_session(cur, self._q, sid)
-            if row["cooldown_until"] is None:
-                return None
-            return Cooldown(sid, float(row["cooldown_until"]), row["cooldown_error"])
-
-        return self._read("cooldown", work)
 
     def arm_cooldown(
         self, session_id: str, seconds: float, error: str | None, *, incarnation: str | None = None

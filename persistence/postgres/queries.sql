@@ -20,7 +20,7 @@ RETURNING id;
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
        s.epoch, s.metadata, s.incarnation, s.branch_of_session, s.branch_of_seq, c.until AS cooldown_until, c.error AS cooldown_error
 FROM sessions s LEFT JOIN cooldowns c ON c.session_id = s.id
-WHERE s.id = %(id)s;
+WHERE s.id = %(session_id)s;
 
 -- name: list_sessions
 -- Newest first by (created_at, id), ids compared bytewise (COLLATE "C", as on
@@ -158,11 +158,11 @@ WHERE state IN ('compacted', 'superseded', 'retracted')
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
        s.epoch, s.metadata, s.incarnation, s.branch_of_session, s.branch_of_seq, c.until AS cooldown_until, c.error AS cooldown_error
 FROM sessions s LEFT JOIN cooldowns c ON c.session_id = s.id
-WHERE s.parent_session_id = %(id)s
+WHERE s.parent_session_id = %(session_id)s
 ORDER BY s.created_at, s.id;
 
 -- name: child_ids
-SELECT id FROM sessions WHERE parent_session_id = %(id)s ORDER BY created_at, id;
+SELECT id FROM sessions WHERE parent_session_id = %(session_id)s ORDER BY created_at, id;
 
 -- name: end_session
 -- Guarded by ended_at IS NULL: a session ends once.
@@ -269,8 +269,8 @@ WHERE checksum IS DISTINCT FROM message_checksum(role, content, name, tool_call_
 SELECT id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
        created_at, state, origin_id, key, usage
 FROM messages
-WHERE session_id = %(id)s AND state = 'live'
-  AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s)  -- a range of the unique index
+WHERE session_id = %(session_id)s AND state = 'live'
+  AND seq >= (SELECT live_from FROM sessions WHERE id = %(session_id)s)  -- a range of the unique index
 ORDER BY seq;
 
 -- name: latest_live
@@ -280,14 +280,14 @@ ORDER BY seq;
 SELECT id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
        created_at, state, origin_id, key, usage
 FROM messages
-WHERE session_id = %(id)s AND state = 'live'
-  AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s)
+WHERE session_id = %(session_id)s AND state = 'live'
+  AND seq >= (SELECT live_from FROM sessions WHERE id = %(session_id)s)
 ORDER BY seq DESC LIMIT %(limit)s;
 
 -- name: archived_messages
 SELECT id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
        created_at, state, origin_id, key, usage
-FROM messages WHERE session_id = %(id)s AND state <> 'live'
+FROM messages WHERE session_id = %(session_id)s AND state <> 'live'
 ORDER BY seq;
 
 -- ---------------------------------------------------------------- leases
@@ -447,7 +447,7 @@ RETURNING id, session_id, child_session_id, mode, token, holder, watermark,
 -- name: compactions
 SELECT id, session_id, child_session_id, mode, token, holder, watermark,
        archived_count, tail_count, compressor, started_at, committed_at, usage
-FROM compactions WHERE session_id = %(id)s
+FROM compactions WHERE session_id = %(session_id)s
 ORDER BY id;
 
 -- ---------------------------------------------------------------- cooldowns

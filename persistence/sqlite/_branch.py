@@ -11,7 +11,7 @@ from protocol import SessionExistsError, SessionInfo
 
 from .._branch import check_branch, copied_rows
 from .._rows import new_incarnation, session_from_row, stored_message_from_row
-from ._lineage import require_session
+from ..sql._lineage import require_session
 from ._sessions import insert_rows, reserve_seqs
 
 __all__ = ["BranchMethods", "branch"]

@@ -21,7 +21,7 @@ from protocol import (
 )
 
 from .._metadata import merge_metadata, metadata_from_column
-from ._lineage import require_incarnation, require_session, resolve
+from ..sql._lineage import require_incarnation, require_session, resolve_tip
 from ._sessions import turn_held
 
 __all__ = [
@@ -114,7 +114,7 @@ def retract_last(
     Refused (`TurnHeldError`) while another holder's turn lease is live on the tip
     (``turn``: the token of the lease the caller retracts under), and
     (`DeadTurnError`) while the tip holds a dead turn."""
-    tip = require_incarnation(conn, q, resolve(conn, q, session_id), incarnation)
+    tip = require_incarnation(conn, q, resolve_tip(conn, q, session_id)["id"], incarnation)
     if tip["ended_at"] is not None and tip["end_reason"] != END_REASON_COMPRESSION:
         raise SessionEndedError(tip["id"], None, tip["end_reason"])
     held = conn.execute(q["turn_of"], {"session_id": tip["id"]}).fetchone()

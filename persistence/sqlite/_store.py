@@ -20,7 +20,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from protocol import (
-    END_REASON_COMPRESSION,
     CompactionRecord,
     ConfigurationError,
     Cooldown,
@@ -41,7 +40,6 @@ from .._metadata import (
     check_metadata,
     check_metadata_patch,
     check_older_than,
-    check_page_limit,
 )
 from .._queries import load_queries
 from .._rows import (
@@ -59,7 +57,6 @@ from .._rows import (
     check_turn,
     check_usage,
     checked_session_id,
-    compaction_from_row,
     cooldown_from_row,
     keyed,
     lease_from_row,
@@ -68,13 +65,15 @@ from .._rows import (
 )
 from .._store import HolderAnnouncement, SilentAnnouncement, StoreFeatures, WriteStats
 from .._submitted import completion, stored_messages
+from ..sql import SqlStore
+from ..sql._lineage import require_incarnation, require_session
 from . import _compaction as compaction
 from . import _lifecycle as lifecycle
-from . import _lineage as lineage
 from . import _sessions as sessions
 from ._batch import AloneAppends, AppendJob, RememberedCounters, bulk_append
 from ._branch import BranchMethods
 from ._checksums import damaged_rows
+from ._dialect import SqliteDialect
 from ._driver import (
     SYNCHRONOUS_MODES,
     BusyRetry,
@@ -82,7 +81,6 @@ from ._driver import (
     checkpoint_after_full,
     connect,
     ensure_private_file,
-    map_sqlite_error,
     restrict_sidecars,
 )
 from ._recall import RecallMethods
@@ -101,7 +99,7 @@ MAX_BATCH = 256
 MAX_IDLE_READERS = 8
 
 
-class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
+class SqliteStore(SqlStore, TurnMethods, RecallMethods, BranchMethods):
     """A `Store` on one SQLite file (see the module docstring).
 
     Options: ``synchronous`` (``"FULL"`` by default: durable on return),
@@ -170,6 +168,7 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
             on_full=lambda: checkpoint_after_full(writer_conn, self.path),
         )
         self._writer_conn: sqlite3.Connection | None = writer_conn
+        SqlStore.__init__(self, SqliteDialect(self._readers, self._writer, self._retry, self._clock))
 
     def _open_readonly(self) -> None:
         """Read connections only (``mode=ro``, ``query_only``); the schema must be current."""
@@ -187,6 +186,7 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
             self._readers.checkin(conn)
         self._writer = ReadOnlyWriter(self.path)
         self._writer_conn = None
+        SqlStore.__init__(self, SqliteDialect(self._readers, self._writer, self._retry, self._clock))
 
     @staticmethod
     def _check_options(synchronous: object, patience: object, max_bytes: object) -> None:
@@ -198,27 +198,11 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
 
     def _read(self, fn: Callable[[sqlite3.Connection], T], session_id: str = "?") -> T:
         """Run ``fn`` in one read transaction (a consistent snapshot)."""
-        conn = self._readers.checkout()
-
-        def attempt() -> T:
-            conn.execute("BEGIN")
-            try:
-                return fn(conn)
-            finally:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-
-        try:
-            return self._retry.run(attempt)
-        except sqlite3.Error as exc:
-            raise map_sqlite_error(exc, session_id) from exc
-        finally:
-            self._readers.checkin(conn)
+        return self._dialect.read("read", session_id, fn)
 
     def _write(self, fn: Callable[[sqlite3.Connection], T], session_id: str = "?", what: str = "write") -> T:
-        """Run ``fn`` in a write transaction. Bodies read the clock themselves, under
-        the write lock, so lease times follow commit order across processes."""
-        return self._writer.submit(fn, session_id, what=what)
+        """Run ``fn`` in a write transaction (see `SqliteDialect.write`)."""
+        return self._dialect.write(what, session_id, fn)
 
     def _physical_check(self) -> list[str]:
         """What SQLite's ``integrity_check`` finds wrong with the file's pages and
@@ -307,11 +291,6 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
         rows = self._write(lambda c: sessions.create_sessions(c, self._q, ids, source, self.now(), text), ids[0])
         return [session_from_row(row) for row in rows]
 
-    def get_session(self, session_id: str) -> SessionInfo | None:
-        checked_session_id(session_id)
-        row = self._read(lambda c: c.execute(self._q["get_session"], {"session_id": session_id}).fetchone())
-        return None if row is None else session_from_row(row)
-
     def end_session(self, session_id: str, reason: str) -> SessionInfo:
         checked_session_id(session_id)
         check_text(reason, "reason")
@@ -391,19 +370,6 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
             ),
         )
 
-    def children(self, session_id: str) -> list[SessionInfo]:
-        checked_session_id(session_id)
-
-        def body(c: sqlite3.Connection) -> list[sqlite3.Row]:
-            lineage.require_session(c, self._q, session_id)
-            return c.execute(self._q["children"], {"session_id": session_id}).fetchall()
-
-        return [session_from_row(r) for r in self._read(body, session_id)]
-
-    def resolve(self, session_id: str) -> str:
-        checked_session_id(session_id)
-        return self._read(lambda c: lineage.resolve(c, self._q, session_id), session_id)
-
     # -- messages ---------------------------------------------------------------
 
     @telemetry.timed_append
@@ -472,33 +438,6 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
         done = completion(on_done, messages, params, session_id, logger)
         return self._writer.submit_nowait(None, session_id, job=job, what="append", on_done=done)
 
-    def _messages(
-        self, query: str, session_id: str, incarnation: str | None, limit: int | None = None
-    ) -> list[StoredMessage]:
-        checked_session_id(session_id)
-        check_incarnation(incarnation)
-
-        def body(c: sqlite3.Connection) -> list[StoredMessage]:  # one snapshot
-            row = lineage.require_incarnation(c, self._q, session_id, incarnation)
-            if incarnation is not None and row["end_reason"] == END_REASON_COMPRESSION:
-                raise lineage.ended_error(c, self._q, row)  # the conversation lives on
-            rows = c.execute(self._q[query], {"session_id": session_id, "limit": limit})
-            return [stored_message_from_row(r) for r in rows]  # a row at a time: never all rows and messages at once
-
-        return self._read(body, session_id)
-
-    @telemetry.traced_read("transcript")
-    def transcript(
-        self, session_id: str, *, incarnation: str | None = None, limit: int | None = None
-    ) -> list[StoredMessage]:
-        if check_page_limit(limit) is None:
-            return self._messages("live_messages", session_id, incarnation)
-        return self._messages("latest_live", session_id, incarnation, limit)[::-1]
-
-    @telemetry.traced_read("archive")
-    def archive(self, session_id: str, *, incarnation: str | None = None) -> list[StoredMessage]:
-        return self._messages("archived_messages", session_id, incarnation)
-
     # -- leases -----------------------------------------------------------------
 
     def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> Lease | None:
@@ -507,7 +446,7 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
         ttl = check_ttl(ttl_s)
 
         def body(c: sqlite3.Connection) -> sqlite3.Row | None:
-            lineage.require_session(c, self._q, session_id)
+            require_session(c, self._q, session_id)
             now = self.now()
             params = {"session_id": session_id, "holder": holder, "now": now, "expires_at": now + ttl}
             return c.execute(self._q["acquire_lease"], params).fetchone()
@@ -547,20 +486,6 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
             return c.execute(self._q["reap_leases"], {"now": self.now()}).rowcount
 
         return self._write(body, what="reap_leases")
-
-    def current_lease(self, session_id: str) -> Lease | None:
-        checked_session_id(session_id)
-
-        def body(c: sqlite3.Connection) -> sqlite3.Row | None:
-            lineage.require_session(c, self._q, session_id)
-            return c.execute(self._q["current_lease"], {"session_id": session_id, "now": self.now()}).fetchone()
-
-        row = self._read(body, session_id)
-        return None if row is None else lease_from_row(row)
-
-    def leases(self) -> list[Lease]:
-        rows = self._read(lambda c: c.execute(self._q["held_leases"]).fetchall())
-        return [lease_from_row(r) for r in rows]
 
     # -- compaction -------------------------------------------------------------
 
@@ -605,26 +530,7 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
             "commit_compaction",
         )
 
-    def compactions(self, session_id: str) -> list[CompactionRecord]:
-        checked_session_id(session_id)
-
-        def body(c: sqlite3.Connection) -> list[sqlite3.Row]:
-            lineage.require_session(c, self._q, session_id)
-            return c.execute(self._q["compactions"], {"session_id": session_id}).fetchall()
-
-        return [compaction_from_row(r) for r in self._read(body, session_id)]
-
     # -- cooldowns --------------------------------------------------------------
-
-    def cooldown(self, session_id: str) -> Cooldown | None:
-        checked_session_id(session_id)
-
-        def body(c: sqlite3.Connection) -> sqlite3.Row | None:
-            lineage.require_session(c, self._q, session_id)
-            return c.execute(self._q["get_cooldown"], {"session_id": session_id}).fetchone()
-
-        row = self._read(body, session_id)
-        return None if row is None else cooldown_from_row(row)
 
     def arm_cooldown(
         self, session_id: str, seconds: float, error: str | None, *, incarnation: str | None = None
@@ -635,7 +541,7 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
         check_incarnation(incarnation)
 
         def body(c: sqlite3.Connection) -> sqlite3.Row:
-            lineage.require_incarnation(c, self._q, session_id, incarnation)
+            require_incarnation(c, self._q, session_id, incarnation)
             params = {"session_id": session_id, "until": self.now() + seconds, "error": error}
             return c.execute(self._q["arm_cooldown"], params).fetchone()
 
@@ -649,7 +555,7 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
         snapshot = check_snapshot(session_id, snapshot)
 
         def body(c: sqlite3.Connection) -> None:
-            lineage.require_session(c, self._q, session_id)
+            require_session(c, self._q, session_id)
             if snapshot is None:
                 c.execute(self._q["delete_cooldown"], {"session_id": session_id})
             else:

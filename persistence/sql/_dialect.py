@@ -1,0 +1,45 @@
+"""What a database does differently, and nothing more: the dialect a `SqlStore` runs on.
+
+The store owns every operation (its argument checks, its steps in one order, row
+mapping, telemetry); a dialect answers the few questions whose answer depends on
+the database: how a transaction runs (and is retried), which named queries it
+has, what its features are, and whose clock a statement reads. A dialect never
+defines a store operation.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+__all__ = ["Dialect"]
+
+T = TypeVar("T")
+
+#: The cursor a transaction's work receives: ``sqlite3.Connection`` or a psycopg
+#: cursor with dict rows. Both answer ``execute(sql, params)`` with an object that
+#: fetches rows (mappings by column name).
+Cursor = Any
+
+
+class Dialect(ABC):
+    """One database's transaction runners, queries and clock (see the module docstring)."""
+
+    #: The dialect's named queries (`persistence._queries.load_queries`); the same
+    #: names, with the same parameter names, in every dialect.
+    queries: Mapping[str, str]
+
+    @abstractmethod
+    def read(self, what: str, session_id: str, work: Callable[[Cursor], T]) -> T:
+        """``work(cursor)`` in a read (retried while the database is busy);
+        ``what`` names the operation and ``session_id`` the session, in errors."""
+
+    @abstractmethod
+    def write(self, what: str, session_id: str, work: Callable[[Cursor], T]) -> T:
+        """``work(cursor)`` in one write transaction, committed before this returns."""
+
+    @abstractmethod
+    def clock(self) -> float | None:
+        """The time a statement compares with (``now`` of the queries): the client's
+        clock in epoch seconds, or None where the server reads its own."""

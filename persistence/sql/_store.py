@@ -1,0 +1,131 @@
+"""`SqlStore`: every `Store` operation written once, over a `Dialect`.
+
+An operation checks its arguments (nothing is written before they pass), runs its
+steps in one transaction of the dialect's, and maps the rows to protocol values.
+The backends (`SqliteStore`, `PostgresStore`) open their dialect and hand it here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocol import END_REASON_COMPRESSION, CompactionRecord, Cooldown, Lease, SessionInfo, StoredMessage
+
+from .. import _telemetry as telemetry
+from .._metadata import check_page_limit
+from .._rows import (
+    check_incarnation,
+    checked_session_id,
+    compaction_from_row,
+    lease_from_row,
+    session_from_row,
+    stored_message_from_row,
+)
+from ._dialect import Cursor, Dialect
+from ._lineage import ended_error, require_incarnation, require_session, resolve_tip
+
+__all__ = ["SqlStore"]
+
+
+class SqlStore:
+    """The operations of a `Store` over ``dialect`` (see the module docstring)."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self._dialect = dialect
+        self._q = dialect.queries
+
+    # -- sessions ---------------------------------------------------------------
+
+    def get_session(self, session_id: str) -> SessionInfo | None:
+        sid = checked_session_id(session_id)
+        row = self._dialect.read("get_session", sid, lambda c: self._one(c, "get_session", session_id=sid))
+        return None if row is None else session_from_row(row)
+
+    def children(self, session_id: str) -> list[SessionInfo]:
+        sid = checked_session_id(session_id)
+
+        def work(c: Cursor) -> list[SessionInfo]:
+            require_session(c, self._q, sid)
+            return [session_from_row(r) for r in c.execute(self._q["children"], {"session_id": sid}).fetchall()]
+
+        return self._dialect.read("children", sid, work)
+
+    def resolve(self, session_id: str) -> str:
+        sid = checked_session_id(session_id)
+        return self._dialect.read("resolve", sid, lambda c: str(resolve_tip(c, self._q, sid)["id"]))
+
+    # -- messages ---------------------------------------------------------------
+
+    @telemetry.traced_read("transcript")
+    def transcript(
+        self, session_id: str, *, incarnation: str | None = None, limit: int | None = None
+    ) -> list[StoredMessage]:
+        if check_page_limit(limit) is None:
+            return self._messages("live_messages", session_id, incarnation)
+        return self._messages("latest_live", session_id, incarnation, limit)[::-1]
+
+    @telemetry.traced_read("archive")
+    def archive(self, session_id: str, *, incarnation: str | None = None) -> list[StoredMessage]:
+        return self._messages("archived_messages", session_id, incarnation)
+
+    def _messages(
+        self, query: str, session_id: str, incarnation: str | None, limit: int | None = None
+    ) -> list[StoredMessage]:
+        sid = checked_session_id(session_id)
+        check_incarnation(incarnation)
+
+        def work(c: Cursor) -> list[StoredMessage]:
+            rows = c.execute(self._q[query], {"session_id": sid, "limit": limit})
+            messages = [stored_message_from_row(r) for r in rows]  # a row at a time, never all rows at once
+            # checked after the rows: a dialect's read may give each statement its own
+            # snapshot, and an id erased and started again never gets its old incarnation back
+            row = require_incarnation(c, self._q, sid, incarnation)
+            if incarnation is not None and row["end_reason"] == END_REASON_COMPRESSION:
+                raise ended_error(c, self._q, sid)  # rotated: the conversation lives on
+            return messages
+
+        return self._dialect.read(query, sid, work)
+
+    # -- leases -----------------------------------------------------------------
+
+    def current_lease(self, session_id: str) -> Lease | None:
+        sid = checked_session_id(session_id)
+
+        def work(c: Cursor) -> Any:
+            require_session(c, self._q, sid)
+            return self._one(c, "current_lease", session_id=sid, now=self._dialect.clock())
+
+        row = self._dialect.read("current_lease", sid, work)
+        return None if row is None else lease_from_row(row)
+
+    def leases(self) -> list[Lease]:
+        rows = self._dialect.read("leases", "?", lambda c: c.execute(self._q["held_leases"], {}).fetchall())
+        return [lease_from_row(r) for r in rows]
+
+    # -- compaction and cooldowns -----------------------------------------------
+
+    def compactions(self, session_id: str) -> list[CompactionRecord]:
+        sid = checked_session_id(session_id)
+
+        def work(c: Cursor) -> list[CompactionRecord]:
+            require_session(c, self._q, sid)
+            return [compaction_from_row(r) for r in c.execute(self._q["compactions"], {"session_id": sid}).fetchall()]
+
+        return self._dialect.read("compactions", sid, work)
+
+    def cooldown(self, session_id: str) -> Cooldown | None:
+        sid = checked_session_id(session_id)
+
+        def work(c: Cursor) -> Cooldown | None:
+            row = require_session(c, self._q, sid)  # the session row carries its cooldown
+            if row["cooldown_until"] is None:
+                return None
+            return Cooldown(sid, float(row["cooldown_until"]), row["cooldown_error"])
+
+        return self._dialect.read("cooldown", sid, work)
+
+    # -- plumbing ---------------------------------------------------------------
+
+    def _one(self, c: Cursor, query: str, **params: Any) -> Any:
+        """The first row of named query ``query`` (None: no row)."""
+        return c.execute(self._q[query], params).fetchone()
