@@ -27,13 +27,11 @@ from protocol import (
     END_REASON_COMPRESSION,
     CompactionRecord,
     ConfigurationError,
-    Cooldown,
     InvalidLineageError,
     Lease,
     Message,
     SessionExistsError,
     SessionInfo,
-    SessionNotFoundError,
     StoredMessage,
     TurnLease,
     Usage,
@@ -53,23 +51,15 @@ from .._metadata import (
 from .._queries import load_queries
 from .._rows import (
     check_commit_args,
-    check_cooldown_error,
-    check_cooldown_seconds,
     check_incarnation,
-    check_lease,
     check_messages,
     check_new_sessions,
     check_open_flags,
-    check_snapshot,
-    check_ttl,
     check_turn,
     check_usage,
     checked_session_id,
-    cooldown_from_row,
     keyed,
-    lease_from_row,
     new_incarnation,
-    other_incarnation,
     session_from_row,
     stored_message_from_row,
 )
@@ -151,7 +141,6 @@ class PostgresStore(SqlStore, TurnMethods, RecallMethods, BranchMethods):
             raise
         SqlStore.__init__(self, PgDialect(self._db))
         self._unique_violation = self._db.psycopg.errors.UniqueViolation
-        self._fk_violation = self._db.psycopg.errors.ForeignKeyViolation
         self._writer = PgWriter(
             self._db.connect,
             self._q,
@@ -417,52 +406,6 @@ class PostgresStore(SqlStore, TurnMethods, RecallMethods, BranchMethods):
         """Group-commit counters: committed transactions and the requests they held."""
         return self._writer.stats()
 
-    # -- leases ----------------------------------------------------------------
-
-    def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> Lease | None:
-        sid = validate_session_id(session_id)
-        check_text(holder, "holder")
-        ttl = check_ttl(ttl_s)
-
-        def work(cur: Any) -> Lease | None:
-            try:
-                cur.execute(self._q["acquire_lease"], {"session_id": sid, "holder": holder, "ttl": ttl})
-            except self._fk_violation as exc:
-                raise SessionNotFoundError(sid) from exc
-            row = cur.fetchone()
-            return None if row is None else lease_from_row(row)
-
-        return self._write("acquire_lease", work)
-
-    def renew_lease(self, lease: Lease, ttl_s: float) -> Lease | None:
-        check_lease(lease)
-        ttl = check_ttl(ttl_s)
-        params = {"session_id": lease.session_id, "holder": lease.holder, "token": lease.token, "ttl": ttl}
-
-        def work(cur: Any) -> Lease | None:
-            cur.execute(self._q["renew_lease"], params)
-            row = cur.fetchone()
-            return None if row is None else lease_from_row(row)
-
-        return self._write("renew_lease", work)
-
-    def release_lease(self, lease: Lease) -> bool:
-        check_lease(lease)
-        params = {"session_id": lease.session_id, "holder": lease.holder, "token": lease.token}
-
-        def work(cur: Any) -> bool:
-            cur.execute(self._q["release_lease"], params)
-            return cur.fetchone() is not None
-
-        return self._write("release_lease", work)
-
-    def reap_leases(self) -> int:
-        def work(cur: Any) -> int:
-            cur.execute(self._q["reap_leases"])
-            return len(cur.fetchall())
-
-        return self._write("reap_leases", work)
-
     def _damaged_rows(self) -> list[tuple[str, int]]:
         """(session id, seq) of the rows whose text no longer matches their checksum. For fsck."""
 
@@ -525,54 +468,6 @@ class PostgresStore(SqlStore, TurnMethods, RecallMethods, BranchMethods):
             record.child_session_id,
         )
         return record
-
-    # -- cooldowns -------------------------------------------------------------
-
-    def arm_cooldown(
-        self, session_id: str, seconds: float, error: str | None, *, incarnation: str | None = None
-    ) -> Cooldown:
-        sid = validate_session_id(session_id)
-        seconds = check_cooldown_seconds(seconds)
-        check_cooldown_error(error)
-        check_incarnation(incarnation)
-        params = {"session_id": sid, "seconds": seconds, "error": error}
-
-        def work(cur: Any) -> Cooldown:
-            if incarnation is not None:  # the conversation meant, not one re-created under its id
-                cur.execute(self._q["lock_session"], {"id": sid})
-                row = cur.fetchone()
-                if row is None or row["incarnation"] != incarnation:
-                    raise other_incarnation(sid) if row is not None else SessionNotFoundError(sid)
-            try:
-                cur.execute(self._q["arm_cooldown"], params)
-            except self._fk_violation as exc:
-                raise SessionNotFoundError(sid) from exc
-            return cooldown_from_row(cur.fetchone())
-
-        return self._write("arm_cooldown", work)
-
-    def clear_cooldown(self, session_id: str) -> None:
-        self.restore_cooldown(session_id, None)
-
-    def restore_cooldown(self, session_id: str, snapshot: Cooldown | None) -> None:
-        sid = validate_session_id(session_id)
-        snapshot = check_snapshot(sid, snapshot)
-        q = self._q
-
-        def work(cur: Any) -> None:
-            require_session(cur, q, sid)
-            if snapshot is None:
-                cur.execute(q["delete_cooldown"], {"session_id": sid})
-                return
-            try:  # an erasure committing since require_session: never recreate its row
-                cur.execute(
-                    q["put_cooldown"],
-                    {"session_id": sid, "until": float(snapshot.until), "error": snapshot.error},
-                )
-            except self._fk_violation as exc:
-                raise SessionNotFoundError(sid) from exc
-
-        self._write("restore_cooldown", work)
 
     # -- notifications (PostgreSQL only) --------------------------------------
 

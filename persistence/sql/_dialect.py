@@ -30,6 +30,11 @@ class Dialect(ABC):
     #: names, with the same parameter names, in every dialect.
     queries: Mapping[str, str]
 
+    #: What the database raises when a write names a session erased since the write
+    #: looked it up (a foreign key): the store answers `SessionNotFoundError`. Empty
+    #: where writes are serialized, so a look-up and its write never race.
+    missing_session: tuple[type[BaseException], ...] = ()
+
     @abstractmethod
     def read(self, what: str, session_id: str, work: Callable[[Cursor], T]) -> T:
         """``work(cursor)`` in a read (retried while the database is busy);
@@ -43,3 +48,9 @@ class Dialect(ABC):
     def clock(self) -> float | None:
         """The time a statement compares with (``now`` of the queries): the client's
         clock in epoch seconds, or None where the server reads its own."""
+
+    @abstractmethod
+    def lock_session(self, cur: Cursor, session_id: str) -> Any:
+        """The session's row, held against concurrent writes until the transaction
+        ends (`SessionNotFoundError` when there is none): the locking hook a write
+        takes before it checks the row's incarnation."""

@@ -7,17 +7,35 @@ The backends (`SqliteStore`, `PostgresStore`) open their dialect and hand it her
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
-from protocol import END_REASON_COMPRESSION, CompactionRecord, Cooldown, Lease, SessionInfo, StoredMessage
+from protocol import (
+    END_REASON_COMPRESSION,
+    CompactionRecord,
+    Cooldown,
+    Lease,
+    SessionInfo,
+    SessionNotFoundError,
+    StoredMessage,
+)
+from protocol._checks import check_text
 
 from .. import _telemetry as telemetry
 from .._metadata import check_page_limit
 from .._rows import (
+    check_cooldown_error,
+    check_cooldown_seconds,
     check_incarnation,
+    check_lease,
+    check_snapshot,
+    check_ttl,
     checked_session_id,
     compaction_from_row,
+    cooldown_from_row,
     lease_from_row,
+    other_incarnation,
     session_from_row,
     stored_message_from_row,
 )
@@ -98,6 +116,44 @@ class SqlStore:
         row = self._dialect.read("current_lease", sid, work)
         return None if row is None else lease_from_row(row)
 
+    def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> Lease | None:
+        sid = checked_session_id(session_id)
+        check_text(holder, "holder")
+        ttl = check_ttl(ttl_s)
+
+        def work(c: Cursor) -> Any:
+            require_session(c, self._q, sid)
+            with self._missing(sid):
+                return self._one(c, "acquire_lease", session_id=sid, holder=holder, ttl=ttl, now=self._dialect.clock())
+
+        row = self._dialect.write("acquire_lease", sid, work)
+        return None if row is None else lease_from_row(row)
+
+    def renew_lease(self, lease: Lease, ttl_s: float) -> Lease | None:
+        check_lease(lease)
+        ttl = check_ttl(ttl_s)
+
+        def work(c: Cursor) -> Any:  # an unknown session has no lease row: None, like any lost lease
+            return self._one(c, "renew_lease", **self._lease_params(lease), ttl=ttl, now=self._dialect.clock())
+
+        row = self._dialect.write("renew_lease", lease.session_id, work)
+        return None if row is None else lease_from_row(row)
+
+    def release_lease(self, lease: Lease) -> bool:
+        check_lease(lease)
+
+        def work(c: Cursor) -> bool:
+            params = {**self._lease_params(lease), "now": self._dialect.clock()}
+            return bool(c.execute(self._q["release_lease"], params).rowcount == 1)
+
+        return self._dialect.write("release_lease", lease.session_id, work)
+
+    def reap_leases(self) -> int:
+        def work(c: Cursor) -> int:
+            return int(c.execute(self._q["reap_leases"], {"now": self._dialect.clock()}).rowcount)
+
+        return self._dialect.write("reap_leases", "?", work)
+
     def leases(self) -> list[Lease]:
         rows = self._dialect.read("leases", "?", lambda c: c.execute(self._q["held_leases"], {}).fetchall())
         return [lease_from_row(r) for r in rows]
@@ -124,7 +180,57 @@ class SqlStore:
 
         return self._dialect.read("cooldown", sid, work)
 
+    def arm_cooldown(
+        self, session_id: str, seconds: float, error: str | None, *, incarnation: str | None = None
+    ) -> Cooldown:
+        sid = checked_session_id(session_id)
+        seconds = check_cooldown_seconds(seconds)
+        check_cooldown_error(error)
+        check_incarnation(incarnation)
+
+        def work(c: Cursor) -> Cooldown:
+            row = self._dialect.lock_session(c, sid)  # the conversation meant, not one re-created under its id
+            if incarnation is not None and row["incarnation"] != incarnation:
+                raise other_incarnation(sid)
+            with self._missing(sid):
+                armed = self._one(
+                    c, "arm_cooldown", session_id=sid, seconds=seconds, error=error, now=self._dialect.clock()
+                )
+            return cooldown_from_row(armed)
+
+        return self._dialect.write("arm_cooldown", sid, work)
+
+    def clear_cooldown(self, session_id: str) -> None:
+        self.restore_cooldown(session_id, None)
+
+    def restore_cooldown(self, session_id: str, snapshot: Cooldown | None) -> None:
+        sid = checked_session_id(session_id)
+        snapshot = check_snapshot(sid, snapshot)
+
+        def work(c: Cursor) -> None:
+            require_session(c, self._q, sid)
+            if snapshot is None:
+                c.execute(self._q["delete_cooldown"], {"session_id": sid})
+                return
+            params = {"session_id": sid, "until": float(snapshot.until), "error": snapshot.error}
+            with self._missing(sid):  # an erasure committed since require_session: never recreate its row
+                c.execute(self._q["put_cooldown"], params)
+
+        self._dialect.write("restore_cooldown", sid, work)
+
     # -- plumbing ---------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _missing(self, session_id: str) -> Iterator[None]:
+        """A write that names a session erased meanwhile raises `SessionNotFoundError`."""
+        try:
+            yield
+        except self._dialect.missing_session as exc:
+            raise SessionNotFoundError(session_id) from exc
+
+    @staticmethod
+    def _lease_params(lease: Lease) -> dict[str, Any]:
+        return {"session_id": lease.session_id, "holder": lease.holder, "token": lease.token}
 
     def _one(self, c: Cursor, query: str, **params: Any) -> Any:
         """The first row of named query ``query`` (None: no row)."""

@@ -9,6 +9,7 @@ from typing import TypeVar
 
 from .._queries import load_queries
 from ..sql import Dialect
+from ..sql._lineage import require_session
 from ._driver import BusyRetry, ReaderPool, map_sqlite_error
 from ._schema import DIALECT
 from ._writer import GroupCommitWriter, ReadOnlyWriter
@@ -58,6 +59,10 @@ class SqliteDialect(Dialect):
         commit). Bodies read the clock themselves, under the write lock, so lease times
         follow commit order across processes."""
         return self._writer.submit(work, session_id, what=what)
+
+    def lock_session(self, cur: sqlite3.Connection, session_id: str) -> sqlite3.Row:
+        """The row: every write already holds the file's write lock (``BEGIN IMMEDIATE``)."""
+        return require_session(cur, self.queries, session_id)
 
     def clock(self) -> float:
         return float(self._clock())

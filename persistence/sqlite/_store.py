@@ -22,7 +22,6 @@ from typing import Any, TypeVar
 from protocol import (
     CompactionRecord,
     ConfigurationError,
-    Cooldown,
     Lease,
     Message,
     SessionInfo,
@@ -44,29 +43,21 @@ from .._metadata import (
 from .._queries import load_queries
 from .._rows import (
     check_commit_args,
-    check_cooldown_error,
-    check_cooldown_seconds,
     check_incarnation,
-    check_lease,
     check_messages,
     check_new_sessions,
     check_open_flags,
-    check_snapshot,
     check_store_options,
-    check_ttl,
     check_turn,
     check_usage,
     checked_session_id,
-    cooldown_from_row,
     keyed,
-    lease_from_row,
     session_from_row,
     stored_message_from_row,
 )
 from .._store import HolderAnnouncement, SilentAnnouncement, StoreFeatures, WriteStats
 from .._submitted import completion, stored_messages
 from ..sql import SqlStore
-from ..sql._lineage import require_incarnation, require_session
 from . import _compaction as compaction
 from . import _lifecycle as lifecycle
 from . import _sessions as sessions
@@ -438,57 +429,6 @@ class SqliteStore(SqlStore, TurnMethods, RecallMethods, BranchMethods):
         done = completion(on_done, messages, params, session_id, logger)
         return self._writer.submit_nowait(None, session_id, job=job, what="append", on_done=done)
 
-    # -- leases -----------------------------------------------------------------
-
-    def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> Lease | None:
-        checked_session_id(session_id)
-        check_text(holder, "holder")
-        ttl = check_ttl(ttl_s)
-
-        def body(c: sqlite3.Connection) -> sqlite3.Row | None:
-            require_session(c, self._q, session_id)
-            now = self.now()
-            params = {"session_id": session_id, "holder": holder, "now": now, "expires_at": now + ttl}
-            return c.execute(self._q["acquire_lease"], params).fetchone()
-
-        row = self._write(body, session_id, "acquire_lease")
-        return None if row is None else lease_from_row(row)
-
-    def renew_lease(self, lease: Lease, ttl_s: float) -> Lease | None:
-        check_lease(lease)
-        ttl = check_ttl(ttl_s)
-
-        def body(c: sqlite3.Connection) -> sqlite3.Row | None:
-            now = self.now()  # an unknown session has no lease row: None, like any lost lease
-            params = {
-                "session_id": lease.session_id,
-                "holder": lease.holder,
-                "token": lease.token,
-                "now": now,
-                "expires_at": now + ttl,
-            }
-            return c.execute(self._q["renew_lease"], params).fetchone()
-
-        row = self._write(body, lease.session_id, "renew_lease")
-        return None if row is None else lease_from_row(row)
-
-    def release_lease(self, lease: Lease) -> bool:
-        check_lease(lease)
-
-        def body(c: sqlite3.Connection) -> bool:
-            params = {"session_id": lease.session_id, "holder": lease.holder, "token": lease.token, "now": self.now()}
-            return c.execute(self._q["release_lease"], params).rowcount == 1
-
-        return self._write(body, lease.session_id, "release_lease")
-
-    def reap_leases(self) -> int:
-        def body(c: sqlite3.Connection) -> int:
-            return c.execute(self._q["reap_leases"], {"now": self.now()}).rowcount
-
-        return self._write(body, what="reap_leases")
-
-    # -- compaction -------------------------------------------------------------
-
     def commit_compaction(
         self,
         lease: Lease,
@@ -529,39 +469,3 @@ class SqliteStore(SqlStore, TurnMethods, RecallMethods, BranchMethods):
             lease.session_id,
             "commit_compaction",
         )
-
-    # -- cooldowns --------------------------------------------------------------
-
-    def arm_cooldown(
-        self, session_id: str, seconds: float, error: str | None, *, incarnation: str | None = None
-    ) -> Cooldown:
-        checked_session_id(session_id)
-        seconds = check_cooldown_seconds(seconds)
-        check_cooldown_error(error)
-        check_incarnation(incarnation)
-
-        def body(c: sqlite3.Connection) -> sqlite3.Row:
-            require_incarnation(c, self._q, session_id, incarnation)
-            params = {"session_id": session_id, "until": self.now() + seconds, "error": error}
-            return c.execute(self._q["arm_cooldown"], params).fetchone()
-
-        return cooldown_from_row(self._write(body, session_id))
-
-    def clear_cooldown(self, session_id: str) -> None:
-        self.restore_cooldown(session_id, None)
-
-    def restore_cooldown(self, session_id: str, snapshot: Cooldown | None) -> None:
-        checked_session_id(session_id)
-        snapshot = check_snapshot(session_id, snapshot)
-
-        def body(c: sqlite3.Connection) -> None:
-            require_session(c, self._q, session_id)
-            if snapshot is None:
-                c.execute(self._q["delete_cooldown"], {"session_id": session_id})
-            else:
-                c.execute(
-                    self._q["put_cooldown"],
-                    {"session_id": session_id, "until": snapshot.until, "error": snapshot.error},
-                )
-
-        self._write(body, session_id)

@@ -288,7 +288,7 @@ ORDER BY l.root, l.id
 -- over with token + 1; a live lease of another holder matches nothing. A new row
 -- starts above every erased row's token (lease_token_floor).
 INSERT INTO leases (session_id, holder, token, acquired_at, expires_at)
-VALUES (:session_id, :holder, (SELECT token + 1 FROM lease_token_floor), :now, :expires_at)
+VALUES (:session_id, :holder, (SELECT token + 1 FROM lease_token_floor), :now, :now + :ttl)
 ON CONFLICT (session_id) DO UPDATE
 SET holder = excluded.holder, token = leases.token + 1,
     acquired_at = excluded.acquired_at, expires_at = excluded.expires_at
@@ -296,7 +296,7 @@ WHERE leases.holder IS NULL OR leases.expires_at <= :now OR leases.holder = :hol
 RETURNING session_id, holder, token, acquired_at, expires_at
 
 -- name: renew_lease
-UPDATE leases SET expires_at = :expires_at
+UPDATE leases SET expires_at = :now + :ttl
 WHERE session_id = :session_id AND holder = :holder AND token = :token AND expires_at > :now
 RETURNING session_id, holder, token, acquired_at, expires_at
 
@@ -331,7 +331,7 @@ SELECT session_id, until, error FROM cooldowns WHERE session_id = :session_id
 
 -- name: arm_cooldown
 -- merge-max: the later deadline wins, and brings its error with it
-INSERT INTO cooldowns (session_id, until, error) VALUES (:session_id, :until, :error)
+INSERT INTO cooldowns (session_id, until, error) VALUES (:session_id, :now + :seconds, :error)
 ON CONFLICT (session_id) DO UPDATE
 SET error = CASE WHEN excluded.until > cooldowns.until THEN excluded.error ELSE cooldowns.error END,
     until = max(cooldowns.until, excluded.until)
