@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from protocol import StorageFullError, StoreBusyError, TranscriptError
 
-from .. import _killpoints as killpoints
+from .. import _hooks as hooks
 from .. import _telemetry as telemetry
 from ._batch import AppendJob, CreateJob, Pending, append_run, create_run
 from ._driver import busy_reason, checked_commit_sql, past_deadline, set_local_timeouts, stalled_reason
@@ -113,10 +113,10 @@ class StatementRuns:
             cur = self._connection().cursor()
             self._bound_lock_waits(cur, deadline)
             sent = True
-            if killpoints.ARMED or self._pgbouncer:
+            if self._pgbouncer:
                 self._write_in_transaction(cur, run, execute, deadline)
             else:
-                execute(cur, run, deadline)
+                self._write_alone(cur, run, execute, deadline)
         except self._psycopg.Error as exc:
             return exc, sent
         self._transactions += 1
@@ -172,22 +172,31 @@ class StatementRuns:
             f"the connection failed while a write was in flight; it may or may not have been applied: {exc}"
         )
 
+    def _write_alone(
+        self, cur: Any, run: list[Pending], execute: Callable[[Any, list[Pending], float], None], deadline: float
+    ) -> None:
+        """The statement as its own transaction (autocommit): it begins and commits in
+        one round trip, so the points before its begin and before its commit are one
+        moment, before it leaves."""
+        operation = _operation(run)
+        hooks.point("before_begin", operation)
+        hooks.point("before_commit", operation)
+        execute(cur, run, deadline)
+        hooks.point("after_commit", operation)
+
     def _write_in_transaction(
         self, cur: Any, run: list[Pending], execute: Callable[[Any, list[Pending], float], None], deadline: float
     ) -> None:
         """The same statement inside BEGIN ... COMMIT: behind PgBouncer, where the
-        timeouts can only be set for the transaction (``SET LOCAL``), and in tests
-        with kill points armed, so that each named point of a write transaction exists."""
-        operation = "create_session" if isinstance(run[0].job, CreateJob) else "append"
-        if killpoints.ARMED:
-            killpoints.reached("before_begin", operation)
+        timeouts can only be set for the transaction (``SET LOCAL``)."""
+        operation = _operation(run)
+        hooks.point("before_begin", operation)
         cur.execute("BEGIN")
         try:
             if self._pgbouncer:
                 set_local_timeouts(cur, deadline - time.monotonic())
             execute(cur, run, deadline)
-            if killpoints.ARMED:
-                killpoints.reached("before_commit", operation)
+            hooks.point("before_commit", operation)
             cur.execute(checked_commit_sql(self._server_deadline(deadline)), prepare=False)
         except BaseException:
             if not cur.connection.closed:
@@ -196,8 +205,7 @@ class StatementRuns:
                 except self._psycopg.Error:
                     self._disconnect()
             raise
-        if killpoints.ARMED:
-            killpoints.reached("after_commit", operation)
+        hooks.point("after_commit", operation)
 
     def _create_run(self, cur: Any, creates: list[Pending], deadline: float) -> None:
         create_run(cur, self._q, creates, self._server_deadline(deadline))
@@ -225,3 +233,8 @@ def fail_all(batch: list[Pending], error: TranscriptError, cause: BaseException 
         mine = type(error)(str(error))
         mine.__cause__ = cause
         pending.result, pending.error = None, mine
+
+
+def _operation(run: list[Pending]) -> str:
+    """The store operation a run of the writer's jobs is made of (they are all alike)."""
+    return "create_session" if isinstance(run[0].job, CreateJob) else "append"

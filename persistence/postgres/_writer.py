@@ -42,7 +42,7 @@ from typing import Any
 
 from protocol import StoreBusyError, TranscriptError
 
-from .. import _killpoints as killpoints
+from .. import _hooks as hooks
 from .._batching import drain, fill_batch
 from .._store import WriteStats
 from ._batch import (
@@ -295,9 +295,8 @@ class PgWriter(StatementRuns):
 
     def _can_pipeline(self, batch: list[Pending]) -> bool:
         """Whether ``batch`` can go down the pipeline: appends only, one incarnation
-        meant per id; not behind PgBouncer, nor with kill points armed (each named
-        point of a write transaction exists on the plain way only)."""
-        if self._pgbouncer or killpoints.ARMED or self._no_pipeline:
+        meant per id; not behind PgBouncer."""
+        if self._pgbouncer or self._no_pipeline:
             return False
         if any(type(pending.job) is not AppendJob for pending in batch):
             return False
@@ -342,6 +341,9 @@ class PgWriter(StatementRuns):
         self._unanswered.append(batch)
         timeout_ms = max(1, int(timeout * 1000)) if own else None
         until = repr(self._server_deadline(remaining + time.monotonic())).encode()
+        # the batch's Sync leaves with it: its commit is asked for as it is sent
+        hooks.point("before_begin", "append")
+        hooks.point("before_commit", "append")
         pipe.send(rows.encode(), wanted.encode(), turns.encode(), until, timeout_ms)  # ASCII: batch._ROWS
         return True
 
@@ -402,6 +404,7 @@ class PgWriter(StatementRuns):
             pipe.committed()
         except self._psycopg.Error as exc:
             return self._land_failed(flight, exc, following, unsent, stopping)
+        hooks.point("after_commit", "append")
         self._transactions += 1
         self._requests += len(flight)
         self._in_flight -= len(flight)
