@@ -6,16 +6,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from protocol import SessionNotFoundError
+from protocol import SessionEndedError, SessionNotFoundError
 
 from .._queries import load_queries
 from ..sql import Dialect
+from ..sql._lifecycle import lineage_ids
 from ._driver import PgDatabase
 from ._schema import DIALECT
 
 __all__ = ["PgDialect"]
 
 T = TypeVar("T")
+
+# A lineage that keeps growing while it is locked is being rotated in a loop: give up
+# rather than spin (the caller's retry starts over).
+_MAX_LOCK_ROUNDS = 16
 
 
 class PgDialect(Dialect):
@@ -39,6 +44,22 @@ class PgDialect(Dialect):
 
     def write(self, what: str, session_id: str, work: Callable[[Any], T]) -> T:
         return self._db.run(what, work)
+
+    def lock_lineage(self, cur: Any, session_id: str) -> list[str]:
+        """Lock the lineage's lease and session rows (lease rows first, as a commit
+        does) until it stops growing: a rotation committing meanwhile adds a child."""
+        ids = lineage_ids(cur, self.queries, session_id)
+        for _ in range(_MAX_LOCK_ROUNDS):
+            cur.execute(self.queries["lock_lineage_leases"], {"ids": ids})
+            cur.execute(self.queries["lock_lineage_sessions"], {"ids": ids})
+            again = lineage_ids(cur, self.queries, session_id)
+            if set(again) <= set(ids):
+                return again
+            ids = sorted(set(ids) | set(again))
+        raise SessionEndedError(session_id, None, None, f"the lineage of {session_id!r} kept growing")
+
+    def id_list(self, ids: list[str]) -> list[str]:
+        return ids
 
     def clock(self) -> None:
         """None: every statement reads ``clock_timestamp()`` (see `persistence.postgres._store`)."""

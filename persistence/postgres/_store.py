@@ -30,6 +30,7 @@ from protocol import (
     InvalidLineageError,
     Lease,
     Message,
+    SearchHit,
     SessionExistsError,
     SessionInfo,
     StoredMessage,
@@ -41,14 +42,11 @@ from protocol._checks import check_text
 from protocol._records import CompactionMode
 
 from .. import _telemetry as telemetry
-from .._expiry import check_expire, expire_lineages
 from .._metadata import (
-    check_listing,
     check_metadata,
-    check_metadata_patch,
-    check_older_than,
 )
 from .._queries import load_queries
+from .._recall import check_search
 from .._rows import (
     check_commit_args,
     check_incarnation,
@@ -78,7 +76,7 @@ from ._driver import PgDatabase
 from ._holders import HolderAnnouncement
 from ._keys import keyed_append
 from ._notify import CompactionListener, TurnListener
-from ._recall import RecallMethods
+from ._recall import search
 from ._schema import DIALECT, ensure_schema
 from ._turns import TurnMethods
 from ._writer import AppendJob, CreateJob, PgWriter
@@ -88,7 +86,7 @@ __all__ = ["PostgresStore"]
 log = logging.getLogger("session_actors.postgres")
 
 
-class PostgresStore(SqlStore, TurnMethods, RecallMethods, BranchMethods):
+class PostgresStore(SqlStore, TurnMethods, BranchMethods):
     """The `Store` on PostgreSQL, through a ``psycopg_pool.ConnectionPool``.
 
     Options: ``min_size``/``max_size`` (pool), ``patience_s`` (how long a call
@@ -234,48 +232,6 @@ class PostgresStore(SqlStore, TurnMethods, RecallMethods, BranchMethods):
 
         return self._write("create_sessions", work)
 
-    def end_session(self, session_id: str, reason: str) -> SessionInfo:
-        sid = validate_session_id(session_id)
-        check_text(reason, "reason")
-        q = self._q
-
-        def work(cur: Any) -> SessionInfo:
-            cur.execute(q["end_session"], {"id": sid, "reason": reason})
-            ended_now = cur.fetchone() is not None
-            row = require_session(cur, q, sid)
-            if not ended_now and row["end_reason"] != reason:
-                raise ended_error(cur, q, sid)
-            return session_from_row(row)
-
-        return self._write("end_session", work)
-
-    def sessions(
-        self,
-        *,
-        live: bool | None = None,
-        source: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        after: SessionInfo | str | None = None,
-        limit: int | None = None,
-    ) -> list[SessionInfo]:
-        args = check_listing(live, source, metadata, after, limit)
-        if isinstance(args.after, str):
-            validate_session_id(args.after)
-        rows = self._read("sessions", lambda cur: lifecycle.list_sessions(cur, self._q, args))
-        return [session_from_row(r) for r in rows]
-
-    def update_metadata(self, session_id: str, patch: Mapping[str, Any]) -> SessionInfo:
-        sid = validate_session_id(session_id)
-        patch = check_metadata_patch(patch)
-        row = self._write("update_metadata", lambda cur: lifecycle.update_metadata(cur, self._q, sid, patch))
-        return session_from_row(row)
-
-    def delete_session(self, session_id: str) -> int:
-        sid = validate_session_id(session_id)
-        erased = self._write("delete_session", lambda cur: lifecycle.erase_lineage(cur, self._q, sid))
-        log.info("erased the lineage of %s: %d messages", sid, erased)
-        return erased
-
     def retract(
         self, session_id: str, *, incarnation: str | None = None, turn: TurnLease | None = None
     ) -> StoredMessage | None:
@@ -284,31 +240,6 @@ class PostgresStore(SqlStore, TurnMethods, RecallMethods, BranchMethods):
         token = None if turn is None else check_turn(turn)
         row = self._write("retract", lambda cur: lifecycle.retract_last(cur, self._q, sid, incarnation, token))
         return None if row is None else stored_message_from_row(row)
-
-    def prune_archive(self, *, older_than_s: float, session_id: str | None = None) -> int:
-        older_than = check_older_than(older_than_s)
-        sid = None if session_id is None else validate_session_id(session_id)
-        return self._write(
-            "prune_archive", lambda cur: lifecycle.prune(cur, self._q, older_than=older_than, session_id=sid)
-        )
-
-    def expire(
-        self,
-        idle_for_s: float,
-        *,
-        source: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        dry_run: bool = False,
-    ) -> list[str]:
-        args = check_expire(idle_for_s, source, metadata, dry_run)
-        q, idle_for = self._q, args.idle_for
-        idle = self._read("expire", lambda cur: lifecycle.idle_lineages(cur, q, idle_for=idle_for, source=args.source))
-        return expire_lineages(
-            args,
-            idle,
-            lambda: self.sessions(source=args.source, metadata=args.metadata),
-            lambda root: self._write("expire", lambda cur: lifecycle.expire_lineage(cur, q, root, idle_for=idle_for)),
-        )
 
     # -- messages --------------------------------------------------------------
 
@@ -416,6 +347,19 @@ class PostgresStore(SqlStore, TurnMethods, RecallMethods, BranchMethods):
         return self._read("fsck", work)
 
     # -- compaction ------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        session_id: str | None = None,
+        source: str | None = None,
+        archived: bool = True,
+        limit: int = 20,
+    ) -> list[SearchHit]:
+        args = check_search(query, session_id, source, archived, limit)
+        hits: list[SearchHit] = self._dialect.read("search", args.session_id or "?", lambda c: search(c, self._q, args))
+        return hits
 
     def commit_compaction(
         self,

@@ -47,22 +47,22 @@ LIMIT %(limit)s;
 
 -- name: session_created_at
 -- When a session was created (an update of its metadata checks it exists).
-SELECT created_at FROM sessions WHERE id = %(id)s;
+SELECT created_at FROM sessions WHERE id = %(session_id)s;
 
 -- name: lock_metadata
 -- A session's metadata, locked for a read-modify-write patch.
-SELECT metadata FROM sessions WHERE id = %(id)s FOR UPDATE;
+SELECT metadata FROM sessions WHERE id = %(session_id)s FOR UPDATE;
 
 -- name: set_metadata
 -- Store a session's patched metadata.
-UPDATE sessions SET metadata = %(metadata)s::jsonb WHERE id = %(id)s;
+UPDATE sessions SET metadata = %(metadata)s::jsonb WHERE id = %(session_id)s;
 
 -- name: lineage_ids
 -- Every session of the lineage holding id: up to the root, then every continuation
 -- below (UNION, not UNION ALL: a hand-made cycle still ends).
 WITH RECURSIVE
     up (id, parent) AS (
-        SELECT id, parent_session_id FROM sessions WHERE id = %(id)s
+        SELECT id, parent_session_id FROM sessions WHERE id = %(session_id)s
         UNION SELECT s.id, s.parent_session_id FROM sessions s JOIN up ON s.id = up.parent
     ),
     down (id) AS (
@@ -185,7 +185,7 @@ SELECT id FROM sessions WHERE parent_session_id = %(session_id)s ORDER BY create
 UPDATE sessions
 SET ended_at = extract(epoch FROM clock_timestamp())::double precision,
     end_reason = %(reason)s
-WHERE id = %(id)s AND ended_at IS NULL
+WHERE id = %(session_id)s AND ended_at IS NULL
 RETURNING id;
 
 -- ---------------------------------------------------------------- messages

@@ -54,3 +54,13 @@ class Dialect(ABC):
         """The session's row, held against concurrent writes until the transaction
         ends (`SessionNotFoundError` when there is none): the locking hook a write
         takes before it checks the row's incarnation."""
+
+    @abstractmethod
+    def lock_lineage(self, cur: Cursor, session_id: str) -> list[str]:
+        """The ids of the lineage holding ``session_id`` (`SessionNotFoundError` when
+        there is none), held against appends and commits until the transaction ends:
+        the locking hook of an erasure."""
+
+    @abstractmethod
+    def id_list(self, ids: list[str]) -> Any:
+        """``ids`` as the dialect's queries take a list of ids (``:ids``)."""

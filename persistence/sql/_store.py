@@ -8,22 +8,27 @@ The backends (`SqliteStore`, `PostgresStore`) open their dialect and hand it her
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import logging
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from protocol import (
     END_REASON_COMPRESSION,
+    CompactionDetail,
+    CompactionNotFoundError,
     CompactionRecord,
     Cooldown,
     Lease,
     SessionInfo,
     SessionNotFoundError,
     StoredMessage,
+    Usage,
 )
-from protocol._checks import check_text
+from protocol._checks import check_count, check_text
 
 from .. import _telemetry as telemetry
-from .._metadata import check_page_limit
+from .._expiry import check_expire, expire_lineages
+from .._metadata import check_listing, check_metadata_patch, check_older_than, check_page_limit
 from .._rows import (
     check_cooldown_error,
     check_cooldown_seconds,
@@ -39,10 +44,15 @@ from .._rows import (
     session_from_row,
     stored_message_from_row,
 )
+from .._usage import check_usage_scope
+from . import _lifecycle as lifecycle
+from . import _recall as recall
 from ._dialect import Cursor, Dialect
 from ._lineage import ended_error, require_incarnation, require_session, resolve_tip
 
 __all__ = ["SqlStore"]
+
+logger = logging.getLogger("session_actors.store")
 
 
 class SqlStore:
@@ -58,6 +68,76 @@ class SqlStore:
         sid = checked_session_id(session_id)
         row = self._dialect.read("get_session", sid, lambda c: self._one(c, "get_session", session_id=sid))
         return None if row is None else session_from_row(row)
+
+    def end_session(self, session_id: str, reason: str) -> SessionInfo:
+        sid = checked_session_id(session_id)
+        check_text(reason, "reason")
+
+        def work(c: Cursor) -> Any:
+            return lifecycle.end_session(c, self._q, sid, reason, self._dialect.clock())
+
+        return session_from_row(self._dialect.write("end_session", sid, work))
+
+    def sessions(
+        self,
+        *,
+        live: bool | None = None,
+        source: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        after: SessionInfo | str | None = None,
+        limit: int | None = None,
+    ) -> list[SessionInfo]:
+        args = check_listing(live, source, metadata, after, limit)
+        if isinstance(args.after, str):
+            checked_session_id(args.after)
+        rows = self._dialect.read("sessions", "?", lambda c: lifecycle.list_sessions(c, self._q, args))
+        return [session_from_row(r) for r in rows]
+
+    def update_metadata(self, session_id: str, patch: Mapping[str, Any]) -> SessionInfo:
+        sid = checked_session_id(session_id)
+        merged = check_metadata_patch(patch)
+
+        def work(c: Cursor) -> Any:
+            return lifecycle.update_metadata(c, self._q, sid, merged)
+
+        return session_from_row(self._dialect.write("update_metadata", sid, work))
+
+    def delete_session(self, session_id: str) -> int:
+        sid = checked_session_id(session_id)
+        erased = self._dialect.write("delete_session", sid, lambda c: lifecycle.erase_lineage(c, self._dialect, sid))
+        logger.info("erased the lineage of %s: %d messages", sid, erased)
+        return erased
+
+    def prune_archive(self, *, older_than_s: float, session_id: str | None = None) -> int:
+        older_than = check_older_than(older_than_s)
+        sid = None if session_id is None else checked_session_id(session_id)
+
+        def work(c: Cursor) -> Any:
+            return lifecycle.prune(c, self._dialect, older_than=older_than, session_id=sid)
+
+        return self._dialect.write("prune_archive", sid or "?", work)
+
+    def expire(
+        self,
+        idle_for_s: float,
+        *,
+        source: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        dry_run: bool = False,
+    ) -> list[str]:
+        args = check_expire(idle_for_s, source, metadata, dry_run)
+        dialect, idle_for = self._dialect, args.idle_for
+        idle = dialect.read(
+            "expire", "?", lambda c: lifecycle.idle_lineages(c, dialect, idle_for=idle_for, source=args.source)
+        )
+        return expire_lineages(
+            args,
+            idle,
+            lambda: self.sessions(source=args.source, metadata=args.metadata),
+            lambda root: dialect.write(
+                "expire", root, lambda c: lifecycle.expire_lineage(c, dialect, root, idle_for=idle_for)
+            ),
+        )
 
     def children(self, session_id: str) -> list[SessionInfo]:
         sid = checked_session_id(session_id)
@@ -168,6 +248,21 @@ class SqlStore:
             return [compaction_from_row(r) for r in c.execute(self._q["compactions"], {"session_id": sid}).fetchall()]
 
         return self._dialect.read("compactions", sid, work)
+
+    def compaction_detail(self, compaction_id: int) -> CompactionDetail:
+        check_count(compaction_id, "compaction_id", minimum=1, maximum=2**63 - 1)
+
+        def work(c: Cursor) -> Any:
+            return recall.compaction_detail(c, self._dialect, compaction_id)
+
+        detail = self._dialect.read("compaction_detail", "?", work)
+        if detail is None:
+            raise CompactionNotFoundError(compaction_id)
+        return detail
+
+    def usage(self, session_id: str | None = None, source: str | None = None) -> Usage:
+        sid, src = check_usage_scope(session_id, source)
+        return self._dialect.read("usage", sid or "?", lambda c: recall.usage(c, self._dialect, sid, src))
 
     def cooldown(self, session_id: str) -> Cooldown | None:
         sid = checked_session_id(session_id)

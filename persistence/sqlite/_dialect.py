@@ -3,12 +3,14 @@ writer (`persistence.sqlite._writer`), the client's clock."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable
 from typing import TypeVar
 
 from .._queries import load_queries
 from ..sql import Dialect
+from ..sql._lifecycle import lineage_ids
 from ..sql._lineage import require_session
 from ._driver import BusyRetry, ReaderPool, map_sqlite_error
 from ._schema import DIALECT
@@ -63,6 +65,14 @@ class SqliteDialect(Dialect):
     def lock_session(self, cur: sqlite3.Connection, session_id: str) -> sqlite3.Row:
         """The row: every write already holds the file's write lock (``BEGIN IMMEDIATE``)."""
         return require_session(cur, self.queries, session_id)
+
+    def lock_lineage(self, cur: sqlite3.Connection, session_id: str) -> list[str]:
+        """The ids: the write lock already orders this transaction with every other."""
+        return lineage_ids(cur, self.queries, session_id)
+
+    def id_list(self, ids: list[str]) -> str:
+        """A JSON array (the queries read it with ``json_each``)."""
+        return json.dumps(ids)
 
     def clock(self) -> float:
         return float(self._clock())

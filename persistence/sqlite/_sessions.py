@@ -29,7 +29,6 @@ __all__ = [
     "append_rows",
     "create_session",
     "create_sessions",
-    "end_session",
     "insert_rows",
     "keyed_append",
     "reserve_seqs",
@@ -98,16 +97,6 @@ def create_sessions(
     )
     rows = {row["id"]: row for row in conn.execute(q["sessions_by_id"], {"ids": ids})}
     return [rows[sid] for sid in session_ids]
-
-
-def end_session(conn: sqlite3.Connection, q: Queries, session_id: str, reason: str, now: float) -> Row:
-    row = require_session(conn, q, session_id)
-    if row["ended_at"] is not None:
-        if row["end_reason"] == reason:
-            return row  # idempotent
-        raise ended_error(conn, q, session_id)
-    conn.execute(q["end_session"], {"session_id": session_id, "reason": reason, "now": now})
-    return require_session(conn, q, session_id)
 
 
 def insert_rows(

@@ -24,6 +24,7 @@ from protocol import (
     ConfigurationError,
     Lease,
     Message,
+    SearchHit,
     SessionInfo,
     StoredMessage,
     TurnLease,
@@ -33,14 +34,11 @@ from protocol._checks import check_text
 from protocol._records import CompactionMode
 
 from .. import _telemetry as telemetry
-from .._expiry import check_expire, expire_lineages
 from .._metadata import (
-    check_listing,
     check_metadata,
-    check_metadata_patch,
-    check_older_than,
 )
 from .._queries import load_queries
+from .._recall import check_search
 from .._rows import (
     check_commit_args,
     check_incarnation,
@@ -74,7 +72,7 @@ from ._driver import (
     ensure_private_file,
     restrict_sidecars,
 )
-from ._recall import RecallMethods
+from ._recall import search
 from ._schema import DIALECT, check_schema, prepare_database
 from ._turns import TurnMethods
 from ._writer import GroupCommitWriter, ReadOnlyWriter, Wake
@@ -90,7 +88,7 @@ MAX_BATCH = 256
 MAX_IDLE_READERS = 8
 
 
-class SqliteStore(SqlStore, TurnMethods, RecallMethods, BranchMethods):
+class SqliteStore(SqlStore, TurnMethods, BranchMethods):
     """A `Store` on one SQLite file (see the module docstring).
 
     Options: ``synchronous`` (``"FULL"`` by default: durable on return),
@@ -282,41 +280,6 @@ class SqliteStore(SqlStore, TurnMethods, RecallMethods, BranchMethods):
         rows = self._write(lambda c: sessions.create_sessions(c, self._q, ids, source, self.now(), text), ids[0])
         return [session_from_row(row) for row in rows]
 
-    def end_session(self, session_id: str, reason: str) -> SessionInfo:
-        checked_session_id(session_id)
-        check_text(reason, "reason")
-        row = self._write(lambda c: sessions.end_session(c, self._q, session_id, reason, self.now()), session_id)
-        return session_from_row(row)
-
-    def sessions(
-        self,
-        *,
-        live: bool | None = None,
-        source: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        after: SessionInfo | str | None = None,
-        limit: int | None = None,
-    ) -> list[SessionInfo]:
-        args = check_listing(live, source, metadata, after, limit)
-        if isinstance(args.after, str):
-            checked_session_id(args.after)
-        rows = self._read(lambda c: lifecycle.list_sessions(c, self._q, **args._asdict()))
-        return [session_from_row(r) for r in rows]
-
-    def update_metadata(self, session_id: str, patch: Mapping[str, Any]) -> SessionInfo:
-        checked_session_id(session_id)
-        patch = check_metadata_patch(patch)
-        row = self._write(
-            lambda c: lifecycle.update_metadata(c, self._q, session_id, patch), session_id, "update_metadata"
-        )
-        return session_from_row(row)
-
-    def delete_session(self, session_id: str) -> int:
-        checked_session_id(session_id)
-        erased = self._write(lambda c: lifecycle.erase_lineage(c, self._q, session_id), session_id, "delete_session")
-        logger.info("erased the lineage of %s: %d messages", session_id, erased)
-        return erased
-
     def retract(
         self, session_id: str, *, incarnation: str | None = None, turn: TurnLease | None = None
     ) -> StoredMessage | None:
@@ -329,37 +292,6 @@ class SqliteStore(SqlStore, TurnMethods, RecallMethods, BranchMethods):
             "retract",
         )
         return None if row is None else stored_message_from_row(row)
-
-    def prune_archive(self, *, older_than_s: float, session_id: str | None = None) -> int:
-        older_than = check_older_than(older_than_s)
-        if session_id is not None:
-            checked_session_id(session_id)
-        return self._write(
-            lambda c: lifecycle.prune(c, self._q, cutoff=self.now() - older_than, session_id=session_id),
-            session_id or "?",
-            "prune_archive",
-        )
-
-    def expire(
-        self,
-        idle_for_s: float,
-        *,
-        source: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        dry_run: bool = False,
-    ) -> list[str]:
-        args = check_expire(idle_for_s, source, metadata, dry_run)
-        now = self.now()
-        cutoff = now - args.idle_for
-        idle = self._read(lambda c: lifecycle.idle_lineages(c, self._q, cutoff=cutoff, now=now, source=args.source))
-        return expire_lineages(
-            args,
-            idle,
-            lambda: self.sessions(source=args.source, metadata=args.metadata),
-            lambda root: self._write(
-                lambda c: lifecycle.expire_lineage(c, self._q, root, cutoff=cutoff, now=self.now()), root, "expire"
-            ),
-        )
 
     # -- messages ---------------------------------------------------------------
 
@@ -428,6 +360,19 @@ class SqliteStore(SqlStore, TurnMethods, RecallMethods, BranchMethods):
         messages, params, job = self._append_request(session_id, messages, incarnation, turn)
         done = completion(on_done, messages, params, session_id, logger)
         return self._writer.submit_nowait(None, session_id, job=job, what="append", on_done=done)
+
+    def search(
+        self,
+        query: str,
+        *,
+        session_id: str | None = None,
+        source: str | None = None,
+        archived: bool = True,
+        limit: int = 20,
+    ) -> list[SearchHit]:
+        args = check_search(query, session_id, source, archived, limit)
+        hits: list[SearchHit] = self._dialect.read("search", args.session_id or "?", lambda c: search(c, self._q, args))
+        return hits
 
     def commit_compaction(
         self,

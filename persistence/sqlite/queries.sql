@@ -38,7 +38,7 @@ WHERE id = :session_id AND ended_at IS NULL
 -- Newest first by (created_at, id); :after_created/:after_id continue after a page
 -- (keyset paging); :metadata is a JSON object every key of which must match: JSON
 -- equality (numbers by value, booleans apart from numbers, strings exact; null
--- matches a missing key too). :limit -1 means all.
+-- matches a missing key too). :limit NULL means all.
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
        s.epoch, s.next_seq, s.metadata, s.incarnation, s.branch_of_session, s.branch_of_seq, c.until AS cooldown_until, c.error AS cooldown_error
 FROM sessions AS s LEFT JOIN cooldowns AS c ON c.session_id = s.id
@@ -60,11 +60,15 @@ WHERE (:live IS NULL OR (s.ended_at IS NULL) = :live)
                            WHERE m.key = f.key AND m.type = f.type AND m.atom IS f.atom)
       END)
 ORDER BY s.created_at DESC, s.id DESC
-LIMIT :limit
+LIMIT coalesce(:limit, -1)
 
 -- name: session_created_at
 -- When a session was created (an update of its metadata checks it exists).
 SELECT created_at FROM sessions WHERE id = :session_id
+
+-- name: lock_metadata
+-- A session's metadata, read for a read-modify-write patch (the write lock is held).
+SELECT metadata FROM sessions WHERE id = :session_id
 
 -- name: set_metadata
 -- Store a session's patched metadata.
@@ -270,17 +274,17 @@ ORDER BY seq DESC LIMIT 1
 UPDATE messages SET state = 'retracted', archived_at = :now WHERE id = :id AND state = 'live'
 
 -- name: prune_archive
--- Retention: archived rows that left the live transcript at or before :cutoff
+-- Retention: archived rows that left the live transcript at or before (:now - :older_than)
 -- keep only their place (id, seq, role, created_at). :ids (a JSON array) limits
 -- it to some sessions; NULL means every session.
 UPDATE messages
 SET state = 'pruned', content = '""', name = NULL, tool_calls = NULL, meta = '{}', checksum = NULL
-WHERE state IN ('compacted', 'superseded', 'retracted') AND archived_at <= :cutoff
+WHERE state IN ('compacted', 'superseded', 'retracted') AND archived_at <= (:now - :older_than)
   AND (:ids IS NULL OR session_id IN (SELECT value FROM json_each(:ids)))
 
 -- name: idle_lineages
 -- Expiry: the lineages (root id, and each session without a continuation: its tips)
--- with no activity after :cutoff. Activity: a session created, a message appended
+-- with no activity after (:now - :idle_for). Activity: a session created, a message appended
 -- (a session's last row by seq is its newest), a turn or compaction lease live now.
 -- :source limits it to one source (a lineage shares its root's), :root to one lineage.
 WITH RECURSIVE lineage (root, id) AS (
@@ -293,9 +297,9 @@ WITH RECURSIVE lineage (root, id) AS (
 idle (root) AS (
     SELECT l.root FROM lineage AS l JOIN sessions AS s ON s.id = l.id
     GROUP BY l.root
-    HAVING max(s.created_at) <= :cutoff
+    HAVING max(s.created_at) <= (:now - :idle_for)
        AND coalesce(max((SELECT m.created_at FROM messages AS m WHERE m.session_id = s.id
-                         ORDER BY m.seq DESC LIMIT 1)), 0) <= :cutoff
+                         ORDER BY m.seq DESC LIMIT 1)), 0) <= (:now - :idle_for)
        AND NOT max(s.turn_holder IS NOT NULL AND s.turn_expires_at > :now)
        AND NOT max(EXISTS (SELECT 1 FROM leases AS k WHERE k.session_id = s.id
                            AND k.holder IS NOT NULL AND k.expires_at > :now))
