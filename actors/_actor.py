@@ -21,8 +21,9 @@ from typing import Any
 
 import pykka
 
-from persistence import Store, _mutations
-from persistence._store import submits
+from persistence import Store
+from persistence.internal import mutations as _mutations
+from persistence.internal import submits
 from protocol import (
     CompactionRecord,
     CompressionDisabledError,

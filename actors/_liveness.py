@@ -18,13 +18,12 @@ import os
 import threading
 from typing import TYPE_CHECKING, cast
 
-from persistence._store import features_of
+from persistence.internal import features_of
 
 from . import _sched
 
 if TYPE_CHECKING:
-    from persistence import Store
-    from persistence._store import HolderAwareStore
+    from persistence import HolderAwareStore, Store
 
 __all__ = ["HolderProbe", "holder_is_dead", "process_mark"]
 

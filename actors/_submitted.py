@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from persistence._store import SubmittingStore
+from persistence import SubmittingStore
 from protocol import (
     Message,
     SessionEndedError,

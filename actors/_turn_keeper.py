@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 import pykka
 
-from persistence._store import features_of
+from persistence.internal import features_of
 
 from . import _sched
 
 if TYPE_CHECKING:
     from persistence import Store
-    from persistence._store import HolderAnnouncement
+    from persistence.internal import HolderAnnouncement
 
     from ._slot import Slot
     from .compaction._policy import CompactionPolicy
