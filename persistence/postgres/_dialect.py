@@ -6,12 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from protocol import SessionEndedError, SessionNotFoundError
+from protocol import SearchHit, SessionEndedError, SessionNotFoundError
 
 from .._queries import load_queries
+from .._recall import SearchArgs
 from ..sql import Dialect
 from ..sql._lifecycle import lineage_ids
 from ._driver import PgDatabase
+from ._recall import search
 from ._schema import DIALECT
 
 __all__ = ["PgDialect"]
@@ -57,6 +59,9 @@ class PgDialect(Dialect):
                 return again
             ids = sorted(set(ids) | set(again))
         raise SessionEndedError(session_id, None, None, f"the lineage of {session_id!r} kept growing")
+
+    def search_hits(self, cur: Any, args: SearchArgs) -> list[SearchHit]:
+        return search(cur, self.queries, args)
 
     def id_list(self, ids: list[str]) -> list[str]:
         return ids

@@ -2,7 +2,7 @@
 (messages_search_idx, over search_vector: migration 11); the live rows, which no index
 holds, are matched by their query. Snippets are made here, from each hit's text, as
 `live_hit` makes them: the parser's own headline would mark no part of an identifier.
-Run in a read transaction by `PostgresStore.search`."""
+`PgDialect.search_hits`, in the read `SqlStore.search` runs."""
 
 from __future__ import annotations
 

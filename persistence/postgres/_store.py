@@ -30,7 +30,6 @@ from protocol import (
     InvalidLineageError,
     Lease,
     Message,
-    SearchHit,
     SessionExistsError,
     SessionInfo,
     StoredMessage,
@@ -46,7 +45,6 @@ from .._metadata import (
     check_metadata,
 )
 from .._queries import load_queries
-from .._recall import check_search
 from .._rows import (
     check_commit_args,
     check_incarnation,
@@ -76,7 +74,6 @@ from ._driver import PgDatabase
 from ._holders import HolderAnnouncement
 from ._keys import keyed_append
 from ._notify import CompactionListener, TurnListener
-from ._recall import search
 from ._schema import DIALECT, ensure_schema
 from ._turns import TurnMethods
 from ._writer import AppendJob, CreateJob, PgWriter
@@ -347,19 +344,6 @@ class PostgresStore(SqlStore, TurnMethods, BranchMethods):
         return self._read("fsck", work)
 
     # -- compaction ------------------------------------------------------------
-
-    def search(
-        self,
-        query: str,
-        *,
-        session_id: str | None = None,
-        source: str | None = None,
-        archived: bool = True,
-        limit: int = 20,
-    ) -> list[SearchHit]:
-        args = check_search(query, session_id, source, archived, limit)
-        hits: list[SearchHit] = self._dialect.read("search", args.session_id or "?", lambda c: search(c, self._q, args))
-        return hits
 
     def commit_compaction(
         self,

@@ -13,6 +13,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from protocol import SearchHit
+
+from .._recall import SearchArgs
+
 __all__ = ["Dialect"]
 
 T = TypeVar("T")
@@ -64,3 +68,8 @@ class Dialect(ABC):
     @abstractmethod
     def id_list(self, ids: list[str]) -> Any:
         """``ids`` as the dialect's queries take a list of ids (``:ids``)."""
+
+    @abstractmethod
+    def search_hits(self, cur: Cursor, args: SearchArgs) -> list[SearchHit]:
+        """The hits of a checked search (`Store.search`): how this database's text index
+        and its match of the live rows find them (each backend's ``_recall.py``)."""

@@ -19,6 +19,7 @@ from protocol import (
     CompactionRecord,
     Cooldown,
     Lease,
+    SearchHit,
     SessionInfo,
     SessionNotFoundError,
     StoredMessage,
@@ -29,6 +30,7 @@ from protocol._checks import check_count, check_text
 from .. import _telemetry as telemetry
 from .._expiry import check_expire, expire_lineages
 from .._metadata import check_listing, check_metadata_patch, check_older_than, check_page_limit
+from .._recall import check_search
 from .._rows import (
     check_cooldown_error,
     check_cooldown_seconds,
@@ -248,6 +250,18 @@ class SqlStore:
             return [compaction_from_row(r) for r in c.execute(self._q["compactions"], {"session_id": sid}).fetchall()]
 
         return self._dialect.read("compactions", sid, work)
+
+    def search(
+        self,
+        query: str,
+        *,
+        session_id: str | None = None,
+        source: str | None = None,
+        archived: bool = True,
+        limit: int = 20,
+    ) -> list[SearchHit]:
+        args = check_search(query, session_id, source, archived, limit)
+        return self._dialect.read("search", args.session_id or "?", lambda c: self._dialect.search_hits(c, args))
 
     def compaction_detail(self, compaction_id: int) -> CompactionDetail:
         check_count(compaction_id, "compaction_id", minimum=1, maximum=2**63 - 1)

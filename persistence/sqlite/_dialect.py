@@ -8,11 +8,15 @@ import sqlite3
 from collections.abc import Callable
 from typing import TypeVar
 
+from protocol import SearchHit
+
 from .._queries import load_queries
+from .._recall import SearchArgs
 from ..sql import Dialect
 from ..sql._lifecycle import lineage_ids
 from ..sql._lineage import require_session
 from ._driver import BusyRetry, ReaderPool, map_sqlite_error
+from ._recall import search
 from ._schema import DIALECT
 from ._writer import GroupCommitWriter, ReadOnlyWriter
 
@@ -69,6 +73,9 @@ class SqliteDialect(Dialect):
     def lock_lineage(self, cur: sqlite3.Connection, session_id: str) -> list[str]:
         """The ids: the write lock already orders this transaction with every other."""
         return lineage_ids(cur, self.queries, session_id)
+
+    def search_hits(self, cur: sqlite3.Connection, args: SearchArgs) -> list[SearchHit]:
+        return search(cur, self.queries, args)
 
     def id_list(self, ids: list[str]) -> str:
         """A JSON array (the queries read it with ``json_each``)."""

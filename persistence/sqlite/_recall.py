@@ -1,6 +1,6 @@
 """Full-text search on SQLite (FTS5): the archive's index is kept by triggers in the
-schema; the live rows, which no index holds, are read and matched here. Run in a read
-transaction by `SqliteStore.search`."""
+schema; the live rows, which no index holds, are read and matched here. `SqliteDialect.search_hits`, in the
+read `SqlStore.search` runs."""
 
 from __future__ import annotations
 

@@ -24,7 +24,6 @@ from protocol import (
     ConfigurationError,
     Lease,
     Message,
-    SearchHit,
     SessionInfo,
     StoredMessage,
     TurnLease,
@@ -38,7 +37,6 @@ from .._metadata import (
     check_metadata,
 )
 from .._queries import load_queries
-from .._recall import check_search
 from .._rows import (
     check_commit_args,
     check_incarnation,
@@ -72,7 +70,6 @@ from ._driver import (
     ensure_private_file,
     restrict_sidecars,
 )
-from ._recall import search
 from ._schema import DIALECT, check_schema, prepare_database
 from ._turns import TurnMethods
 from ._writer import GroupCommitWriter, ReadOnlyWriter, Wake
@@ -360,19 +357,6 @@ class SqliteStore(SqlStore, TurnMethods, BranchMethods):
         messages, params, job = self._append_request(session_id, messages, incarnation, turn)
         done = completion(on_done, messages, params, session_id, logger)
         return self._writer.submit_nowait(None, session_id, job=job, what="append", on_done=done)
-
-    def search(
-        self,
-        query: str,
-        *,
-        session_id: str | None = None,
-        source: str | None = None,
-        archived: bool = True,
-        limit: int = 20,
-    ) -> list[SearchHit]:
-        args = check_search(query, session_id, source, archived, limit)
-        hits: list[SearchHit] = self._dialect.read("search", args.session_id or "?", lambda c: search(c, self._q, args))
-        return hits
 
     def commit_compaction(
         self,
