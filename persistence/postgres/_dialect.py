@@ -12,6 +12,7 @@ from .._queries import load_queries
 from .._recall import SearchArgs
 from ..sql import Dialect
 from ..sql._lifecycle import lineage_ids
+from ._branch import insert_branch
 from ._driver import PgDatabase
 from ._recall import search
 from ._schema import DIALECT
@@ -59,6 +60,11 @@ class PgDialect(Dialect):
                 return again
             ids = sorted(set(ids) | set(again))
         raise SessionEndedError(session_id, None, None, f"the lineage of {session_id!r} kept growing")
+
+    def insert_branch(
+        self, cur: Any, origin: Any, new_id: str, metadata: str | None, at_seq: int, params: list[dict[str, Any]]
+    ) -> None:
+        insert_branch(cur, self.queries, origin, new_id, metadata, at_seq, params)
 
     def search_hits(self, cur: Any, args: SearchArgs) -> list[SearchHit]:
         return search(cur, self.queries, args)

@@ -67,7 +67,6 @@ from ..sql._lineage import ended_error, require_incarnation, require_session
 from . import _lifecycle as lifecycle
 from ._args import check_pool_options
 from ._batch import Wake, append_payload, create_many, refusal, waiting_for_locks
-from ._branch import BranchMethods
 from ._compaction import commit_in_transaction
 from ._dialect import PgDialect
 from ._driver import PgDatabase
@@ -83,7 +82,7 @@ __all__ = ["PostgresStore"]
 log = logging.getLogger("session_actors.postgres")
 
 
-class PostgresStore(SqlStore, TurnMethods, BranchMethods):
+class PostgresStore(SqlStore, TurnMethods):
     """The `Store` on PostgreSQL, through a ``psycopg_pool.ConnectionPool``.
 
     Options: ``min_size``/``max_size`` (pool), ``patience_s`` (how long a call

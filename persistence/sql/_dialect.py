@@ -73,3 +73,11 @@ class Dialect(ABC):
     def search_hits(self, cur: Cursor, args: SearchArgs) -> list[SearchHit]:
         """The hits of a checked search (`Store.search`): how this database's text index
         and its match of the live rows find them (each backend's ``_recall.py``)."""
+
+    @abstractmethod
+    def insert_branch(
+        self, cur: Cursor, origin: Any, new_id: str, metadata: str | None, at_seq: int, params: list[dict[str, Any]]
+    ) -> None:
+        """Insert branch ``new_id`` of session row ``origin`` taken at ``at_seq``: its
+        session row (``metadata`` JSON text, None: the origin's) and the copied rows
+        ``params`` from seq 1."""

@@ -28,6 +28,7 @@ from protocol import (
 from protocol._checks import check_count, check_text
 
 from .. import _telemetry as telemetry
+from .._branch import check_branch
 from .._expiry import check_expire, expire_lineages
 from .._metadata import check_listing, check_metadata_patch, check_older_than, check_page_limit
 from .._recall import check_search
@@ -47,6 +48,7 @@ from .._rows import (
     stored_message_from_row,
 )
 from .._usage import check_usage_scope
+from . import _branch as branching
 from . import _lifecycle as lifecycle
 from . import _recall as recall
 from ._dialect import Cursor, Dialect
@@ -140,6 +142,13 @@ class SqlStore:
                 "expire", root, lambda c: lifecycle.expire_lineage(c, dialect, root, idle_for=idle_for)
             ),
         )
+
+    def branch(
+        self, session_id: str, at_seq: int, new_id: str, *, metadata: Mapping[str, Any] | None = None
+    ) -> SessionInfo:
+        sid, seq, new, text = check_branch(session_id, at_seq, new_id, metadata)
+        row = self._dialect.write("branch", new, lambda c: branching.branch(c, self._dialect, sid, seq, new, text))
+        return session_from_row(row)
 
     def children(self, session_id: str) -> list[SessionInfo]:
         sid = checked_session_id(session_id)

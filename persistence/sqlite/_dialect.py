@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from protocol import SearchHit
 
@@ -15,6 +15,7 @@ from .._recall import SearchArgs
 from ..sql import Dialect
 from ..sql._lifecycle import lineage_ids
 from ..sql._lineage import require_session
+from ._branch import insert_branch
 from ._driver import BusyRetry, ReaderPool, map_sqlite_error
 from ._recall import search
 from ._schema import DIALECT
@@ -73,6 +74,17 @@ class SqliteDialect(Dialect):
     def lock_lineage(self, cur: sqlite3.Connection, session_id: str) -> list[str]:
         """The ids: the write lock already orders this transaction with every other."""
         return lineage_ids(cur, self.queries, session_id)
+
+    def insert_branch(
+        self,
+        cur: sqlite3.Connection,
+        origin: Any,
+        new_id: str,
+        metadata: str | None,
+        at_seq: int,
+        params: list[dict[str, Any]],
+    ) -> None:
+        insert_branch(cur, self.queries, origin, new_id, metadata, at_seq, params, self.clock())
 
     def search_hits(self, cur: sqlite3.Connection, args: SearchArgs) -> list[SearchHit]:
         return search(cur, self.queries, args)

@@ -58,7 +58,6 @@ from . import _compaction as compaction
 from . import _lifecycle as lifecycle
 from . import _sessions as sessions
 from ._batch import AloneAppends, AppendJob, RememberedCounters, bulk_append
-from ._branch import BranchMethods
 from ._checksums import damaged_rows
 from ._dialect import SqliteDialect
 from ._driver import (
@@ -85,7 +84,7 @@ MAX_BATCH = 256
 MAX_IDLE_READERS = 8
 
 
-class SqliteStore(SqlStore, TurnMethods, BranchMethods):
+class SqliteStore(SqlStore, TurnMethods):
     """A `Store` on one SQLite file (see the module docstring).
 
     Options: ``synchronous`` (``"FULL"`` by default: durable on return),
