@@ -75,7 +75,7 @@ _LATE_S = 0.05  # a statement sent this late into its batch's patience gets a sh
 _STOP = object()
 
 
-class PgWriter(StatementRuns):
+class PgWriter:
     """The group-commit writer of one `PostgresStore`."""
 
     def __init__(
@@ -119,6 +119,7 @@ class PgWriter(StatementRuns):
         self._no_pipeline = False  # the batch statement could not be prepared: plain way only
         self._unanswered: list[list[Pending]] = []  # batches sent down the pipeline, not yet settled
         self._batch_sql = numbered_placeholders(queries["append_batch"], ("rows", "wanted", "turns", "until"))
+        self._statements = StatementRuns(self)  # the plain way: one statement per run, its retries
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -277,7 +278,7 @@ class PgWriter(StatementRuns):
         reached the server), the first of its attempts."""
         self._in_flight = len(batch)
         try:
-            self._commit_with_retries(batch, failed, sent)
+            self._statements.commit_with_retries(batch, failed, sent)
         except BaseException as exc:  # never let the writer die with callers waiting
             log.exception("write batch of %d crashed", len(batch))
             for pending in batch:
