@@ -18,9 +18,8 @@ from typing import Any
 
 import pykka
 
-from persistence import Store
-from persistence import _telemetry as telemetry
-from persistence._store import HolderAnnouncement, HolderAwareStore, features_of
+from persistence import HolderAwareStore, Store
+from persistence.internal import HolderAnnouncement, features_of, telemetry
 from protocol import (
     CompressionOutcome,
     CompressionStatus,

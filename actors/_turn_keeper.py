@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 import pykka
 
-from persistence._store import features_of
+from persistence.internal import features_of
 
 from .scheduling import hooks as _sched
 from .session.turn_leases import renew_lease
 
 if TYPE_CHECKING:
     from persistence import Store
-    from persistence._store import HolderAnnouncement
+    from persistence.internal import HolderAnnouncement
 
     from .compaction._policy import CompactionPolicy
     from .session.slot import Slot

@@ -12,8 +12,9 @@ environment; the store then kills that process with SIGKILL the ``nth`` time
 - ``after_commit``: COMMIT returned, the caller has not been answered.
 
 ``operation`` is a store method name (``append``, ``commit_compaction``, ...) or
-``*`` for any. Unset (the normal case) the stores pay one module-level boolean
-test per transaction: ``ARMED`` is read once, when this module is imported.
+``*`` for any. The stores name only the points (`persistence._hooks.point`); set,
+the variable installs `KillPoints` there when the hooks are imported. Unset (the
+normal case) nothing is installed.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import signal
 import threading
 from collections.abc import Iterable
 
-__all__ = ["ARMED", "ENV_KILL_AT", "POINTS", "parse", "reached"]
+__all__ = ["ENV_KILL_AT", "POINTS", "KillPoints", "from_environment", "parse"]
 
 ENV_KILL_AT = "SESSION_ACTORS_KILL_AT"
 POINTS = ("before_begin", "after_fence", "before_commit", "after_commit")
@@ -40,26 +41,30 @@ def parse(spec: str) -> tuple[str, str, int]:
     return parts[0], parts[1], nth
 
 
-_SPEC = os.environ.get(ENV_KILL_AT) or None
-_TARGET = parse(_SPEC) if _SPEC else None
-ARMED = _TARGET is not None
-_lock = threading.Lock()
-_seen = 0
+class KillPoints:
+    """The hook (`persistence._hooks.FaultHook`) that SIGKILLs this process the
+    ``nth`` time a write transaction holding ``operation`` reaches ``point``."""
 
+    def __init__(self, operation: str, point: str, nth: int) -> None:
+        self._target = (operation, point, nth)
+        self._lock = threading.Lock()
+        self._seen = 0
 
-def reached(point: str, operations: str | Iterable[str]) -> None:
-    """Kill this process if armed for ``point`` and one of ``operations``."""
-    global _seen
-    if _TARGET is None:
-        return
-    operation, target_point, nth = _TARGET
-    if point != target_point:
-        return
-    ops = (operations,) if isinstance(operations, str) else tuple(operations)
-    if operation != "*" and operation not in ops:
-        return
-    with _lock:
-        _seen += 1
-        if _seen < nth:
+    def reached(self, point: str, operations: str | Iterable[str]) -> None:
+        operation, target_point, nth = self._target
+        if point != target_point:
             return
-    os.kill(os.getpid(), signal.SIGKILL)
+        ops = (operations,) if isinstance(operations, str) else tuple(operations)
+        if operation != "*" and operation not in ops:
+            return
+        with self._lock:
+            self._seen += 1
+            if self._seen < nth:
+                return
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def from_environment() -> KillPoints | None:
+    """The kill points ``SESSION_ACTORS_KILL_AT`` asks for (None: unset, the normal case)."""
+    spec = os.environ.get(ENV_KILL_AT) or None
+    return None if spec is None else KillPoints(*parse(spec))

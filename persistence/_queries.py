@@ -2,7 +2,9 @@
 
 Every backend is a dumb connector running named queries: the SQL (and the
 invariants it enforces) lives in ``persistence/<dialect>/*.sql``. A block
-starts at a line ``-- name: <block_name>`` and runs to the next such line.
+starts at a line ``-- name: <block_name>`` and runs to the next such line; the
+comment lines that open it describe it (the first says what it does in one line)
+and are not sent with the statement.
 Each dialect writes its own parameter style (``:name`` for SQLite,
 ``%(name)s`` for psycopg); this loader does not touch the text.
 """
@@ -18,7 +20,7 @@ from types import MappingProxyType
 
 from protocol import ConfigurationError
 
-__all__ = ["load_queries", "parse_named_blocks"]
+__all__ = ["block_descriptions", "load_queries", "parse_named_blocks"]
 
 logger = logging.getLogger("session_actors.queries")
 
@@ -43,11 +45,32 @@ def parse_named_blocks(text: str, *, source: str = "<sql>") -> dict[str, str]:
             current.append(line)
     result = {}
     for name, lines in blocks.items():
-        sql = "\n".join(lines).strip()
+        sql = "\n".join(_after_description(lines)).strip()
         if not sql:
             raise ConfigurationError(f"empty SQL block {name!r} in {source}")
         result[name] = sql
     return result
+
+
+def _after_description(lines: list[str]) -> list[str]:
+    """A block's lines without the comment lines (and blank lines) that open it."""
+    start = 0
+    while start < len(lines) and (not lines[start].strip() or lines[start].lstrip().startswith("--")):
+        start += 1
+    return lines[start:]
+
+
+def block_descriptions(text: str) -> dict[str, str]:
+    """``{name: description}`` of the named blocks in ``text``: the comment line
+    right after each ``-- name:`` line, without its dashes ("" when there is none)."""
+    lines = text.splitlines()
+    found = {}
+    for number, line in enumerate(lines):
+        match = _NAME_LINE.match(line.strip())
+        if match:
+            following = lines[number + 1].strip() if number + 1 < len(lines) else ""
+            found[match.group(1)] = following.removeprefix("--").strip() if following.startswith("--") else ""
+    return found
 
 
 @functools.cache

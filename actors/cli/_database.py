@@ -17,9 +17,7 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 
 from persistence import Store, open_store
-from persistence._migrations import latest_version
-from persistence._queries import load_queries
-from persistence._urls import parse_store_url, scrubbed, split_store_options
+from persistence.internal import latest_version, load_queries, parse_store_url, scrubbed, split_store_options
 from protocol import ConfigurationError, SchemaVersionError
 
 from ._output import Output

@@ -10,8 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from persistence import Store
-from persistence._integrity import check_store
-from persistence._urls import display_url
+from persistence.internal import check_store, display_url
 from protocol import (
     InvalidArgumentError,
     LineageForkedError,

@@ -19,7 +19,7 @@ from typing import Any
 from rich.text import Text
 from rich.tree import Tree
 
-from persistence._lineage import root_of, walk
+from persistence.internal import root_of, walk
 from protocol import SessionInfo
 
 from ._database import open_existing

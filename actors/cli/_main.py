@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from persistence._urls import display_url
+from persistence.internal import display_url
 from protocol import TranscriptError
 from protocol._checks import MAX_COUNT
 

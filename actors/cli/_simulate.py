@@ -33,7 +33,7 @@ from typing import Any
 
 from rich.text import Text
 
-from persistence._urls import display_url
+from persistence.internal import display_url
 from protocol import InvalidArgumentError
 
 from ..compressors import LLMCompressor

@@ -20,7 +20,7 @@ from concurrent.futures import Future, InvalidStateError
 from typing import Any, Protocol
 
 from persistence import Store
-from persistence import _telemetry as telemetry
+from persistence.internal import telemetry
 from protocol import (
     END_REASON_COMPRESSION,
     CompactionRecord,

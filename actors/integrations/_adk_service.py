@@ -19,7 +19,7 @@ from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.sessions.base_session_service import BaseSessionService, GetSessionConfig, ListSessionsResponse
 from google.adk.sessions.session import Session
 
-from persistence._metadata import check_metadata_patch
+from persistence.internal import check_metadata_patch
 from protocol import SessionExistsError, SessionInfo, SessionNotFoundError, StoredMessage
 
 from ..compaction._policy import OnBusy, check_on_busy

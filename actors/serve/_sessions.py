@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Header, Request
 from fastapi.responses import JSONResponse
 
 from persistence import Store
-from persistence._lineage import root_of, walk
+from persistence.internal import root_of, walk
 from protocol import InvalidArgumentError, SessionExistsError, SessionInfo, SessionNotFoundError
 from protocol._checks import check_count
 from protocol._jsonable import json_scalar, message_dict, session_dict, to_jsonable

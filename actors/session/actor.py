@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pykka
 
-from persistence import Store, _mutations
-from persistence._store import SubmittingStore, submits
+from persistence import Store, SubmittingStore
+from persistence.internal import mutations as _mutations
+from persistence.internal import submits
 from protocol import (
     CompactionRecord,
     CompressionDisabledError,

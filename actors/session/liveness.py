@@ -20,13 +20,12 @@ import socket
 import threading
 from typing import TYPE_CHECKING, cast
 
-from persistence._store import features_of
+from persistence.internal import features_of
 
 from ..scheduling import hooks as _sched
 
 if TYPE_CHECKING:
-    from persistence import Store
-    from persistence._store import HolderAwareStore
+    from persistence import HolderAwareStore, Store
 
 __all__ = ["HolderProbe", "default_holder", "holder_is_dead", "process_mark"]
 

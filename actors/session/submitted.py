@@ -28,7 +28,7 @@ from .admission import Forwarded
 from .request import Answer, Built
 
 if TYPE_CHECKING:
-    from persistence._store import SubmittingStore
+    from persistence import SubmittingStore
 
     from .turns import TurnGate
 

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from persistence import Store, open_store
-from persistence._killpoints import ENV_KILL_AT, POINTS
+from persistence.internal import ENV_KILL_AT, POINTS
 
 from ._chaos_worker import chaos_worker_main, ledger_acks
 from ._config import STEP_TIMEOUT_S, WorkerConfig

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from persistence import Store
-from persistence._integrity import check_store
+from persistence.internal import check_store
 from protocol import END_REASON_COMPRESSION, StoredMessage
 
 from ._conversation import separated_tool_results, split_turns

@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import quote
 
 from persistence import Store
-from persistence._urls import parse_store_url
+from persistence.internal import parse_store_url
 from persistence.sqlite import SqliteStore
 from protocol import InvalidArgumentError, Message
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from persistence import _mutations
+from persistence.internal import mutations as _mutations
 from protocol import InvalidArgumentError
 
 __all__ = ["mutation"]

@@ -24,7 +24,7 @@ from protocol import (
 from .._batching import linked_chains
 from .._latch import Latch
 from .._submitted import woken
-from ._lineage import ended_error, require_incarnation
+from ..sql._lineage import ended_error, require_incarnation
 from ._turns import turn_refusing
 
 __all__ = [

@@ -26,9 +26,9 @@ from protocol import (
     TurnHeldError,
 )
 
-from .. import _killpoints as killpoints
+from .. import _hooks as hooks
 from .._rows import check_watermark, compaction_from_row, derive_child_id, other_incarnation
-from ._lineage import ended_error, require_session
+from ..sql._lineage import ended_error, require_session
 
 __all__ = ["column_arrays", "commit_in_transaction"]
 
@@ -154,8 +154,7 @@ def _fence(cur: Any, queries: Mapping[str, str], lease: Lease) -> float:
     if row is None:
         require_session(cur, queries, lease.session_id)  # unknown id: SessionNotFoundError
         raise LeaseLostError(lease.session_id, lease.holder, lease.token)
-    if killpoints.ARMED:
-        killpoints.reached("after_fence", "commit_compaction")
+    hooks.point("after_fence", "commit_compaction")
     return float(row["acquired_at"])
 
 

@@ -32,7 +32,7 @@ from protocol import (
     TranscriptError,
 )
 
-from .. import _killpoints as killpoints
+from .. import _hooks as hooks
 from .. import _telemetry as telemetry
 from .._urls import display_url, scrubbed
 from ._watchdog import GRACE_S, Watchdog
@@ -371,23 +371,20 @@ class PgDatabase:
                 with conn.transaction():
                     self._bound_lock_waits(cur, deadline)
                     return work(cur)
-        if killpoints.ARMED:
-            killpoints.reached("before_begin", write)
+        hooks.point("before_begin", write)
         with conn.cursor() as cur:
             cur.execute("BEGIN")
             try:
                 self._bound_lock_waits(cur, deadline)
                 result = work(cur)
-                if killpoints.ARMED:
-                    killpoints.reached("before_commit", write)
+                hooks.point("before_commit", write)
                 committing.append(True)
                 cur.execute(checked_commit_sql(self.server_deadline(deadline)), prepare=False)
             except BaseException:
                 if not conn.broken and conn.info.transaction_status != self._psycopg.pq.TransactionStatus.IDLE:
                     cur.execute("ROLLBACK")  # failed work, or a COMMIT refused past its deadline
                 raise
-        if killpoints.ARMED:
-            killpoints.reached("after_commit", write)
+        hooks.point("after_commit", write)
         return result
 
 

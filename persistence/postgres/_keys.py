@@ -15,7 +15,7 @@ from protocol import StoredMessage
 
 from .. import _keys as keys
 from .._rows import stored_message_from_row
-from ._lineage import require_incarnation
+from ..sql._lineage import require_incarnation
 
 __all__ = ["keyed_append"]
 

@@ -27,13 +27,11 @@ from protocol import (
     END_REASON_COMPRESSION,
     CompactionRecord,
     ConfigurationError,
-    Cooldown,
     InvalidLineageError,
     Lease,
     Message,
     SessionExistsError,
     SessionInfo,
-    SessionNotFoundError,
     StoredMessage,
     TurnLease,
     Usage,
@@ -43,52 +41,38 @@ from protocol._checks import check_text
 from protocol._records import CompactionMode
 
 from .. import _telemetry as telemetry
-from .._expiry import check_expire, expire_lineages
 from .._metadata import (
-    check_listing,
     check_metadata,
-    check_metadata_patch,
-    check_older_than,
-    check_page_limit,
 )
 from .._queries import load_queries
 from .._rows import (
     check_commit_args,
-    check_cooldown_error,
-    check_cooldown_seconds,
     check_incarnation,
-    check_lease,
     check_messages,
     check_new_sessions,
     check_open_flags,
-    check_snapshot,
-    check_ttl,
     check_turn,
     check_usage,
     checked_session_id,
-    compaction_from_row,
-    cooldown_from_row,
     keyed,
-    lease_from_row,
     new_incarnation,
-    other_incarnation,
     session_from_row,
     stored_message_from_row,
 )
 from .._store import HolderAnnouncement as Announcement
 from .._store import SilentAnnouncement, StoreFeatures, WriteStats
 from .._submitted import completion, stored_messages
+from ..sql import SqlStore
+from ..sql._lineage import ended_error, require_incarnation, require_session
 from . import _lifecycle as lifecycle
 from ._args import check_pool_options
 from ._batch import Wake, append_payload, create_many, refusal, waiting_for_locks
-from ._branch import BranchMethods
 from ._compaction import commit_in_transaction
+from ._dialect import PgDialect
 from ._driver import PgDatabase
 from ._holders import HolderAnnouncement
 from ._keys import keyed_append
-from ._lineage import ended_error, require_incarnation, require_session, resolve_tip
 from ._notify import CompactionListener, TurnListener
-from ._recall import RecallMethods
 from ._schema import DIALECT, ensure_schema
 from ._turns import TurnMethods
 from ._writer import AppendJob, CreateJob, PgWriter
@@ -98,7 +82,7 @@ __all__ = ["PostgresStore"]
 log = logging.getLogger("session_actors.postgres")
 
 
-class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
+class PostgresStore(SqlStore, TurnMethods):
     """The `Store` on PostgreSQL, through a ``psycopg_pool.ConnectionPool``.
 
     Options: ``min_size``/``max_size`` (pool), ``patience_s`` (how long a call
@@ -149,8 +133,8 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
         except BaseException:
             self._db.close()
             raise
+        SqlStore.__init__(self, PgDialect(self._db))
         self._unique_violation = self._db.psycopg.errors.UniqueViolation
-        self._fk_violation = self._db.psycopg.errors.ForeignKeyViolation
         self._writer = PgWriter(
             self._db.connect,
             self._q,
@@ -177,10 +161,10 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
     # -- helpers ---------------------------------------------------------------
 
     def _read(self, what: str, work: Any) -> Any:
-        return self._db.run(what, work, readonly=True)
+        return self._dialect.read(what, "?", work)
 
     def _write(self, what: str, work: Any) -> Any:
-        return self._db.run(what, work)
+        return self._dialect.write(what, "?", work)
 
     # -- sessions --------------------------------------------------------------
 
@@ -244,58 +228,6 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
 
         return self._write("create_sessions", work)
 
-    def get_session(self, session_id: str) -> SessionInfo | None:
-        sid = validate_session_id(session_id)
-
-        def work(cur: Any) -> SessionInfo | None:
-            cur.execute(self._q["get_session"], {"id": sid})
-            row = cur.fetchone()
-            return None if row is None else session_from_row(row)
-
-        return self._read("get_session", work)
-
-    def end_session(self, session_id: str, reason: str) -> SessionInfo:
-        sid = validate_session_id(session_id)
-        check_text(reason, "reason")
-        q = self._q
-
-        def work(cur: Any) -> SessionInfo:
-            cur.execute(q["end_session"], {"id": sid, "reason": reason})
-            ended_now = cur.fetchone() is not None
-            row = require_session(cur, q, sid)
-            if not ended_now and row["end_reason"] != reason:
-                raise ended_error(cur, q, sid)
-            return session_from_row(row)
-
-        return self._write("end_session", work)
-
-    def sessions(
-        self,
-        *,
-        live: bool | None = None,
-        source: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        after: SessionInfo | str | None = None,
-        limit: int | None = None,
-    ) -> list[SessionInfo]:
-        args = check_listing(live, source, metadata, after, limit)
-        if isinstance(args.after, str):
-            validate_session_id(args.after)
-        rows = self._read("sessions", lambda cur: lifecycle.list_sessions(cur, self._q, args))
-        return [session_from_row(r) for r in rows]
-
-    def update_metadata(self, session_id: str, patch: Mapping[str, Any]) -> SessionInfo:
-        sid = validate_session_id(session_id)
-        patch = check_metadata_patch(patch)
-        row = self._write("update_metadata", lambda cur: lifecycle.update_metadata(cur, self._q, sid, patch))
-        return session_from_row(row)
-
-    def delete_session(self, session_id: str) -> int:
-        sid = validate_session_id(session_id)
-        erased = self._write("delete_session", lambda cur: lifecycle.erase_lineage(cur, self._q, sid))
-        log.info("erased the lineage of %s: %d messages", sid, erased)
-        return erased
-
     def retract(
         self, session_id: str, *, incarnation: str | None = None, turn: TurnLease | None = None
     ) -> StoredMessage | None:
@@ -304,45 +236,6 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
         token = None if turn is None else check_turn(turn)
         row = self._write("retract", lambda cur: lifecycle.retract_last(cur, self._q, sid, incarnation, token))
         return None if row is None else stored_message_from_row(row)
-
-    def prune_archive(self, *, older_than_s: float, session_id: str | None = None) -> int:
-        older_than = check_older_than(older_than_s)
-        sid = None if session_id is None else validate_session_id(session_id)
-        return self._write(
-            "prune_archive", lambda cur: lifecycle.prune(cur, self._q, older_than=older_than, session_id=sid)
-        )
-
-    def expire(
-        self,
-        idle_for_s: float,
-        *,
-        source: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        dry_run: bool = False,
-    ) -> list[str]:
-        args = check_expire(idle_for_s, source, metadata, dry_run)
-        q, idle_for = self._q, args.idle_for
-        idle = self._read("expire", lambda cur: lifecycle.idle_lineages(cur, q, idle_for=idle_for, source=args.source))
-        return expire_lineages(
-            args,
-            idle,
-            lambda: self.sessions(source=args.source, metadata=args.metadata),
-            lambda root: self._write("expire", lambda cur: lifecycle.expire_lineage(cur, q, root, idle_for=idle_for)),
-        )
-
-    def children(self, session_id: str) -> list[SessionInfo]:
-        sid = validate_session_id(session_id)
-
-        def work(cur: Any) -> list[SessionInfo]:
-            require_session(cur, self._q, sid)
-            cur.execute(self._q["children"], {"id": sid})
-            return [session_from_row(r) for r in cur.fetchall()]
-
-        return self._read("children", work)
-
-    def resolve(self, session_id: str) -> str:
-        sid = validate_session_id(session_id)
-        return self._read("resolve", lambda cur: resolve_tip(cur, self._q, sid)["id"])
 
     # -- messages --------------------------------------------------------------
 
@@ -440,101 +333,6 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
         """Group-commit counters: committed transactions and the requests they held."""
         return self._writer.stats()
 
-    @telemetry.traced_read("transcript")
-    def transcript(
-        self, session_id: str, *, incarnation: str | None = None, limit: int | None = None
-    ) -> list[StoredMessage]:
-        if check_page_limit(limit) is None:
-            return self._messages("live_messages", session_id, incarnation)
-        return self._messages("latest_live", session_id, incarnation, limit)[::-1]
-
-    @telemetry.traced_read("archive")
-    def archive(self, session_id: str, *, incarnation: str | None = None) -> list[StoredMessage]:
-        return self._messages("archived_messages", session_id, incarnation)
-
-    def _messages(
-        self, query: str, session_id: str, incarnation: str | None, limit: int | None = None
-    ) -> list[StoredMessage]:
-        sid = validate_session_id(session_id)
-        check_incarnation(incarnation)
-
-        def work(cur: Any) -> list[StoredMessage]:
-            cur.execute(self._q[query], {"id": sid, "limit": limit})
-            messages = [stored_message_from_row(r) for r in cur]  # a row's dict at a time, not all of them
-            # checked after the rows: each statement may read its own snapshot, and an
-            # id erased and started again never gets its old incarnation back
-            row = require_incarnation(cur, self._q, sid, incarnation)
-            if incarnation is not None and row["end_reason"] == END_REASON_COMPRESSION:
-                # rotated (before or after the rows were read): the conversation lives on
-                raise ended_error(cur, self._q, sid)
-            return messages
-
-        return self._read(query, work)
-
-    # -- leases ----------------------------------------------------------------
-
-    def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> Lease | None:
-        sid = validate_session_id(session_id)
-        check_text(holder, "holder")
-        ttl = check_ttl(ttl_s)
-
-        def work(cur: Any) -> Lease | None:
-            try:
-                cur.execute(self._q["acquire_lease"], {"session_id": sid, "holder": holder, "ttl": ttl})
-            except self._fk_violation as exc:
-                raise SessionNotFoundError(sid) from exc
-            row = cur.fetchone()
-            return None if row is None else lease_from_row(row)
-
-        return self._write("acquire_lease", work)
-
-    def renew_lease(self, lease: Lease, ttl_s: float) -> Lease | None:
-        check_lease(lease)
-        ttl = check_ttl(ttl_s)
-        params = {"session_id": lease.session_id, "holder": lease.holder, "token": lease.token, "ttl": ttl}
-
-        def work(cur: Any) -> Lease | None:
-            cur.execute(self._q["renew_lease"], params)
-            row = cur.fetchone()
-            return None if row is None else lease_from_row(row)
-
-        return self._write("renew_lease", work)
-
-    def release_lease(self, lease: Lease) -> bool:
-        check_lease(lease)
-        params = {"session_id": lease.session_id, "holder": lease.holder, "token": lease.token}
-
-        def work(cur: Any) -> bool:
-            cur.execute(self._q["release_lease"], params)
-            return cur.fetchone() is not None
-
-        return self._write("release_lease", work)
-
-    def reap_leases(self) -> int:
-        def work(cur: Any) -> int:
-            cur.execute(self._q["reap_leases"])
-            return len(cur.fetchall())
-
-        return self._write("reap_leases", work)
-
-    def current_lease(self, session_id: str) -> Lease | None:
-        sid = validate_session_id(session_id)
-
-        def work(cur: Any) -> Lease | None:
-            require_session(cur, self._q, sid)
-            cur.execute(self._q["current_lease"], {"session_id": sid})
-            row = cur.fetchone()
-            return None if row is None else lease_from_row(row)
-
-        return self._read("current_lease", work)
-
-    def leases(self) -> list[Lease]:
-        def work(cur: Any) -> list[Lease]:
-            cur.execute(self._q["held_leases"])
-            return [lease_from_row(r) for r in cur.fetchall()]
-
-        return self._read("leases", work)
-
     def _damaged_rows(self) -> list[tuple[str, int]]:
         """(session id, seq) of the rows whose text no longer matches their checksum. For fsck."""
 
@@ -597,75 +395,6 @@ class PostgresStore(TurnMethods, RecallMethods, BranchMethods):
             record.child_session_id,
         )
         return record
-
-    def compactions(self, session_id: str) -> list[CompactionRecord]:
-        sid = validate_session_id(session_id)
-
-        def work(cur: Any) -> list[CompactionRecord]:
-            require_session(cur, self._q, sid)
-            cur.execute(self._q["compactions"], {"id": sid})
-            return [compaction_from_row(r) for r in cur.fetchall()]
-
-        return self._read("compactions", work)
-
-    # -- cooldowns -------------------------------------------------------------
-
-    def cooldown(self, session_id: str) -> Cooldown | None:
-        sid = validate_session_id(session_id)
-
-        def work(cur: Any) -> Cooldown | None:
-            row = require_session(cur, self._q, sid)
-            if row["cooldown_until"] is None:
-                return None
-            return Cooldown(sid, float(row["cooldown_until"]), row["cooldown_error"])
-
-        return self._read("cooldown", work)
-
-    def arm_cooldown(
-        self, session_id: str, seconds: float, error: str | None, *, incarnation: str | None = None
-    ) -> Cooldown:
-        sid = validate_session_id(session_id)
-        seconds = check_cooldown_seconds(seconds)
-        check_cooldown_error(error)
-        check_incarnation(incarnation)
-        params = {"session_id": sid, "seconds": seconds, "error": error}
-
-        def work(cur: Any) -> Cooldown:
-            if incarnation is not None:  # the conversation meant, not one re-created under its id
-                cur.execute(self._q["lock_session"], {"id": sid})
-                row = cur.fetchone()
-                if row is None or row["incarnation"] != incarnation:
-                    raise other_incarnation(sid) if row is not None else SessionNotFoundError(sid)
-            try:
-                cur.execute(self._q["arm_cooldown"], params)
-            except self._fk_violation as exc:
-                raise SessionNotFoundError(sid) from exc
-            return cooldown_from_row(cur.fetchone())
-
-        return self._write("arm_cooldown", work)
-
-    def clear_cooldown(self, session_id: str) -> None:
-        self.restore_cooldown(session_id, None)
-
-    def restore_cooldown(self, session_id: str, snapshot: Cooldown | None) -> None:
-        sid = validate_session_id(session_id)
-        snapshot = check_snapshot(sid, snapshot)
-        q = self._q
-
-        def work(cur: Any) -> None:
-            require_session(cur, q, sid)
-            if snapshot is None:
-                cur.execute(q["delete_cooldown"], {"session_id": sid})
-                return
-            try:  # an erasure committing since require_session: never recreate its row
-                cur.execute(
-                    q["put_cooldown"],
-                    {"session_id": sid, "until": float(snapshot.until), "error": snapshot.error},
-                )
-            except self._fk_violation as exc:
-                raise SessionNotFoundError(sid) from exc
-
-        self._write("restore_cooldown", work)
 
     # -- notifications (PostgreSQL only) --------------------------------------
 

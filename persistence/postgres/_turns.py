@@ -42,7 +42,8 @@ from .._rows import (
     turn_lease_from_row,
     turn_refusal,
 )
-from ._lineage import ended_error, lock_live_tip, require_incarnation, require_session, resolve_tip
+from ..sql._lineage import ended_error, require_incarnation, require_session, resolve_tip
+from ._lineage import lock_live_tip
 
 __all__ = [
     "TurnMethods",

@@ -42,7 +42,7 @@ from typing import Any
 
 from protocol import StoreBusyError, TranscriptError
 
-from .. import _killpoints as killpoints
+from .. import _hooks as hooks
 from .._batching import drain, fill_batch
 from .._store import WriteStats
 from ._batch import (
@@ -75,7 +75,7 @@ _LATE_S = 0.05  # a statement sent this late into its batch's patience gets a sh
 _STOP = object()
 
 
-class PgWriter(StatementRuns):
+class PgWriter:
     """The group-commit writer of one `PostgresStore`."""
 
     def __init__(
@@ -119,6 +119,7 @@ class PgWriter(StatementRuns):
         self._no_pipeline = False  # the batch statement could not be prepared: plain way only
         self._unanswered: list[list[Pending]] = []  # batches sent down the pipeline, not yet settled
         self._batch_sql = numbered_placeholders(queries["append_batch"], ("rows", "wanted", "turns", "until"))
+        self._statements = StatementRuns(self)  # the plain way: one statement per run, its retries
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -277,7 +278,7 @@ class PgWriter(StatementRuns):
         reached the server), the first of its attempts."""
         self._in_flight = len(batch)
         try:
-            self._commit_with_retries(batch, failed, sent)
+            self._statements.commit_with_retries(batch, failed, sent)
         except BaseException as exc:  # never let the writer die with callers waiting
             log.exception("write batch of %d crashed", len(batch))
             for pending in batch:
@@ -295,9 +296,8 @@ class PgWriter(StatementRuns):
 
     def _can_pipeline(self, batch: list[Pending]) -> bool:
         """Whether ``batch`` can go down the pipeline: appends only, one incarnation
-        meant per id; not behind PgBouncer, nor with kill points armed (each named
-        point of a write transaction exists on the plain way only)."""
-        if self._pgbouncer or killpoints.ARMED or self._no_pipeline:
+        meant per id; not behind PgBouncer."""
+        if self._pgbouncer or self._no_pipeline:
             return False
         if any(type(pending.job) is not AppendJob for pending in batch):
             return False
@@ -342,6 +342,9 @@ class PgWriter(StatementRuns):
         self._unanswered.append(batch)
         timeout_ms = max(1, int(timeout * 1000)) if own else None
         until = repr(self._server_deadline(remaining + time.monotonic())).encode()
+        # the batch's Sync leaves with it: its commit is asked for as it is sent
+        hooks.point("before_begin", "append")
+        hooks.point("before_commit", "append")
         pipe.send(rows.encode(), wanted.encode(), turns.encode(), until, timeout_ms)  # ASCII: batch._ROWS
         return True
 
@@ -402,6 +405,7 @@ class PgWriter(StatementRuns):
             pipe.committed()
         except self._psycopg.Error as exc:
             return self._land_failed(flight, exc, following, unsent, stopping)
+        hooks.point("after_commit", "append")
         self._transactions += 1
         self._requests += len(flight)
         self._in_flight -= len(flight)

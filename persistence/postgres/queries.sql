@@ -4,6 +4,7 @@
 -- start and would judge a lease by a stale time after a lock wait).
 
 -- name: clock
+-- The server's wall clock in epoch seconds (every lease and turn time is read from it).
 SELECT extract(epoch FROM clock_timestamp())::double precision AS now;
 
 -- ---------------------------------------------------------------- sessions
@@ -17,10 +18,11 @@ VALUES (%(id)s, %(source)s, %(parent_session_id)s,
 RETURNING id;
 
 -- name: get_session
+-- One session's row, with its cooldown, by id.
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
        s.epoch, s.metadata, s.incarnation, s.branch_of_session, s.branch_of_seq, c.until AS cooldown_until, c.error AS cooldown_error
 FROM sessions s LEFT JOIN cooldowns c ON c.session_id = s.id
-WHERE s.id = %(id)s;
+WHERE s.id = %(session_id)s;
 
 -- name: list_sessions
 -- Newest first by (created_at, id), ids compared bytewise (COLLATE "C", as on
@@ -44,20 +46,23 @@ ORDER BY s.created_at DESC, s.id COLLATE "C" DESC
 LIMIT %(limit)s;
 
 -- name: session_created_at
-SELECT created_at FROM sessions WHERE id = %(id)s;
+-- When a session was created (an update of its metadata checks it exists).
+SELECT created_at FROM sessions WHERE id = %(session_id)s;
 
 -- name: lock_metadata
-SELECT metadata FROM sessions WHERE id = %(id)s FOR UPDATE;
+-- A session's metadata, locked for a read-modify-write patch.
+SELECT metadata FROM sessions WHERE id = %(session_id)s FOR UPDATE;
 
 -- name: set_metadata
-UPDATE sessions SET metadata = %(metadata)s::jsonb WHERE id = %(id)s;
+-- Store a session's patched metadata.
+UPDATE sessions SET metadata = %(metadata)s::jsonb WHERE id = %(session_id)s;
 
 -- name: lineage_ids
 -- Every session of the lineage holding id: up to the root, then every continuation
 -- below (UNION, not UNION ALL: a hand-made cycle still ends).
 WITH RECURSIVE
     up (id, parent) AS (
-        SELECT id, parent_session_id FROM sessions WHERE id = %(id)s
+        SELECT id, parent_session_id FROM sessions WHERE id = %(session_id)s
         UNION SELECT s.id, s.parent_session_id FROM sessions s JOIN up ON s.id = up.parent
     ),
     down (id) AS (
@@ -71,29 +76,37 @@ SELECT id FROM down ORDER BY id;
 SELECT session_id FROM leases WHERE session_id = ANY(%(ids)s) ORDER BY session_id FOR UPDATE;
 
 -- name: lock_lineage_sessions
+-- Lock the rows of a lineage, in id order, before it is erased.
 SELECT id FROM sessions WHERE id = ANY(%(ids)s) ORDER BY id FOR UPDATE;
 
 -- name: erase_messages
+-- Erase every message of the listed sessions.
 DELETE FROM messages WHERE session_id = ANY(%(ids)s);
 
 -- name: erase_compactions
+-- Erase the compaction records from or into the listed sessions.
 DELETE FROM compactions WHERE session_id = ANY(%(ids)s) OR child_session_id = ANY(%(ids)s);
 
 -- name: erase_leases
+-- Erase the compaction leases of the listed sessions.
 DELETE FROM leases WHERE session_id = ANY(%(ids)s);
 
 -- name: erase_cooldowns
+-- Erase the cooldowns of the listed sessions.
 DELETE FROM cooldowns WHERE session_id = ANY(%(ids)s);
 
 -- name: erase_keys
+-- Erase the idempotency keys of the listed sessions' incarnations.
 DELETE FROM message_keys
 WHERE incarnation IN (SELECT incarnation FROM sessions WHERE id = ANY(%(ids)s));
 
 -- name: erase_turn_keys
+-- Erase the turn keys of the listed sessions' incarnations.
 DELETE FROM turn_keys
 WHERE incarnation IN (SELECT incarnation FROM sessions WHERE id = ANY(%(ids)s));
 
 -- name: erase_sessions
+-- Erase the listed sessions' rows (last: every row naming them is gone).
 DELETE FROM sessions WHERE id = ANY(%(ids)s);
 
 -- name: lock_session
@@ -104,6 +117,7 @@ SELECT id, ended_at, end_reason, incarnation, turn_holder, turn_token,
 FROM sessions WHERE id = %(id)s FOR UPDATE;
 
 -- name: retract_last
+-- Retract the newest live message of a session, in one statement.
 UPDATE messages
 SET state = 'retracted', archived_at = extract(epoch FROM clock_timestamp())::double precision
 WHERE id = (SELECT id FROM messages
@@ -155,21 +169,23 @@ WHERE state IN ('compacted', 'superseded', 'retracted')
   AND (%(ids)s::text[] IS NULL OR session_id = ANY(%(ids)s::text[]));
 
 -- name: children
+-- The sessions whose parent is this one, oldest first, as session rows.
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
        s.epoch, s.metadata, s.incarnation, s.branch_of_session, s.branch_of_seq, c.until AS cooldown_until, c.error AS cooldown_error
 FROM sessions s LEFT JOIN cooldowns c ON c.session_id = s.id
-WHERE s.parent_session_id = %(id)s
+WHERE s.parent_session_id = %(session_id)s
 ORDER BY s.created_at, s.id;
 
 -- name: child_ids
-SELECT id FROM sessions WHERE parent_session_id = %(id)s ORDER BY created_at, id;
+-- The ids of a session's children, oldest first (a lineage walk).
+SELECT id FROM sessions WHERE parent_session_id = %(session_id)s ORDER BY created_at, id;
 
 -- name: end_session
 -- Guarded by ended_at IS NULL: a session ends once.
 UPDATE sessions
 SET ended_at = extract(epoch FROM clock_timestamp())::double precision,
     end_reason = %(reason)s
-WHERE id = %(id)s AND ended_at IS NULL
+WHERE id = %(session_id)s AND ended_at IS NULL
 RETURNING id;
 
 -- ---------------------------------------------------------------- messages
@@ -266,11 +282,12 @@ SELECT session_id, seq FROM messages
 WHERE checksum IS DISTINCT FROM message_checksum(role, content, name, tool_call_id, tool_calls, meta);
 
 -- name: live_messages
+-- A session's live transcript, in seq order.
 SELECT id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
        created_at, state, origin_id, key, usage
 FROM messages
-WHERE session_id = %(id)s AND state = 'live'
-  AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s)  -- a range of the unique index
+WHERE session_id = %(session_id)s AND state = 'live'
+  AND seq >= (SELECT live_from FROM sessions WHERE id = %(session_id)s)  -- a range of the unique index
 ORDER BY seq;
 
 -- name: latest_live
@@ -280,14 +297,15 @@ ORDER BY seq;
 SELECT id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
        created_at, state, origin_id, key, usage
 FROM messages
-WHERE session_id = %(id)s AND state = 'live'
-  AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s)
+WHERE session_id = %(session_id)s AND state = 'live'
+  AND seq >= (SELECT live_from FROM sessions WHERE id = %(session_id)s)
 ORDER BY seq DESC LIMIT %(limit)s;
 
 -- name: archived_messages
+-- A session's archived rows (compacted, superseded, retracted), in seq order.
 SELECT id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
        created_at, state, origin_id, key, usage
-FROM messages WHERE session_id = %(id)s AND state <> 'live'
+FROM messages WHERE session_id = %(session_id)s AND state <> 'live'
 ORDER BY seq;
 
 -- ---------------------------------------------------------------- leases
@@ -311,6 +329,7 @@ WHERE leases.holder IS NULL
 RETURNING session_id, holder, token, acquired_at, expires_at;
 
 -- name: renew_lease
+-- Extend a live compaction lease held with this token; nothing when it is lost.
 UPDATE leases
 SET expires_at = extract(epoch FROM clock_timestamp())::double precision + %(ttl)s
 WHERE session_id = %(session_id)s AND holder = %(holder)s AND token = %(token)s
@@ -334,12 +353,14 @@ WHERE holder IS NOT NULL
 RETURNING session_id;
 
 -- name: current_lease
+-- A session's compaction lease, if a holder has it and it has not expired.
 SELECT session_id, holder, token, acquired_at, expires_at
 FROM leases
 WHERE session_id = %(session_id)s AND holder IS NOT NULL
   AND expires_at > extract(epoch FROM clock_timestamp())::double precision;
 
 -- name: held_leases
+-- Every compaction lease that has a holder, by session id.
 SELECT session_id, holder, token, acquired_at, expires_at
 FROM leases WHERE holder IS NOT NULL
 ORDER BY session_id;
@@ -375,12 +396,14 @@ LIMIT 1;
 SELECT state FROM messages WHERE session_id = %(id)s AND seq = %(watermark)s;
 
 -- name: archive_compacted
+-- Archive the live rows at or below the watermark as compacted.
 UPDATE messages
 SET state = 'compacted', archived_at = extract(epoch FROM clock_timestamp())::double precision
 WHERE session_id = %(id)s AND state = 'live' AND seq <= %(watermark)s
   AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s);
 
 -- name: supersede_tail
+-- Archive the live rows above the watermark as superseded (the tail is copied).
 UPDATE messages
 SET state = 'superseded', archived_at = extract(epoch FROM clock_timestamp())::double precision
 WHERE session_id = %(id)s AND state = 'live' AND seq > %(watermark)s
@@ -403,6 +426,7 @@ FROM messages WHERE id = ANY(%(ids)s)
 ORDER BY seq;
 
 -- name: set_next_seq
+-- Move a session's seq counter past the rows just inserted.
 UPDATE sessions SET next_seq = %(next_seq)s WHERE id = %(id)s;
 
 -- name: insert_branch
@@ -427,6 +451,7 @@ SELECT %(id)s, %(source)s, %(parent_session_id)s,
 FROM sessions p WHERE p.id = %(parent_session_id)s;
 
 -- name: end_for_compression
+-- End a parent by compression, if it is still open.
 UPDATE sessions
 SET ended_at = extract(epoch FROM clock_timestamp())::double precision,
     end_reason = 'compression'
@@ -434,6 +459,7 @@ WHERE id = %(id)s AND ended_at IS NULL
 RETURNING id;
 
 -- name: insert_compaction
+-- Record a committed compaction.
 INSERT INTO compactions (session_id, child_session_id, mode, token, holder, watermark,
                          archived_count, tail_count, compressor, started_at, committed_at,
                          replaced_from, written_from, summary_count, usage)
@@ -445,14 +471,16 @@ RETURNING id, session_id, child_session_id, mode, token, holder, watermark,
           archived_count, tail_count, compressor, started_at, committed_at, usage;
 
 -- name: compactions
+-- A session's compaction records, oldest first.
 SELECT id, session_id, child_session_id, mode, token, holder, watermark,
        archived_count, tail_count, compressor, started_at, committed_at, usage
-FROM compactions WHERE session_id = %(id)s
+FROM compactions WHERE session_id = %(session_id)s
 ORDER BY id;
 
 -- ---------------------------------------------------------------- cooldowns
 
 -- name: get_cooldown
+-- A session's cooldown row, if any.
 SELECT session_id, until, error FROM cooldowns WHERE session_id = %(session_id)s;
 
 -- name: arm_cooldown
@@ -467,11 +495,13 @@ SET until = greatest(cooldowns.until, EXCLUDED.until),
 RETURNING session_id, until, error;
 
 -- name: put_cooldown
+-- Set a session's cooldown to exactly this deadline and error (a restore).
 INSERT INTO cooldowns (session_id, until, error)
 VALUES (%(session_id)s, %(until)s, %(error)s)
 ON CONFLICT (session_id) DO UPDATE SET until = EXCLUDED.until, error = EXCLUDED.error;
 
 -- name: delete_cooldown
+-- Clear a session's cooldown.
 DELETE FROM cooldowns WHERE session_id = %(session_id)s;
 
 -- ---------------------------------------------------------------- notifications
@@ -489,6 +519,7 @@ SELECT pg_notify('session_actors_compaction', json_build_object(
 )::text);
 
 -- name: listen_compactions
+-- Subscribe this connection to the hints of committed compactions.
 LISTEN session_actors_compaction;
 
 -- name: notify_turn_closed
@@ -499,9 +530,11 @@ SELECT pg_notify('session_actors_turn', json_build_object(
 )::text);
 
 -- name: listen_turns
+-- Subscribe this connection to the hints of closed turns.
 LISTEN session_actors_turn;
 
 -- name: current_schema
+-- The schema this connection works in (a store is a schema).
 SELECT current_schema() AS schema;
 
 -- ---------------------------------------------------------------- turns
@@ -522,6 +555,7 @@ WHERE id = %(id)s AND ended_at IS NULL AND coalesce(%(incarnation)s::text = inca
 RETURNING id, turn_holder, turn_token, turn_expires_at, turn_interrupted;
 
 -- name: turn_of
+-- A session's turn columns, for a verdict on a refused write.
 SELECT id, ended_at, turn_holder, turn_token, turn_expires_at, turn_interrupted,
        turn_holder IS NOT NULL
            AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision AS turn_live
@@ -560,6 +594,7 @@ WHERE turn_token = %(token)s AND turn_holder = %(holder)s AND ended_at IS NULL
 RETURNING id;
 
 -- name: interrupt_turn
+-- Ask the live turn of a session to stop, returning its token.
 UPDATE sessions SET turn_interrupted = true
 WHERE id = %(id)s AND turn_holder IS NOT NULL
   AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision
@@ -574,6 +609,7 @@ WHERE session_id = %(id)s AND state = 'live' AND turn = %(token)s
   AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s);
 
 -- name: live_turns
+-- Every session with a live turn (a holder, not expired, not ended).
 SELECT id, turn_holder, turn_token, turn_expires_at, turn_interrupted FROM sessions
 WHERE turn_token IS NOT NULL AND turn_holder IS NOT NULL AND ended_at IS NULL
   AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision
@@ -581,6 +617,7 @@ WHERE turn_token IS NOT NULL AND turn_holder IS NOT NULL AND ended_at IS NULL
 ORDER BY id COLLATE "C";
 
 -- name: interrupted_turns
+-- The live turns of a holder that were asked to stop.
 SELECT id, turn_holder, turn_token, turn_expires_at, turn_interrupted FROM sessions
 WHERE turn_holder = %(holder)s AND turn_interrupted AND ended_at IS NULL;
 
@@ -602,6 +639,7 @@ ORDER BY m.state = 'live' DESC, m.id
 LIMIT 1;
 
 -- name: rows_by_id
+-- Message rows by id, in id order.
 SELECT id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
        created_at, state, origin_id, key, usage
 FROM messages WHERE id = ANY(%(ids)s) ORDER BY id;
@@ -668,9 +706,11 @@ WHERE turn_keys.token = %(seen)s::bigint
 RETURNING key;
 
 -- name: complete_turn_key
+-- Mark a turn's key completed when the turn closes.
 UPDATE turn_keys SET state = 'completed' WHERE token = %(token)s AND state = 'open';
 
 -- name: seal_turn_key
+-- Mark a turn's key sealed when its turn is sealed.
 UPDATE turn_keys SET state = 'sealed' WHERE token = %(token)s AND state = 'open';
 
 -- name: turn_replay

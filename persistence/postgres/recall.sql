@@ -72,6 +72,7 @@ ORDER BY r.id DESC
 LIMIT %(limit)s;
 
 -- name: get_compaction
+-- One compaction record by id.
 SELECT id, session_id, child_session_id, mode, token, holder, watermark,
        archived_count, tail_count, compressor, started_at, committed_at,
        replaced_from, written_from, summary_count, usage
@@ -87,6 +88,7 @@ WHERE session_id = %(session_id)s AND seq <= %(last)s AND state IN ('compacted',
 ORDER BY seq;
 
 -- name: rows_in_range
+-- A session's rows with seqs in a range, in seq order.
 SELECT * FROM messages
 WHERE session_id = %(session_id)s AND seq BETWEEN %(first)s AND %(last)s
 ORDER BY seq;

@@ -27,10 +27,9 @@ from protocol import (
     TurnHeldError,
 )
 
-from .. import _killpoints as killpoints
-from .. import _mutations
+from .. import _hooks as hooks
 from .._rows import check_watermark, compaction_from_row, derive_child_id
-from ._lineage import ended_error, require_incarnation, require_session
+from ..sql._lineage import ended_error, require_incarnation
 from ._sessions import insert_rows, reserve_seqs
 
 __all__ = ["commit_compaction"]
@@ -65,14 +64,13 @@ def commit_compaction(
         q["fence_lease"],
         {"session_id": sid, "holder": lease.holder, "token": lease.token, "now": now},
     ).fetchone()
-    unfenced = "fencing" in _mutations.DISABLED  # a test proving these checks matter
+    unfenced = hooks.skipped("fencing")  # a test proving these checks matter
     if fence is None and not unfenced:
         raise LeaseLostError(sid, lease.holder, lease.token)
-    if killpoints.ARMED:
-        killpoints.reached("after_fence", "commit_compaction")
+    hooks.point("after_fence", "commit_compaction")
     if not unfenced:
         if session["ended_at"] is not None:
-            raise ended_error(conn, q, session)
+            raise ended_error(conn, q, sid)
         check_watermark(sid, watermark, session["next_seq"])
         _check_snapshot_live(conn, q, sid, watermark)
     archived_count, tail = _archive_live(conn, q, sid, watermark, now, _held_turn(session))
@@ -144,8 +142,8 @@ def _archive_live(
 def _start_child(conn: sqlite3.Connection, q: Queries, parent: Row, child_id: str, now: float) -> None:
     """End the parent by compression (only if still open) and create its continuation."""
     ended = conn.execute(q["end_session"], {"session_id": parent["id"], "reason": END_REASON_COMPRESSION, "now": now})
-    if ended.rowcount != 1 and "fencing" not in _mutations.DISABLED:
-        raise ended_error(conn, q, require_session(conn, q, parent["id"]))
+    if ended.rowcount != 1 and not hooks.skipped("fencing"):
+        raise ended_error(conn, q, parent["id"])
     if conn.execute(q["get_session"], {"session_id": child_id}).fetchone() is not None:
         raise SessionExistsError(child_id)
     conn.execute(  # a continuation starts with its parent's metadata and incarnation

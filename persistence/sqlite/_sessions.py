@@ -22,14 +22,13 @@ from protocol import (
 
 from .. import _keys as keys
 from .._rows import new_incarnation, stored_message_from_row, turn_refusal
+from ..sql._lineage import ended_error, require_incarnation, require_session
 from ._checksums import row_checksum
-from ._lineage import ended_error, require_incarnation, require_session
 
 __all__ = [
     "append_rows",
     "create_session",
     "create_sessions",
-    "end_session",
     "insert_rows",
     "keyed_append",
     "reserve_seqs",
@@ -100,16 +99,6 @@ def create_sessions(
     return [rows[sid] for sid in session_ids]
 
 
-def end_session(conn: sqlite3.Connection, q: Queries, session_id: str, reason: str, now: float) -> Row:
-    row = require_session(conn, q, session_id)
-    if row["ended_at"] is not None:
-        if row["end_reason"] == reason:
-            return row  # idempotent
-        raise ended_error(conn, q, row)
-    conn.execute(q["end_session"], {"session_id": session_id, "reason": reason, "now": now})
-    return require_session(conn, q, session_id)
-
-
 def insert_rows(
     conn: sqlite3.Connection,
     q: Queries,
@@ -168,7 +157,7 @@ def append_rows(
         row = require_incarnation(conn, q, session_id, incarnation)
         if row["ended_at"] is None:
             raise turn_held(conn, q, session_id, turn, now)
-        raise ended_error(conn, q, row)
+        raise ended_error(conn, q, session_id)
     first_seq = reserved["first_seq"]
     return first_seq, insert_rows(conn, q, session_id, params, now, first_seq, turn=turn)
 

@@ -20,10 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from protocol import (
-    END_REASON_COMPRESSION,
     CompactionRecord,
     ConfigurationError,
-    Cooldown,
     Lease,
     Message,
     SessionInfo,
@@ -35,46 +33,33 @@ from protocol._checks import check_text
 from protocol._records import CompactionMode
 
 from .. import _telemetry as telemetry
-from .._expiry import check_expire, expire_lineages
 from .._metadata import (
-    check_listing,
     check_metadata,
-    check_metadata_patch,
-    check_older_than,
-    check_page_limit,
 )
 from .._queries import load_queries
 from .._rows import (
     check_commit_args,
-    check_cooldown_error,
-    check_cooldown_seconds,
     check_incarnation,
-    check_lease,
     check_messages,
     check_new_sessions,
     check_open_flags,
-    check_snapshot,
     check_store_options,
-    check_ttl,
     check_turn,
     check_usage,
     checked_session_id,
-    compaction_from_row,
-    cooldown_from_row,
     keyed,
-    lease_from_row,
     session_from_row,
     stored_message_from_row,
 )
 from .._store import HolderAnnouncement, SilentAnnouncement, StoreFeatures, WriteStats
 from .._submitted import completion, stored_messages
+from ..sql import SqlStore
 from . import _compaction as compaction
 from . import _lifecycle as lifecycle
-from . import _lineage as lineage
 from . import _sessions as sessions
 from ._batch import AloneAppends, AppendJob, RememberedCounters, bulk_append
-from ._branch import BranchMethods
 from ._checksums import damaged_rows
+from ._dialect import SqliteDialect
 from ._driver import (
     SYNCHRONOUS_MODES,
     BusyRetry,
@@ -82,10 +67,8 @@ from ._driver import (
     checkpoint_after_full,
     connect,
     ensure_private_file,
-    map_sqlite_error,
     restrict_sidecars,
 )
-from ._recall import RecallMethods
 from ._schema import DIALECT, check_schema, prepare_database
 from ._turns import TurnMethods
 from ._writer import GroupCommitWriter, ReadOnlyWriter, Wake
@@ -101,7 +84,7 @@ MAX_BATCH = 256
 MAX_IDLE_READERS = 8
 
 
-class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
+class SqliteStore(SqlStore, TurnMethods):
     """A `Store` on one SQLite file (see the module docstring).
 
     Options: ``synchronous`` (``"FULL"`` by default: durable on return),
@@ -170,6 +153,7 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
             on_full=lambda: checkpoint_after_full(writer_conn, self.path),
         )
         self._writer_conn: sqlite3.Connection | None = writer_conn
+        SqlStore.__init__(self, SqliteDialect(self._readers, self._writer, self._retry, self._clock))
 
     def _open_readonly(self) -> None:
         """Read connections only (``mode=ro``, ``query_only``); the schema must be current."""
@@ -187,6 +171,7 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
             self._readers.checkin(conn)
         self._writer = ReadOnlyWriter(self.path)
         self._writer_conn = None
+        SqlStore.__init__(self, SqliteDialect(self._readers, self._writer, self._retry, self._clock))
 
     @staticmethod
     def _check_options(synchronous: object, patience: object, max_bytes: object) -> None:
@@ -198,27 +183,11 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
 
     def _read(self, fn: Callable[[sqlite3.Connection], T], session_id: str = "?") -> T:
         """Run ``fn`` in one read transaction (a consistent snapshot)."""
-        conn = self._readers.checkout()
-
-        def attempt() -> T:
-            conn.execute("BEGIN")
-            try:
-                return fn(conn)
-            finally:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-
-        try:
-            return self._retry.run(attempt)
-        except sqlite3.Error as exc:
-            raise map_sqlite_error(exc, session_id) from exc
-        finally:
-            self._readers.checkin(conn)
+        return self._dialect.read("read", session_id, fn)
 
     def _write(self, fn: Callable[[sqlite3.Connection], T], session_id: str = "?", what: str = "write") -> T:
-        """Run ``fn`` in a write transaction. Bodies read the clock themselves, under
-        the write lock, so lease times follow commit order across processes."""
-        return self._writer.submit(fn, session_id, what=what)
+        """Run ``fn`` in a write transaction (see `SqliteDialect.write`)."""
+        return self._dialect.write(what, session_id, fn)
 
     def _physical_check(self) -> list[str]:
         """What SQLite's ``integrity_check`` finds wrong with the file's pages and
@@ -307,46 +276,6 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
         rows = self._write(lambda c: sessions.create_sessions(c, self._q, ids, source, self.now(), text), ids[0])
         return [session_from_row(row) for row in rows]
 
-    def get_session(self, session_id: str) -> SessionInfo | None:
-        checked_session_id(session_id)
-        row = self._read(lambda c: c.execute(self._q["get_session"], {"session_id": session_id}).fetchone())
-        return None if row is None else session_from_row(row)
-
-    def end_session(self, session_id: str, reason: str) -> SessionInfo:
-        checked_session_id(session_id)
-        check_text(reason, "reason")
-        row = self._write(lambda c: sessions.end_session(c, self._q, session_id, reason, self.now()), session_id)
-        return session_from_row(row)
-
-    def sessions(
-        self,
-        *,
-        live: bool | None = None,
-        source: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        after: SessionInfo | str | None = None,
-        limit: int | None = None,
-    ) -> list[SessionInfo]:
-        args = check_listing(live, source, metadata, after, limit)
-        if isinstance(args.after, str):
-            checked_session_id(args.after)
-        rows = self._read(lambda c: lifecycle.list_sessions(c, self._q, **args._asdict()))
-        return [session_from_row(r) for r in rows]
-
-    def update_metadata(self, session_id: str, patch: Mapping[str, Any]) -> SessionInfo:
-        checked_session_id(session_id)
-        patch = check_metadata_patch(patch)
-        row = self._write(
-            lambda c: lifecycle.update_metadata(c, self._q, session_id, patch), session_id, "update_metadata"
-        )
-        return session_from_row(row)
-
-    def delete_session(self, session_id: str) -> int:
-        checked_session_id(session_id)
-        erased = self._write(lambda c: lifecycle.erase_lineage(c, self._q, session_id), session_id, "delete_session")
-        logger.info("erased the lineage of %s: %d messages", session_id, erased)
-        return erased
-
     def retract(
         self, session_id: str, *, incarnation: str | None = None, turn: TurnLease | None = None
     ) -> StoredMessage | None:
@@ -359,50 +288,6 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
             "retract",
         )
         return None if row is None else stored_message_from_row(row)
-
-    def prune_archive(self, *, older_than_s: float, session_id: str | None = None) -> int:
-        older_than = check_older_than(older_than_s)
-        if session_id is not None:
-            checked_session_id(session_id)
-        return self._write(
-            lambda c: lifecycle.prune(c, self._q, cutoff=self.now() - older_than, session_id=session_id),
-            session_id or "?",
-            "prune_archive",
-        )
-
-    def expire(
-        self,
-        idle_for_s: float,
-        *,
-        source: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        dry_run: bool = False,
-    ) -> list[str]:
-        args = check_expire(idle_for_s, source, metadata, dry_run)
-        now = self.now()
-        cutoff = now - args.idle_for
-        idle = self._read(lambda c: lifecycle.idle_lineages(c, self._q, cutoff=cutoff, now=now, source=args.source))
-        return expire_lineages(
-            args,
-            idle,
-            lambda: self.sessions(source=args.source, metadata=args.metadata),
-            lambda root: self._write(
-                lambda c: lifecycle.expire_lineage(c, self._q, root, cutoff=cutoff, now=self.now()), root, "expire"
-            ),
-        )
-
-    def children(self, session_id: str) -> list[SessionInfo]:
-        checked_session_id(session_id)
-
-        def body(c: sqlite3.Connection) -> list[sqlite3.Row]:
-            lineage.require_session(c, self._q, session_id)
-            return c.execute(self._q["children"], {"session_id": session_id}).fetchall()
-
-        return [session_from_row(r) for r in self._read(body, session_id)]
-
-    def resolve(self, session_id: str) -> str:
-        checked_session_id(session_id)
-        return self._read(lambda c: lineage.resolve(c, self._q, session_id), session_id)
 
     # -- messages ---------------------------------------------------------------
 
@@ -472,98 +357,6 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
         done = completion(on_done, messages, params, session_id, logger)
         return self._writer.submit_nowait(None, session_id, job=job, what="append", on_done=done)
 
-    def _messages(
-        self, query: str, session_id: str, incarnation: str | None, limit: int | None = None
-    ) -> list[StoredMessage]:
-        checked_session_id(session_id)
-        check_incarnation(incarnation)
-
-        def body(c: sqlite3.Connection) -> list[StoredMessage]:  # one snapshot
-            row = lineage.require_incarnation(c, self._q, session_id, incarnation)
-            if incarnation is not None and row["end_reason"] == END_REASON_COMPRESSION:
-                raise lineage.ended_error(c, self._q, row)  # the conversation lives on
-            rows = c.execute(self._q[query], {"session_id": session_id, "limit": limit})
-            return [stored_message_from_row(r) for r in rows]  # a row at a time: never all rows and messages at once
-
-        return self._read(body, session_id)
-
-    @telemetry.traced_read("transcript")
-    def transcript(
-        self, session_id: str, *, incarnation: str | None = None, limit: int | None = None
-    ) -> list[StoredMessage]:
-        if check_page_limit(limit) is None:
-            return self._messages("live_messages", session_id, incarnation)
-        return self._messages("latest_live", session_id, incarnation, limit)[::-1]
-
-    @telemetry.traced_read("archive")
-    def archive(self, session_id: str, *, incarnation: str | None = None) -> list[StoredMessage]:
-        return self._messages("archived_messages", session_id, incarnation)
-
-    # -- leases -----------------------------------------------------------------
-
-    def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> Lease | None:
-        checked_session_id(session_id)
-        check_text(holder, "holder")
-        ttl = check_ttl(ttl_s)
-
-        def body(c: sqlite3.Connection) -> sqlite3.Row | None:
-            lineage.require_session(c, self._q, session_id)
-            now = self.now()
-            params = {"session_id": session_id, "holder": holder, "now": now, "expires_at": now + ttl}
-            return c.execute(self._q["acquire_lease"], params).fetchone()
-
-        row = self._write(body, session_id, "acquire_lease")
-        return None if row is None else lease_from_row(row)
-
-    def renew_lease(self, lease: Lease, ttl_s: float) -> Lease | None:
-        check_lease(lease)
-        ttl = check_ttl(ttl_s)
-
-        def body(c: sqlite3.Connection) -> sqlite3.Row | None:
-            now = self.now()  # an unknown session has no lease row: None, like any lost lease
-            params = {
-                "session_id": lease.session_id,
-                "holder": lease.holder,
-                "token": lease.token,
-                "now": now,
-                "expires_at": now + ttl,
-            }
-            return c.execute(self._q["renew_lease"], params).fetchone()
-
-        row = self._write(body, lease.session_id, "renew_lease")
-        return None if row is None else lease_from_row(row)
-
-    def release_lease(self, lease: Lease) -> bool:
-        check_lease(lease)
-
-        def body(c: sqlite3.Connection) -> bool:
-            params = {"session_id": lease.session_id, "holder": lease.holder, "token": lease.token, "now": self.now()}
-            return c.execute(self._q["release_lease"], params).rowcount == 1
-
-        return self._write(body, lease.session_id, "release_lease")
-
-    def reap_leases(self) -> int:
-        def body(c: sqlite3.Connection) -> int:
-            return c.execute(self._q["reap_leases"], {"now": self.now()}).rowcount
-
-        return self._write(body, what="reap_leases")
-
-    def current_lease(self, session_id: str) -> Lease | None:
-        checked_session_id(session_id)
-
-        def body(c: sqlite3.Connection) -> sqlite3.Row | None:
-            lineage.require_session(c, self._q, session_id)
-            return c.execute(self._q["current_lease"], {"session_id": session_id, "now": self.now()}).fetchone()
-
-        row = self._read(body, session_id)
-        return None if row is None else lease_from_row(row)
-
-    def leases(self) -> list[Lease]:
-        rows = self._read(lambda c: c.execute(self._q["held_leases"]).fetchall())
-        return [lease_from_row(r) for r in rows]
-
-    # -- compaction -------------------------------------------------------------
-
     def commit_compaction(
         self,
         lease: Lease,
@@ -604,58 +397,3 @@ class SqliteStore(TurnMethods, RecallMethods, BranchMethods):
             lease.session_id,
             "commit_compaction",
         )
-
-    def compactions(self, session_id: str) -> list[CompactionRecord]:
-        checked_session_id(session_id)
-
-        def body(c: sqlite3.Connection) -> list[sqlite3.Row]:
-            lineage.require_session(c, self._q, session_id)
-            return c.execute(self._q["compactions"], {"session_id": session_id}).fetchall()
-
-        return [compaction_from_row(r) for r in self._read(body, session_id)]
-
-    # -- cooldowns --------------------------------------------------------------
-
-    def cooldown(self, session_id: str) -> Cooldown | None:
-        checked_session_id(session_id)
-
-        def body(c: sqlite3.Connection) -> sqlite3.Row | None:
-            lineage.require_session(c, self._q, session_id)
-            return c.execute(self._q["get_cooldown"], {"session_id": session_id}).fetchone()
-
-        row = self._read(body, session_id)
-        return None if row is None else cooldown_from_row(row)
-
-    def arm_cooldown(
-        self, session_id: str, seconds: float, error: str | None, *, incarnation: str | None = None
-    ) -> Cooldown:
-        checked_session_id(session_id)
-        seconds = check_cooldown_seconds(seconds)
-        check_cooldown_error(error)
-        check_incarnation(incarnation)
-
-        def body(c: sqlite3.Connection) -> sqlite3.Row:
-            lineage.require_incarnation(c, self._q, session_id, incarnation)
-            params = {"session_id": session_id, "until": self.now() + seconds, "error": error}
-            return c.execute(self._q["arm_cooldown"], params).fetchone()
-
-        return cooldown_from_row(self._write(body, session_id))
-
-    def clear_cooldown(self, session_id: str) -> None:
-        self.restore_cooldown(session_id, None)
-
-    def restore_cooldown(self, session_id: str, snapshot: Cooldown | None) -> None:
-        checked_session_id(session_id)
-        snapshot = check_snapshot(session_id, snapshot)
-
-        def body(c: sqlite3.Connection) -> None:
-            lineage.require_session(c, self._q, session_id)
-            if snapshot is None:
-                c.execute(self._q["delete_cooldown"], {"session_id": session_id})
-            else:
-                c.execute(
-                    self._q["put_cooldown"],
-                    {"session_id": session_id, "until": snapshot.until, "error": snapshot.error},
-                )
-
-        self._write(body, session_id)

@@ -37,7 +37,7 @@ from .._rows import (
     stored_message_from_row,
     turn_lease_from_row,
 )
-from ._lineage import ended_error, require_incarnation, require_session, resolve
+from ..sql._lineage import ended_error, require_incarnation, require_session, resolve_tip
 from ._sessions import turn_held
 
 __all__ = [
@@ -89,7 +89,7 @@ def open_turn(
     if row is None:  # unknown, another incarnation, ended, or another holder's live turn
         session = require_incarnation(conn, q, session_id, incarnation)
         if session["ended_at"] is not None:
-            raise ended_error(conn, q, session)
+            raise ended_error(conn, q, session_id)
         raise turn_held(conn, q, session_id, now=now)
     if claimed is not None:
         conversation, seen = claimed
@@ -140,7 +140,7 @@ def seal_turn(
     (`seal_retractions`), release its lease and mark its key sealed; the number of
     rows retracted, or None when there is no such turn (nothing written)."""
     if lease is None:
-        tip = require_session(conn, q, resolve(conn, q, session_id))
+        tip = resolve_tip(conn, q, session_id)
         if tip["ended_at"] is not None and tip["end_reason"] != END_REASON_COMPRESSION:
             raise SessionEndedError(tip["id"], None, tip["end_reason"])
         if tip["turn_holder"] is None or tip["turn_expires_at"] > now:
@@ -179,7 +179,7 @@ def close_turn(conn: sqlite3.Connection, q: Queries, lease: TurnLease, now: floa
 
 def interrupt_turn(conn: sqlite3.Connection, q: Queries, session_id: str, now: float) -> bool:
     """Flag the live turn of ``session_id``'s live tip; False when none is open."""
-    live_id = resolve(conn, q, session_id)
+    live_id = resolve_tip(conn, q, session_id)["id"]
     return conn.execute(q["interrupt_turn"], {"session_id": live_id, "now": now}).fetchone() is not None
 
 

@@ -69,7 +69,7 @@ from protocol import (
     TranscriptError,
 )
 
-from .. import _killpoints as killpoints
+from .. import _hooks as hooks
 from .. import _telemetry as telemetry
 from .._batching import drain, fill_batch, linked_chains
 from .._latch import Latch
@@ -505,8 +505,7 @@ class GroupCommitWriter:
         if conn.in_transaction:  # a failed ROLLBACK (disk full) left one open: end it first
             conn.execute("ROLLBACK")
         try:
-            if killpoints.ARMED:
-                killpoints.reached("before_begin", [r.what for r in batch])
+            hooks.point("before_begin", [r.what for r in batch])
             plan = None
             if not isolate and self._alone is not None and self._only_appends(batch):
                 plan = self._alone.planned([r.job for r in batch])
@@ -525,11 +524,9 @@ class GroupCommitWriter:
                 conn.execute("ROLLBACK")
                 return _ROLLED_BACK if len(batch) == 1 else _REPLAY  # a lone request's error is set
             self._release_held()  # the previous batch's callers run while we fsync
-            if killpoints.ARMED:
-                killpoints.reached("before_commit", [r.what for r in batch])
+            hooks.point("before_commit", [r.what for r in batch])
             conn.commit()
-            if killpoints.ARMED:
-                killpoints.reached("after_commit", [r.what for r in batch])
+            hooks.point("after_commit", [r.what for r in batch])
             return _COMMITTED
         except BaseException:
             self._release_held()  # they never wait on our retries
@@ -548,8 +545,7 @@ class GroupCommitWriter:
         assert self._alone is not None
         self._release_held()  # the statement holds the COMMIT's fsync: the loop runs meanwhile
         began, cpu_began = _monotonic(), time.thread_time()
-        if killpoints.ARMED:  # nothing is written yet: COMMIT is the statement itself
-            killpoints.reached("before_commit", [r.what for r in batch])
+        hooks.point("before_commit", [r.what for r in batch])  # nothing is written yet: COMMIT is the statement itself
         try:
             results = self._alone.write(conn, plan)
             # what the commit waited (its fsync, mostly; a test's fault at the commit point
@@ -565,8 +561,7 @@ class GroupCommitWriter:
             return False
         for request, result in zip(batch, results, strict=True):
             request.result = result
-        if killpoints.ARMED:
-            killpoints.reached("after_commit", [r.what for r in batch])
+        hooks.point("after_commit", [r.what for r in batch])
         return True
 
     def _only_appends(self, batch: list[_Request]) -> bool:

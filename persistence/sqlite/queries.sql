@@ -3,6 +3,7 @@
 -- ---------------------------------------------------------------- sessions
 
 -- name: get_session
+-- One session's row, with its cooldown, by id.
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
        s.epoch, s.next_seq, s.metadata, s.incarnation, s.branch_of_session, s.branch_of_seq, c.until AS cooldown_until, c.error AS cooldown_error,
        s.turn_holder, s.turn_token, s.turn_expires_at, s.live_from
@@ -10,6 +11,7 @@ FROM sessions AS s LEFT JOIN cooldowns AS c ON c.session_id = s.id
 WHERE s.id = :session_id
 
 -- name: insert_session
+-- Create a session row.
 INSERT INTO sessions (id, source, parent_session_id, created_at, metadata, incarnation)
 VALUES (:session_id, :source, :parent_session_id, :now, :metadata, :incarnation)
 
@@ -24,9 +26,11 @@ SELECT *, NULL AS cooldown_until, NULL AS cooldown_error
 FROM sessions WHERE id IN (SELECT value FROM json_each(:ids))
 
 -- name: mark_branch
+-- Record where a branch was taken from.
 UPDATE sessions SET branch_of_session = :branch_of, branch_of_seq = :at_seq WHERE id = :session_id
 
 -- name: end_session
+-- End an open session with a reason.
 UPDATE sessions SET ended_at = :now, end_reason = :reason
 WHERE id = :session_id AND ended_at IS NULL
 
@@ -34,7 +38,7 @@ WHERE id = :session_id AND ended_at IS NULL
 -- Newest first by (created_at, id); :after_created/:after_id continue after a page
 -- (keyset paging); :metadata is a JSON object every key of which must match: JSON
 -- equality (numbers by value, booleans apart from numbers, strings exact; null
--- matches a missing key too). :limit -1 means all.
+-- matches a missing key too). :limit NULL means all.
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
        s.epoch, s.next_seq, s.metadata, s.incarnation, s.branch_of_session, s.branch_of_seq, c.until AS cooldown_until, c.error AS cooldown_error
 FROM sessions AS s LEFT JOIN cooldowns AS c ON c.session_id = s.id
@@ -56,12 +60,18 @@ WHERE (:live IS NULL OR (s.ended_at IS NULL) = :live)
                            WHERE m.key = f.key AND m.type = f.type AND m.atom IS f.atom)
       END)
 ORDER BY s.created_at DESC, s.id DESC
-LIMIT :limit
+LIMIT coalesce(:limit, -1)
 
 -- name: session_created_at
+-- When a session was created (an update of its metadata checks it exists).
 SELECT created_at FROM sessions WHERE id = :session_id
 
+-- name: lock_metadata
+-- A session's metadata, read for a read-modify-write patch (the write lock is held).
+SELECT metadata FROM sessions WHERE id = :session_id
+
 -- name: set_metadata
+-- Store a session's patched metadata.
 UPDATE sessions SET metadata = :metadata WHERE id = :session_id
 
 -- name: lineage_ids
@@ -79,23 +89,29 @@ WITH RECURSIVE
 SELECT id FROM down
 
 -- name: erase_messages
+-- Erase every message of the listed sessions.
 DELETE FROM messages WHERE session_id IN (SELECT value FROM json_each(:ids))
 
 -- name: erase_compactions
+-- Erase the compaction records from or into the listed sessions.
 DELETE FROM compactions
 WHERE session_id IN (SELECT value FROM json_each(:ids))
    OR child_session_id IN (SELECT value FROM json_each(:ids))
 
 -- name: erase_leases
+-- Erase the compaction leases of the listed sessions.
 DELETE FROM leases WHERE session_id IN (SELECT value FROM json_each(:ids))
 
 -- name: erase_cooldowns
+-- Erase the cooldowns of the listed sessions.
 DELETE FROM cooldowns WHERE session_id IN (SELECT value FROM json_each(:ids))
 
 -- name: erase_sessions
+-- Erase the listed sessions' rows (last: every row naming them is gone).
 DELETE FROM sessions WHERE id IN (SELECT value FROM json_each(:ids))
 
 -- name: children
+-- The sessions whose parent is this one, oldest first, as session rows.
 SELECT s.id, s.source, s.parent_session_id, s.created_at, s.ended_at, s.end_reason,
        s.epoch, s.next_seq, s.metadata, s.incarnation, s.branch_of_session, s.branch_of_seq, c.until AS cooldown_until, c.error AS cooldown_error
 FROM sessions AS s LEFT JOIN cooldowns AS c ON c.session_id = s.id
@@ -103,9 +119,11 @@ WHERE s.parent_session_id = :session_id
 ORDER BY s.created_at, s.rowid
 
 -- name: child_ids
+-- The ids of a session's children, oldest first (a lineage walk).
 SELECT id FROM sessions WHERE parent_session_id = :session_id ORDER BY created_at, rowid
 
 -- name: advance_next_seq
+-- Reserve seqs for a commit's inserts, returning the first.
 UPDATE sessions SET next_seq = next_seq + :count WHERE id = :session_id
 RETURNING next_seq - :count AS first_seq
 
@@ -142,6 +160,7 @@ INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_c
 VALUES
 
 -- name: insert_messages_row
+-- One row's placeholders of a group-commit INSERT (repeated after its head).
 (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'live', NULL)
 
 -- name: insert_checked_messages_head
@@ -168,14 +187,17 @@ WITH checked AS MATERIALIZED (
 SELECT v.* FROM checked, (VALUES
 
 -- name: insert_checked_messages_tail
+-- The end of a checked group-commit INSERT (only rows whose checks passed).
 ) AS v WHERE checked.ok
 
 -- name: bump_epoch
+-- Count a compaction of a session, returning its new epoch.
 UPDATE sessions SET epoch = epoch + 1 WHERE id = :session_id RETURNING epoch
 
 -- ---------------------------------------------------------------- messages
 
 -- name: insert_message
+-- Insert one message row.
 INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_calls,
                       meta, created_at, state, origin_id, turn, key, usage, checksum)
 VALUES (:session_id, :seq, :role, :content, :name, :tool_call_id, :tool_calls,
@@ -203,6 +225,7 @@ SELECT session_id, seq, checksum, CAST(role AS BLOB), CAST(content AS BLOB), CAS
 FROM messages WHERE checksum IS NOT NULL
 
 -- name: archived_messages
+-- A session's archived rows (compacted, superseded, retracted), in seq order.
 SELECT * FROM messages WHERE session_id = :session_id AND state <> 'live' ORDER BY seq
 
 -- name: live_tail
@@ -220,11 +243,13 @@ WHERE session_id = :session_id AND state = 'live' AND seq <= :watermark AND turn
 LIMIT 1
 
 -- name: archive_compacted
+-- Archive the live rows at or below the watermark as compacted.
 UPDATE messages SET state = 'compacted', archived_at = :now
 WHERE session_id = :session_id AND state = 'live' AND seq <= :watermark
   AND seq >= (SELECT live_from FROM sessions WHERE id = :session_id)
 
 -- name: supersede_tail
+-- Archive the live rows above the watermark as superseded (the tail is copied).
 UPDATE messages SET state = 'superseded', archived_at = :now
 WHERE session_id = :session_id AND state = 'live' AND seq > :watermark
 
@@ -238,26 +263,28 @@ UPDATE sessions SET live_from = next_seq WHERE id = :session_id
 SELECT state FROM messages WHERE session_id = :session_id AND seq = :watermark
 
 -- name: last_live
+-- The newest live message of a session (the row a retract takes).
 SELECT * FROM messages
 WHERE session_id = :session_id AND state = 'live'
   AND seq >= (SELECT live_from FROM sessions WHERE id = :session_id)
 ORDER BY seq DESC LIMIT 1
 
 -- name: retract_message
+-- Archive one live message as retracted.
 UPDATE messages SET state = 'retracted', archived_at = :now WHERE id = :id AND state = 'live'
 
 -- name: prune_archive
--- Retention: archived rows that left the live transcript at or before :cutoff
+-- Retention: archived rows that left the live transcript at or before (:now - :older_than)
 -- keep only their place (id, seq, role, created_at). :ids (a JSON array) limits
 -- it to some sessions; NULL means every session.
 UPDATE messages
 SET state = 'pruned', content = '""', name = NULL, tool_calls = NULL, meta = '{}', checksum = NULL
-WHERE state IN ('compacted', 'superseded', 'retracted') AND archived_at <= :cutoff
+WHERE state IN ('compacted', 'superseded', 'retracted') AND archived_at <= (:now - :older_than)
   AND (:ids IS NULL OR session_id IN (SELECT value FROM json_each(:ids)))
 
 -- name: idle_lineages
 -- Expiry: the lineages (root id, and each session without a continuation: its tips)
--- with no activity after :cutoff. Activity: a session created, a message appended
+-- with no activity after (:now - :idle_for). Activity: a session created, a message appended
 -- (a session's last row by seq is its newest), a turn or compaction lease live now.
 -- :source limits it to one source (a lineage shares its root's), :root to one lineage.
 WITH RECURSIVE lineage (root, id) AS (
@@ -270,9 +297,9 @@ WITH RECURSIVE lineage (root, id) AS (
 idle (root) AS (
     SELECT l.root FROM lineage AS l JOIN sessions AS s ON s.id = l.id
     GROUP BY l.root
-    HAVING max(s.created_at) <= :cutoff
+    HAVING max(s.created_at) <= (:now - :idle_for)
        AND coalesce(max((SELECT m.created_at FROM messages AS m WHERE m.session_id = s.id
-                         ORDER BY m.seq DESC LIMIT 1)), 0) <= :cutoff
+                         ORDER BY m.seq DESC LIMIT 1)), 0) <= (:now - :idle_for)
        AND NOT max(s.turn_holder IS NOT NULL AND s.turn_expires_at > :now)
        AND NOT max(EXISTS (SELECT 1 FROM leases AS k WHERE k.session_id = s.id
                            AND k.holder IS NOT NULL AND k.expires_at > :now))
@@ -288,7 +315,7 @@ ORDER BY l.root, l.id
 -- over with token + 1; a live lease of another holder matches nothing. A new row
 -- starts above every erased row's token (lease_token_floor).
 INSERT INTO leases (session_id, holder, token, acquired_at, expires_at)
-VALUES (:session_id, :holder, (SELECT token + 1 FROM lease_token_floor), :now, :expires_at)
+VALUES (:session_id, :holder, (SELECT token + 1 FROM lease_token_floor), :now, :now + :ttl)
 ON CONFLICT (session_id) DO UPDATE
 SET holder = excluded.holder, token = leases.token + 1,
     acquired_at = excluded.acquired_at, expires_at = excluded.expires_at
@@ -296,11 +323,13 @@ WHERE leases.holder IS NULL OR leases.expires_at <= :now OR leases.holder = :hol
 RETURNING session_id, holder, token, acquired_at, expires_at
 
 -- name: renew_lease
-UPDATE leases SET expires_at = :expires_at
+-- Extend a live compaction lease held with this token; nothing when it is lost.
+UPDATE leases SET expires_at = :now + :ttl
 WHERE session_id = :session_id AND holder = :holder AND token = :token AND expires_at > :now
 RETURNING session_id, holder, token, acquired_at, expires_at
 
 -- name: release_lease
+-- Give a compaction lease up (the token stays for the next holder).
 UPDATE leases SET holder = NULL, expires_at = min(expires_at, :now)
 WHERE session_id = :session_id AND holder = :holder AND token = :token
 
@@ -317,36 +346,42 @@ WHERE session_id = :session_id AND holder = :holder AND token = :token AND expir
 RETURNING acquired_at
 
 -- name: current_lease
+-- A session's compaction lease, if a holder has it and it has not expired.
 SELECT session_id, holder, token, acquired_at, expires_at FROM leases
 WHERE session_id = :session_id AND holder IS NOT NULL AND expires_at > :now
 
 -- name: held_leases
+-- Every compaction lease that has a holder, by session id.
 SELECT session_id, holder, token, acquired_at, expires_at FROM leases
 WHERE holder IS NOT NULL ORDER BY session_id
 
 -- ---------------------------------------------------------------- cooldowns
 
 -- name: get_cooldown
+-- A session's cooldown row, if any.
 SELECT session_id, until, error FROM cooldowns WHERE session_id = :session_id
 
 -- name: arm_cooldown
 -- merge-max: the later deadline wins, and brings its error with it
-INSERT INTO cooldowns (session_id, until, error) VALUES (:session_id, :until, :error)
+INSERT INTO cooldowns (session_id, until, error) VALUES (:session_id, :now + :seconds, :error)
 ON CONFLICT (session_id) DO UPDATE
 SET error = CASE WHEN excluded.until > cooldowns.until THEN excluded.error ELSE cooldowns.error END,
     until = max(cooldowns.until, excluded.until)
 RETURNING session_id, until, error
 
 -- name: put_cooldown
+-- Set a session's cooldown to exactly this deadline and error (a restore).
 INSERT INTO cooldowns (session_id, until, error) VALUES (:session_id, :until, :error)
 ON CONFLICT (session_id) DO UPDATE SET until = excluded.until, error = excluded.error
 
 -- name: delete_cooldown
+-- Clear a session's cooldown.
 DELETE FROM cooldowns WHERE session_id = :session_id
 
 -- ---------------------------------------------------------------- compactions
 
 -- name: insert_compaction
+-- Record a committed compaction.
 INSERT INTO compactions (session_id, child_session_id, mode, token, holder, watermark,
                          archived_count, tail_count, compressor, started_at, committed_at,
                          replaced_from, written_from, summary_count, usage)
@@ -356,11 +391,13 @@ VALUES (:session_id, :child_session_id, :mode, :token, :holder, :watermark,
 RETURNING *
 
 -- name: compactions
+-- A session's compaction records, oldest first.
 SELECT * FROM compactions WHERE session_id = :session_id ORDER BY id
 
 -- ---------------------------------------------------------------- turns
 
 -- name: next_turn_token
+-- The next turn token, from the counters table.
 UPDATE counters SET value = value + 1 WHERE name = 'turn_token' RETURNING value AS token
 
 -- name: open_turn
@@ -374,6 +411,7 @@ WHERE id = :session_id AND ended_at IS NULL AND coalesce(:incarnation = incarnat
 RETURNING id, turn_holder, turn_token, turn_expires_at, turn_interrupted
 
 -- name: turn_of
+-- A session's turn columns, for a verdict on a refused write.
 SELECT id, ended_at, incarnation, turn_holder, turn_token, turn_expires_at, turn_interrupted
 FROM sessions WHERE id = :session_id
 
@@ -384,10 +422,12 @@ WHERE turn_token = :token AND turn_holder = :holder AND ended_at IS NULL AND tur
 RETURNING id, turn_holder, turn_token, turn_expires_at, turn_interrupted
 
 -- name: close_turn
+-- Close a turn held with this token: the holder clears, the token stays.
 UPDATE sessions SET turn_holder = NULL, turn_expires_at = min(turn_expires_at, :now), turn_interrupted = 0
 WHERE turn_token = :token AND turn_holder = :holder AND ended_at IS NULL
 
 -- name: interrupt_turn
+-- Ask the live turn of a session to stop, returning its token.
 UPDATE sessions SET turn_interrupted = 1
 WHERE id = :session_id AND turn_holder IS NOT NULL AND turn_expires_at > :now
 RETURNING turn_token
@@ -411,12 +451,14 @@ WHERE m.session_id = :session_id AND m.state = 'live' AND m.turn = :token
   AND m.seq >= (SELECT live_from FROM sessions WHERE id = :session_id)
 
 -- name: live_turns
+-- Every session with a live turn (a holder, not expired, not ended).
 SELECT id, turn_holder, turn_token, turn_expires_at, turn_interrupted FROM sessions
 WHERE turn_token IS NOT NULL AND turn_holder IS NOT NULL AND turn_expires_at > :now
   AND ended_at IS NULL AND (:holder IS NULL OR turn_holder = :holder)
 ORDER BY id
 
 -- name: interrupted_turns
+-- The live turns of a holder that were asked to stop.
 SELECT id, turn_holder, turn_token, turn_expires_at, turn_interrupted FROM sessions
 WHERE turn_holder = :holder AND turn_interrupted = 1 AND ended_at IS NULL
 
@@ -431,6 +473,7 @@ WHERE id = :child_id
 -- ---------------------------------------------------------------- keys
 
 -- name: claim_key
+-- Claim an idempotency key for an incarnation (nothing when it is taken).
 INSERT INTO message_keys (incarnation, key) VALUES (:incarnation, :key)
 ON CONFLICT DO NOTHING
 
@@ -442,13 +485,16 @@ ORDER BY m.state = 'live' DESC, m.id
 LIMIT 1
 
 -- name: rows_by_id
+-- Message rows by id, in id order.
 SELECT * FROM messages WHERE id IN (SELECT value FROM json_each(:ids)) ORDER BY id
 
 -- name: erase_keys
+-- Erase the idempotency keys of the listed sessions' incarnations.
 DELETE FROM message_keys
 WHERE incarnation IN (SELECT s.incarnation FROM sessions AS s WHERE s.id IN (SELECT value FROM json_each(:ids)))
 
 -- name: erase_turn_keys
+-- Erase the turn keys of the listed sessions' incarnations.
 DELETE FROM turn_keys
 WHERE incarnation IN (SELECT s.incarnation FROM sessions AS s WHERE s.id IN (SELECT value FROM json_each(:ids)))
 
@@ -481,6 +527,7 @@ UPDATE sessions SET turn_holder = NULL, turn_expires_at = min(turn_expires_at, :
 WHERE id = :session_id AND turn_token = :token AND turn_holder IS NOT NULL
 
 -- name: turn_key
+-- The token and state of a turn's key.
 SELECT token, state FROM turn_keys WHERE incarnation = :incarnation AND key = :key
 
 -- name: claim_turn_key
@@ -493,9 +540,11 @@ SET token = excluded.token, state = 'open', opened_at = excluded.opened_at
 WHERE turn_keys.token = :seen
 
 -- name: complete_turn_key
+-- Mark a turn's key completed when the turn closes.
 UPDATE turn_keys SET state = 'completed' WHERE token = :token AND state = 'open'
 
 -- name: seal_turn_key
+-- Mark a turn's key sealed when its turn is sealed.
 UPDATE turn_keys SET state = 'sealed' WHERE token = :token AND state = 'open'
 
 -- name: turn_replay

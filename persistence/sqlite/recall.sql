@@ -71,6 +71,7 @@ WHERE m.session_id = i.value
 ORDER BY m.id DESC
 
 -- name: get_compaction
+-- One compaction record by id.
 SELECT * FROM compactions WHERE id = :id
 
 -- name: legacy_replaced_rows
@@ -83,6 +84,7 @@ WHERE session_id = :session_id AND seq <= :last AND state IN ('compacted', 'prun
 ORDER BY seq
 
 -- name: rows_in_range
+-- A session's rows with seqs in a range, in seq order.
 SELECT * FROM messages WHERE session_id = :session_id AND seq BETWEEN :first AND :last ORDER BY seq
 
 -- name: usage

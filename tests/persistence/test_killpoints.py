@@ -1,4 +1,5 @@
-"""The test-only kill point hook: its spec, and that it does nothing when unset."""
+"""The test-only kill points: their spec, that the hooks do nothing when unset, and
+that an armed process dies at the named point only."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from persistence import _hooks as hooks
 from persistence import _killpoints as killpoints
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,17 +25,17 @@ def test_spec_is_parsed_strictly() -> None:
 
 
 def test_unarmed_hook_does_nothing() -> None:
-    assert not killpoints.ARMED  # the suite itself never runs armed
-    killpoints.reached("before_commit", "append")  # returns: this process lives on
+    assert killpoints.from_environment() is None  # the suite itself never runs armed
+    hooks.point("before_commit", "append")  # returns: this process lives on
 
 
 def test_armed_process_dies_at_the_named_point_only(tmp_path) -> None:
     script = (
-        "from persistence import _killpoints as killpoints\n"
-        "killpoints.reached('before_commit', 'append')\n"  # another point: ignored
-        "killpoints.reached('after_commit', ['renew_lease'])\n"  # another operation: ignored
+        "from persistence import _hooks as hooks\n"
+        "hooks.point('before_commit', 'append')\n"  # another point: ignored
+        "hooks.point('after_commit', ['renew_lease'])\n"  # another operation: ignored
         "print('alive', flush=True)\n"
-        "killpoints.reached('after_commit', ['renew_lease', 'append'])\n"
+        "hooks.point('after_commit', ['renew_lease', 'append'])\n"
         "print('survived', flush=True)\n"
     )
     env = {**os.environ, killpoints.ENV_KILL_AT: "append:after_commit", "PYTHONPATH": str(ROOT)}

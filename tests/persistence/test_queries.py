@@ -1,12 +1,15 @@
 """One name per query meaning: a statement both backends run is named alike in both
 dialects' .sql files, so a reader (or a change) finds its twin by name. Each dialect's
-own statements are listed here with the reason the other has none."""
+own statements are listed here with the reason the other has none. Every named block
+opens with a one-line description."""
 
 from __future__ import annotations
 
+from importlib import resources
+
 import pytest
 
-from persistence._queries import load_queries
+from persistence._queries import block_descriptions, load_queries
 
 #: Statements only SQLite runs, and why PostgreSQL has no twin.
 SQLITE_ONLY = {
@@ -48,7 +51,6 @@ POSTGRES_ONLY = {
     "lock_session": "row locks (SQLite: the file's one write lock)",
     "lock_lineage_sessions": "row locks (SQLite: the file's one write lock)",
     "lock_lineage_leases": "row locks (SQLite: the file's one write lock)",
-    "lock_metadata": "row locks (SQLite: the file's one write lock)",
     "lock_turn_carrier": "row locks (SQLite: the file's one write lock)",
     "listen_compactions": "LISTEN/NOTIFY across hosts (SQLite: one host, polled)",
     "listen_turns": "LISTEN/NOTIFY across hosts (SQLite: one host, polled)",
@@ -80,3 +82,21 @@ def test_the_dialect_only_lists_name_statements_that_exist(names):
     assert set(SQLITE_ONLY) <= names["sqlite"] - names["postgres"]
     assert set(POSTGRES_ONLY) <= names["postgres"] - names["sqlite"]
     assert all(SQLITE_ONLY.values()) and all(POSTGRES_ONLY.values())
+
+
+def test_every_named_block_opens_with_a_description():
+    undescribed = [
+        f"{dialect}/{entry.name}: {name}"
+        for dialect in ("sqlite", "postgres")
+        for entry in resources.files("persistence").joinpath(dialect).iterdir()
+        if entry.name.endswith(".sql")
+        for name, description in block_descriptions(entry.read_text("utf-8")).items()
+        if not description
+    ]
+    assert undescribed == [], "each -- name: line is followed by a one-line -- description"
+
+
+def test_a_description_is_not_sent_with_its_statement():
+    text = "-- name: one\n-- Says what it does.\n-- More on why.\nSELECT 1\n-- a comment stays\n"
+    assert block_descriptions(text) == {"one": "Says what it does."}
+    assert load_queries("sqlite")["get_session"].startswith("SELECT")

@@ -164,7 +164,9 @@ def test_the_sqlite_readers_of_the_partial_indexes_still_use_them(sqlite_path):
     try:
         conn.execute("PRAGMA foreign_keys = ON")
         plans = {
-            "prune": [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + prune, {"cutoff": 0, "ids": None})],
+            "prune": [
+                row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + prune, {"now": 0, "older_than": 0, "ids": None})
+            ],
             "erase": [row[3] for row in conn.execute("EXPLAIN QUERY PLAN DELETE FROM messages WHERE session_id = 's'")],
         }
     finally:

@@ -137,11 +137,12 @@ def test_a_committed_submission_is_answered_while_the_next_batch_waits_on_the_di
     assert [m.content for m in store.transcript("b")] == ["b"]
 
 
-def test_a_committed_submission_never_waits_on_the_next_batch_finding_the_store_busy(store, tmp_path, monkeypatch):
+def test_a_committed_submission_never_waits_on_the_next_batch_finding_the_store_busy(
+    store, tmp_path, monkeypatch, fault_hook
+):
     """The fault: another connection takes the write lock right after the first COMMIT,
     so the next batch retries. The committed append is answered at once all the same:
     it never waits for another process's transaction."""
-    from persistence import _killpoints as killpoints
 
     path = str(tmp_path / "state.db")
     for sid in ("a", "b"):
@@ -154,8 +155,7 @@ def test_a_committed_submission_never_waits_on_the_next_batch_finding_the_store_
             foreign.execute("BEGIN IMMEDIATE")
             took_lock.set()
 
-    monkeypatch.setattr(killpoints, "ARMED", True)
-    monkeypatch.setattr(killpoints, "reached", lock_after_first_commit)
+    fault_hook(lock_after_first_commit)
     try:
         first, second = _first_committed_with_another_queued(store, path)
         assert first.event.wait(10) and first.error is None
@@ -218,11 +218,10 @@ def test_a_batch_of_every_answer_owed_is_written_in_two_halves(store, tmp_path):
         assert [(m.seq, m.content) for m in store.transcript(sid)] == [(1, "first"), (2, f"{sid}-2")]
 
 
-def test_the_batch_of_every_answer_owed_is_written_whole_after_a_slow_commit(store, tmp_path, monkeypatch):
+def test_the_batch_of_every_answer_owed_is_written_whole_after_a_slow_commit(store, tmp_path, monkeypatch, fault_hook):
     """The split costs a second commit: after a commit that waited longer than half the
     time since the last answers went out (a fault stalls it at its commit point, as a
     slow disk would), the same 32 owed answers are written in one commit."""
-    from persistence import _killpoints as killpoints
 
     _sessions_on_remembered_counters(store)
     answered = Completions(expected=1)
@@ -240,8 +239,7 @@ def test_the_batch_of_every_answer_owed_is_written_whole_after_a_slow_commit(sto
             # over half the time since then when the next batch is planned.
             time.sleep(2 * (time.monotonic() - sent) + 0.3)
 
-    monkeypatch.setattr(killpoints, "ARMED", True)
-    monkeypatch.setattr(killpoints, "reached", slow_commit)
+    fault_hook(slow_commit)
 
     def stall_pace() -> None:
         # pace's next try is the slow one: the lock goes only once that try has begun,

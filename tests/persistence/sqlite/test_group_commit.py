@@ -407,11 +407,10 @@ def test_callers_of_a_batch_all_return_when_one_never_passes_the_release_on(sqli
 
 
 @pytest.mark.timeout(60)
-def test_a_committed_caller_returns_while_the_writer_builds_the_next_batch(sqlite_path, monkeypatch):
+def test_a_committed_caller_returns_while_the_writer_builds_the_next_batch(sqlite_path, monkeypatch, fault_hook):
     """A committed batch's waiting callers are released right after its COMMIT, so
     they run while the writer builds the next batch. Seen from the writer reaching
     the next batch's BEGIN: has the first caller returned by then?"""
-    from persistence import _killpoints as killpoints
 
     committed, first_returned = threading.Event(), threading.Event()
     seen: dict[str, bool] = {}
@@ -426,8 +425,7 @@ def test_a_committed_caller_returns_while_the_writer_builds_the_next_batch(sqlit
     try:
         for sid in ("a", "b"):
             store.create_session(sid)
-        monkeypatch.setattr(killpoints, "ARMED", True)
-        monkeypatch.setattr(killpoints, "reached", at)
+        fault_hook(at)
         lock = _hold_write_lock(sqlite_path)
 
         def first() -> list[StoredMessage]:

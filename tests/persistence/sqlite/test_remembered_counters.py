@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from persistence import _killpoints as killpoints
 from persistence.sqlite import SqliteStore
 from protocol import Message, SessionNotFoundError
 from tests.persistence.contract.db import wait_for, writes_held
@@ -91,7 +90,9 @@ def test_a_batch_after_another_connection_appended_numbers_from_the_database(pat
 
 
 @pytest.mark.parametrize("rows_each", [1, 40], ids=["one-statement", "in-a-transaction"])
-def test_a_batch_retried_after_a_rollback_does_not_trust_the_counters_it_noted(path, monkeypatch, rows_each):
+def test_a_batch_retried_after_a_rollback_does_not_trust_the_counters_it_noted(
+    path, monkeypatch, rows_each, fault_hook
+):
     """The first try of a batch on remembered counters fails at its COMMIT (the store
     was busy): written in a transaction (its rows fill more than one INSERT), it had
     moved and noted the counters and rolls back; written as one statement, it never
@@ -116,8 +117,7 @@ def test_a_batch_retried_after_a_rollback_does_not_trust_the_counters_it_noted(p
                 failed.append(point)
                 raise sqlite3.OperationalError("database is locked")
 
-        monkeypatch.setattr(killpoints, "ARMED", True)
-        monkeypatch.setattr(killpoints, "reached", busy_once)
+        fault_hook(busy_once)
         results = _in_one_batch(store, path, appends(2))
         assert failed  # the fault happened, and the retry committed
         assert [r[0].seq for r in results] == [rows_each + 1, rows_each + 1]
@@ -218,7 +218,7 @@ def test_a_remembered_batch_longer_than_one_insert_numbers_on_with_consecutive_i
         store.close()
 
 
-def test_a_batch_on_remembered_counters_takes_the_write_lock_in_its_one_statement(path, monkeypatch):
+def test_a_batch_on_remembered_counters_takes_the_write_lock_in_its_one_statement(path, monkeypatch, fault_hook):
     """A batch whose counters are read runs in a transaction: at its COMMIT point the
     writer holds the write lock. One on remembered counters is one statement, which
     takes the lock itself: at the same point (just before it) nobody holds it."""
@@ -240,8 +240,7 @@ def test_a_batch_on_remembered_counters_takes_the_write_lock_in_its_one_statemen
                 finally:
                     other.close()
 
-        monkeypatch.setattr(killpoints, "ARMED", True)
-        monkeypatch.setattr(killpoints, "reached", probe)
+        fault_hook(probe)
         for n in (1, 2):
             results = _in_one_batch(
                 store, path, [lambda n=n, s=s: store.append(s, Message("user", f"{s}-{n}")) for s in ("s1", "s2")]

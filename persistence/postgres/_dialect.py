@@ -1,0 +1,77 @@
+"""PostgreSQL as a `Dialect`: every transaction through `PgDatabase.run` (retries,
+deadlines, read-only checks), times from the server's clock."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from protocol import SearchHit, SessionEndedError, SessionNotFoundError
+
+from .._queries import load_queries
+from .._recall import SearchArgs
+from ..sql import Dialect
+from ..sql._lifecycle import lineage_ids
+from ._branch import insert_branch
+from ._driver import PgDatabase
+from ._recall import search
+from ._schema import DIALECT
+
+__all__ = ["PgDialect"]
+
+T = TypeVar("T")
+
+# A lineage that keeps growing while it is locked is being rotated in a loop: give up
+# rather than spin (the caller's retry starts over).
+_MAX_LOCK_ROUNDS = 16
+
+
+class PgDialect(Dialect):
+    """Transactions on ``db``'s pool."""
+
+    def __init__(self, db: PgDatabase) -> None:
+        self.queries = load_queries(DIALECT)
+        self._db = db
+        self.missing_session = (db.psycopg.errors.ForeignKeyViolation,)
+
+    def lock_session(self, cur: Any, session_id: str) -> Any:
+        """The row, locked ``FOR UPDATE`` (``lock_session``): appends, retractions and
+        compaction commits take the same lock, so they wait for this write."""
+        row = cur.execute(self.queries["lock_session"], {"id": session_id}).fetchone()
+        if row is None:
+            raise SessionNotFoundError(session_id)
+        return row
+
+    def read(self, what: str, session_id: str, work: Callable[[Any], T]) -> T:
+        return self._db.run(what, work, readonly=True)
+
+    def write(self, what: str, session_id: str, work: Callable[[Any], T]) -> T:
+        return self._db.run(what, work)
+
+    def lock_lineage(self, cur: Any, session_id: str) -> list[str]:
+        """Lock the lineage's lease and session rows (lease rows first, as a commit
+        does) until it stops growing: a rotation committing meanwhile adds a child."""
+        ids = lineage_ids(cur, self.queries, session_id)
+        for _ in range(_MAX_LOCK_ROUNDS):
+            cur.execute(self.queries["lock_lineage_leases"], {"ids": ids})
+            cur.execute(self.queries["lock_lineage_sessions"], {"ids": ids})
+            again = lineage_ids(cur, self.queries, session_id)
+            if set(again) <= set(ids):
+                return again
+            ids = sorted(set(ids) | set(again))
+        raise SessionEndedError(session_id, None, None, f"the lineage of {session_id!r} kept growing")
+
+    def insert_branch(
+        self, cur: Any, origin: Any, new_id: str, metadata: str | None, at_seq: int, params: list[dict[str, Any]]
+    ) -> None:
+        insert_branch(cur, self.queries, origin, new_id, metadata, at_seq, params)
+
+    def search_hits(self, cur: Any, args: SearchArgs) -> list[SearchHit]:
+        return search(cur, self.queries, args)
+
+    def id_list(self, ids: list[str]) -> list[str]:
+        return ids
+
+    def clock(self) -> None:
+        """None: every statement reads ``clock_timestamp()`` (see `persistence.postgres._store`)."""
+        return None

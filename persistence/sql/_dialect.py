@@ -1,0 +1,83 @@
+"""What a database does differently, and nothing more: the dialect a `SqlStore` runs on.
+
+The store owns every operation (its argument checks, its steps in one order, row
+mapping, telemetry); a dialect answers the few questions whose answer depends on
+the database: how a transaction runs (and is retried), which named queries it
+has, what its features are, and whose clock a statement reads. A dialect never
+defines a store operation.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from protocol import SearchHit
+
+from .._recall import SearchArgs
+
+__all__ = ["Dialect"]
+
+T = TypeVar("T")
+
+#: The cursor a transaction's work receives: ``sqlite3.Connection`` or a psycopg
+#: cursor with dict rows. Both answer ``execute(sql, params)`` with an object that
+#: fetches rows (mappings by column name).
+Cursor = Any
+
+
+class Dialect(ABC):
+    """One database's transaction runners, queries and clock (see the module docstring)."""
+
+    #: The dialect's named queries (`persistence._queries.load_queries`); the same
+    #: names, with the same parameter names, in every dialect.
+    queries: Mapping[str, str]
+
+    #: What the database raises when a write names a session erased since the write
+    #: looked it up (a foreign key): the store answers `SessionNotFoundError`. Empty
+    #: where writes are serialized, so a look-up and its write never race.
+    missing_session: tuple[type[BaseException], ...] = ()
+
+    @abstractmethod
+    def read(self, what: str, session_id: str, work: Callable[[Cursor], T]) -> T:
+        """``work(cursor)`` in a read (retried while the database is busy);
+        ``what`` names the operation and ``session_id`` the session, in errors."""
+
+    @abstractmethod
+    def write(self, what: str, session_id: str, work: Callable[[Cursor], T]) -> T:
+        """``work(cursor)`` in one write transaction, committed before this returns."""
+
+    @abstractmethod
+    def clock(self) -> float | None:
+        """The time a statement compares with (``now`` of the queries): the client's
+        clock in epoch seconds, or None where the server reads its own."""
+
+    @abstractmethod
+    def lock_session(self, cur: Cursor, session_id: str) -> Any:
+        """The session's row, held against concurrent writes until the transaction
+        ends (`SessionNotFoundError` when there is none): the locking hook a write
+        takes before it checks the row's incarnation."""
+
+    @abstractmethod
+    def lock_lineage(self, cur: Cursor, session_id: str) -> list[str]:
+        """The ids of the lineage holding ``session_id`` (`SessionNotFoundError` when
+        there is none), held against appends and commits until the transaction ends:
+        the locking hook of an erasure."""
+
+    @abstractmethod
+    def id_list(self, ids: list[str]) -> Any:
+        """``ids`` as the dialect's queries take a list of ids (``:ids``)."""
+
+    @abstractmethod
+    def search_hits(self, cur: Cursor, args: SearchArgs) -> list[SearchHit]:
+        """The hits of a checked search (`Store.search`): how this database's text index
+        and its match of the live rows find them (each backend's ``_recall.py``)."""
+
+    @abstractmethod
+    def insert_branch(
+        self, cur: Cursor, origin: Any, new_id: str, metadata: str | None, at_seq: int, params: list[dict[str, Any]]
+    ) -> None:
+        """Insert branch ``new_id`` of session row ``origin`` taken at ``at_seq``: its
+        session row (``metadata`` JSON text, None: the origin's) and the copied rows
+        ``params`` from seq 1."""

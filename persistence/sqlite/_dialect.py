@@ -1,0 +1,97 @@
+"""SQLite as a `Dialect`: reads on a pool of connections, writes on the group-commit
+writer (`persistence.sqlite._writer`), the client's clock."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from protocol import SearchHit
+
+from .._queries import load_queries
+from .._recall import SearchArgs
+from ..sql import Dialect
+from ..sql._lifecycle import lineage_ids
+from ..sql._lineage import require_session
+from ._branch import insert_branch
+from ._driver import BusyRetry, ReaderPool, map_sqlite_error
+from ._recall import search
+from ._schema import DIALECT
+from ._writer import GroupCommitWriter, ReadOnlyWriter
+
+__all__ = ["SqliteDialect"]
+
+T = TypeVar("T")
+
+
+class SqliteDialect(Dialect):
+    """Transactions on one SQLite file: ``readers`` for reads, ``writer`` for writes."""
+
+    def __init__(
+        self,
+        readers: ReaderPool,
+        writer: GroupCommitWriter | ReadOnlyWriter,
+        retry: BusyRetry,
+        clock: Callable[[], float],
+    ) -> None:
+        self.queries = load_queries(DIALECT)
+        self._readers = readers
+        self._writer = writer
+        self._retry = retry
+        self._clock = clock
+
+    def read(self, what: str, session_id: str, work: Callable[[sqlite3.Connection], T]) -> T:
+        """One read transaction (a consistent snapshot), retried while the file is busy."""
+        conn = self._readers.checkout()
+
+        def attempt() -> T:
+            conn.execute("BEGIN")
+            try:
+                return work(conn)
+            finally:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+
+        try:
+            return self._retry.run(attempt)
+        except sqlite3.Error as exc:
+            raise map_sqlite_error(exc, session_id) from exc
+        finally:
+            self._readers.checkin(conn)
+
+    def write(self, what: str, session_id: str, work: Callable[[sqlite3.Connection], T]) -> T:
+        """A write transaction on the writer (shared with concurrent writes under group
+        commit). Bodies read the clock themselves, under the write lock, so lease times
+        follow commit order across processes."""
+        return self._writer.submit(work, session_id, what=what)
+
+    def lock_session(self, cur: sqlite3.Connection, session_id: str) -> sqlite3.Row:
+        """The row: every write already holds the file's write lock (``BEGIN IMMEDIATE``)."""
+        return require_session(cur, self.queries, session_id)
+
+    def lock_lineage(self, cur: sqlite3.Connection, session_id: str) -> list[str]:
+        """The ids: the write lock already orders this transaction with every other."""
+        return lineage_ids(cur, self.queries, session_id)
+
+    def insert_branch(
+        self,
+        cur: sqlite3.Connection,
+        origin: Any,
+        new_id: str,
+        metadata: str | None,
+        at_seq: int,
+        params: list[dict[str, Any]],
+    ) -> None:
+        insert_branch(cur, self.queries, origin, new_id, metadata, at_seq, params, self.clock())
+
+    def search_hits(self, cur: sqlite3.Connection, args: SearchArgs) -> list[SearchHit]:
+        return search(cur, self.queries, args)
+
+    def id_list(self, ids: list[str]) -> str:
+        """A JSON array (the queries read it with ``json_each``)."""
+        return json.dumps(ids)
+
+    def clock(self) -> float:
+        return float(self._clock())
