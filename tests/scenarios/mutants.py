@@ -180,8 +180,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "incarnation-not-required",
         "incarnation check",
         "persistence/**/*.py",
-        '    if incarnation is not None and row["incarnation"] != incarnation:',
-        "    if False:",
+        '    if incarnation is not None and row["incarnation"] != incarnation:\n        raise other_incarnation(session_id)',
+        "    if False:\n        raise other_incarnation(session_id)",
     ),
     Mutant(
         "append-any-incarnation",
@@ -239,7 +239,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "join-disabled",
         "in-flight join",
-        "actors/*.py",
+        "actors/**/*.py",
         '        joins = "join" not in _mutations.DISABLED',
         "        joins = False",
     ),
