@@ -1,7 +1,7 @@
 """The peers' workload: session-actors and other frameworks' session stores side by side.
 
     python -m tests.benchmarks peers [--rounds 3] [--workers 4] [--sessions 32] [--asks 120]
-                                     [--peers session-actors,agents-sdk,hermes] [--kill]
+                                     [--peers session-actors,agents-sdk,hermes] [--kill | --compaction]
 
 Several worker processes share sessions; each runs its share of a seeded plan of user asks
 (about 10% delivered twice, the second time usually to another worker), a turn of four
@@ -14,6 +14,11 @@ Rounds alternate the systems' order; the table gives the counts summed over roun
 median appends/s with its ratio to session-actors (turns on) measured in the same run.
 
 ``--profile DIR``: a cProfile of every worker (all its threads) into DIR.
+
+``--compaction``: the same workload while every system that has compaction compacts (the
+rules, the stub compressors and what "lost" and "erased" mean: `tests.benchmarks.peers.compaction`);
+the table counts lost, erased, compactions, errors and failed turns; a row without compaction
+is "n/a", with the reason.
 
 ``--kill``: instead, a worker is killed (SIGKILL) after the first write of a turn, default
 settings everywhere; the figure is how long another process's turn on that session waits
