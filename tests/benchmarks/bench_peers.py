@@ -241,9 +241,10 @@ def main() -> None:
     parser.add_argument("--asks", type=int, default=120, help="user asks per worker")
     parser.add_argument("--seed", type=int, default=46)
     parser.add_argument("--peers", default=",".join(SYSTEMS), help=f"comma-separated, of: {', '.join(SYSTEMS)}")
-    parser.add_argument("--kill", action="store_true", help="the dead-holder figure instead of the workload")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--kill", action="store_true", help="the dead-holder figure instead of the workload")
+    mode.add_argument("--compaction", action="store_true", help="every system that can compacts while it runs")
     parser.add_argument("--profile", metavar="DIR", help="write a cProfile of each worker (all its threads) into DIR")
-    parser.add_argument("--compaction", action="store_true", help="every system that can compacts while it runs")
     args = parser.parse_args()
     names = [n.strip() for n in args.peers.split(",") if n.strip()]
     if args.compaction:  # the workers and the checker read it; rows without compaction are "n/a"
@@ -291,16 +292,20 @@ def workload_table(runners: dict[str, Runner], tmp: Path, args: argparse.Namespa
                 f"({time.perf_counter() - began:.0f} s)",
                 flush=True,
             )
-    if not args.compaction:
+    if args.compaction:
+        print("\n".join(compaction_table(rows, args.rounds, args.without)))
+    else:
         print("\n".join(table(rows, args.rounds)))
-        return
+
+
+def compaction_table(rows: dict[str, list[dict[str, float]]], rounds: int, without: list[str]) -> list[str]:
+    """The compacting systems' rows, then an "n/a" row for each system without compaction,
+    then why it has none."""
     labels = {name: compaction.ROWS[name].label for name in rows}
-    print(f"compaction past {compaction.TRIGGER} live messages, a tail of at least {compaction.KEEP}")
-    print("\n".join(table(rows, args.rounds, COMPACTION_COUNTS, labels)))
-    for name in args.without:
-        print(f"| {SYSTEMS[name].label} | " + " | ".join(["n/a"] * (len(COMPACTION_COUNTS) + 4)) + " |")
-    for name in args.without:
-        print(f"n/a: {SYSTEMS[name].label}: {compaction.WITHOUT[name]}")
+    lines = [f"compaction past {compaction.TRIGGER} live messages, a tail of at least {compaction.KEEP}"]
+    lines += table(rows, rounds, COMPACTION_COUNTS, labels)
+    lines += [f"| {SYSTEMS[n].label} | " + " | ".join(["n/a"] * (len(COMPACTION_COUNTS) + 4)) + " |" for n in without]
+    return lines + [f"n/a: {SYSTEMS[n].label}: {compaction.WITHOUT[n]}" for n in without]
 
 
 def kill_table(runners: dict[str, Runner], tmp: Path, rounds: int) -> None:

@@ -13,8 +13,9 @@ is an HTTP server on 127.0.0.1 in the worker process.
   ``AsyncOpenAI`` client pointed at the stub's ``/v1/responses/compact``, a decision hook
   that says yes past `TRIGGER` items, ``run_compaction()`` after each turn.
 - Hermes: the in-place compression's store calls, as ``AIAgent._compress_context`` makes
-  them with ``compression.in_place``: read the active messages, the stub compressor, then
-  `SessionDB.archive_and_compact` (soft-archives every active row, inserts the compacted set).
+  them with ``compression.in_place``: under its compression lock, read the active messages,
+  the stub compressor, then `SessionDB.archive_and_compact` (soft-archives every active row,
+  inserts the compacted set).
 
 What the checker counts (`check`): *lost*, an acknowledged message neither in the live
 conversation nor listed by a live summary; *erased*, lost and not in what the system keeps
@@ -25,6 +26,7 @@ nothing beside its items, so what it lost is erased).
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -92,15 +94,14 @@ class TurnsOn(ours.TurnsOn):
     name = "session-actors"
 
     def __init__(self, db: str) -> None:
-        from actors import CompactionPolicy, SessionRegistry
-        from persistence import open_store
-
-        System.__init__(self, db)
         self._counted = Counted()
+        super().__init__(db)
+
+    def _registry_options(self) -> dict[str, Any]:
+        from actors import CompactionPolicy
+
         policy = CompactionPolicy(max_tokens=TRIGGER, keep_last=KEEP, cooldown_s=0, token_counter=len)
-        self._store = open_store(db)
-        self._registry = SessionRegistry(self._store, compressor=StubCompressor(self._counted), policy=policy)
-        self._handles: dict[tuple[str, str], Any] = {}
+        return {"compressor": StubCompressor(self._counted), "policy": policy}
 
     @property
     def compactions(self) -> int:
@@ -206,16 +207,24 @@ class Hermes(others.Hermes):
         return True
 
     def _compress(self, session: str) -> None:
-        messages = self._db.get_messages(session)
-        at = cut([m["role"] for m in messages])
-        if at is None:
+        """Under Hermes' compression lock (held elsewhere: sit this one out, as Hermes does);
+        the messages are read after it is taken, later than the agent's own list would be."""
+        holder = f"bench-{os.getpid()}-{threading.get_ident()}"
+        if not self._db.try_acquire_compression_lock(session, holder, ttl_seconds=300.0):
             return
-        time.sleep(PAUSE)
-        self._counted.bump()
-        text = summary([json.dumps(m, default=str) for m in messages[:at]])
-        fields = ("role", "content", "tool_calls", "tool_call_id", "tool_name")
-        tail = [{k: m[k] for k in fields if m.get(k) is not None} for m in messages[at:]]
-        self._db.archive_and_compact(session, [{"role": "assistant", "content": text}, *tail])
+        try:
+            messages = self._db.get_messages(session)
+            at = cut([m["role"] for m in messages])
+            if at is None:
+                return
+            time.sleep(PAUSE)
+            self._counted.bump()
+            text = summary([json.dumps(m, default=str) for m in messages[:at]])
+            fields = ("role", "content", "tool_calls", "tool_call_id", "tool_name")
+            tail = [{k: m[k] for k in fields if m.get(k) is not None} for m in messages[at:]]
+            self._db.archive_and_compact(session, [{"role": "assistant", "content": text}, *tail])
+        finally:
+            self._db.release_compression_lock(session, holder)
 
     def kept(self, session: str) -> list[str]:
         return [json.dumps(m, default=str) for m in self._db.get_messages(session, include_inactive=True)]
@@ -224,9 +233,9 @@ class Hermes(others.Hermes):
 #: the systems that compact, by the row they stand for; a row not here shows "n/a" and why
 ROWS: dict[str, type[System]] = {"session-actors": TurnsOn, "agents-sdk": AgentsSDK, "hermes": Hermes}
 WITHOUT = {
-    "session-actors-no-turns": "the same compaction as turns on (shown once)",
-    "pydantic-ai-via-session-actors": "the same compaction as session-actors (shown once)",
-    "adk-via-session-actors": "the same compaction as session-actors (shown once)",
+    "session-actors-no-turns": "compacts through the same registry as session-actors' row (not run twice)",
+    "pydantic-ai-via-session-actors": "compacts through the same registry as session-actors' row (not run twice)",
+    "adk-via-session-actors": "compacts through the same registry as session-actors' row (not run twice)",
     "adk": "compacts inside its Runner with a model's summary (`EventsCompactionConfig`); this row drives the session service",
     "langgraph": "no compaction of its own: users write a summarize node",
 }
