@@ -1,7 +1,7 @@
 """The peers' workload: session-actors and other frameworks' session stores side by side.
 
     python -m tests.benchmarks peers [--rounds 3] [--workers 4] [--sessions 32] [--asks 120]
-                                     [--peers session-actors,agents-sdk,hermes] [--kill]
+                                     [--peers session-actors,agents-sdk,hermes] [--kill | --compaction]
 
 Several worker processes share sessions; each runs its share of a seeded plan of user asks
 (about 10% delivered twice, the second time usually to another worker), a turn of four
@@ -14,6 +14,11 @@ Rounds alternate the systems' order; the table gives the counts summed over roun
 median appends/s with its ratio to session-actors (turns on) measured in the same run.
 
 ``--profile DIR``: a cProfile of every worker (all its threads) into DIR.
+
+``--compaction``: the same workload while every system that has compaction compacts (the
+rules, the stub compressors and what "lost" and "erased" mean: `tests.benchmarks.peers.compaction`);
+the table counts lost, erased, compactions, errors and failed turns; a row without compaction
+is "n/a", with the reason.
 
 ``--kill``: instead, a worker is killed (SIGKILL) after the first write of a turn, default
 settings everywhere; the figure is how long another process's turn on that session waits
@@ -39,13 +44,15 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.benchmarks.peers import compaction
 from tests.benchmarks.peers.systems import SYSTEMS
-from tests.benchmarks.peers.workload import make_plan
+from tests.benchmarks.peers.workload import COMPACTION, make_plan
 
 HERE = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "session-actors" / "peers"
 WORKLOAD = "tests.benchmarks.peers.workload"
 COUNTS = ("lost", "duplicated", "split", "forks", "errors", "failed")
+COMPACTION_COUNTS = ("lost", "erased", "compactions", "errors", "failed")
 BASE = "session-actors"
 
 
@@ -152,6 +159,7 @@ def one_round(run: Runner, tmp: Path, plan: Path, workers: int, sessions: int) -
     figures: dict[str, float] = dict(run.run("check", run.name, db, str(plan), *ledgers))  # type: ignore[arg-type]
     figures["errors"] = sum(r["errors"] for r in results)
     figures["failed"] = sum(r["failed"] for r in results)
+    figures["compactions"] = sum(r.get("compactions", 0) for r in results)
     figures["rate"] = sum(r["acked"] for r in results) / wall
     return figures
 
@@ -194,28 +202,33 @@ def kill_round(run: Runner, tmp: Path) -> float:
                 proc.wait()
 
 
-def table(rows: dict[str, list[dict[str, float]]], rounds: int) -> list[str]:
+def table(
+    rows: dict[str, list[dict[str, float]]],
+    rounds: int,
+    columns: tuple[str, ...] = COUNTS,
+    labels: dict[str, str] | None = None,
+) -> list[str]:
     """Counts summed over rounds; the median rate, its ratio to session-actors' median, and the
     range of the ratios round by round (each round's systems ran minutes apart at most)."""
     base = [r["rate"] for r in rows.get(BASE, [])]
     lines = [
         f"| system (summed over {rounds} rounds) | "
-        + " | ".join(COUNTS)
+        + " | ".join(columns)
         + " | appends/s (median) | range | vs session-actors | per round |",
-        "|---|" + "---:|" * (len(COUNTS) + 4),
+        "|---|" + "---:|" * (len(columns) + 4),
     ]
     for name, figures in rows.items():
         rates = [f["rate"] for f in figures]
         median = statistics.median(rates)
-        counts = " | ".join(f"{int(sum(f[c] for f in figures)):,}" for c in COUNTS)
+        counts = " | ".join(f"{int(sum(f[c] for f in figures)):,}" for c in columns)
         ratio, per_round = "-", "-"
         if base:
             paired = [rate / b for rate, b in zip(rates, base, strict=False)]
             ratio = f"{median / statistics.median(base):.2f}x"
             per_round = f"{min(paired):.2f}-{max(paired):.2f}x"
+        label = (labels or {}).get(name, SYSTEMS[name].label)
         lines.append(
-            f"| {SYSTEMS[name].label} | {counts} | {median:,.0f} | {min(rates):,.0f}-{max(rates):,.0f} "
-            f"| {ratio} | {per_round} |"
+            f"| {label} | {counts} | {median:,.0f} | {min(rates):,.0f}-{max(rates):,.0f} | {ratio} | {per_round} |"
         )
     return lines
 
@@ -228,10 +241,15 @@ def main() -> None:
     parser.add_argument("--asks", type=int, default=120, help="user asks per worker")
     parser.add_argument("--seed", type=int, default=46)
     parser.add_argument("--peers", default=",".join(SYSTEMS), help=f"comma-separated, of: {', '.join(SYSTEMS)}")
-    parser.add_argument("--kill", action="store_true", help="the dead-holder figure instead of the workload")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--kill", action="store_true", help="the dead-holder figure instead of the workload")
+    mode.add_argument("--compaction", action="store_true", help="every system that can compacts while it runs")
     parser.add_argument("--profile", metavar="DIR", help="write a cProfile of each worker (all its threads) into DIR")
     args = parser.parse_args()
     names = [n.strip() for n in args.peers.split(",") if n.strip()]
+    if args.compaction:  # the workers and the checker read it; rows without compaction are "n/a"
+        os.environ[COMPACTION] = "1"
+        names, args.without = [n for n in names if n in compaction.ROWS], [n for n in names if n not in compaction.ROWS]
     if args.profile:  # the workers read it (a profile slows them: its figures are not comparable)
         os.makedirs(args.profile, exist_ok=True)
         os.environ["SESSION_ACTORS_PEERS_PROFILE"] = os.path.abspath(args.profile)
@@ -268,13 +286,26 @@ def workload_table(runners: dict[str, Runner], tmp: Path, args: argparse.Namespa
             began = time.perf_counter()
             figures = one_round(run, tmp, plan, args.workers, args.sessions)
             rows[run.name].append(figures)
-            shown = " ".join(f"{c}={int(figures[c])}" for c in COUNTS)
+            shown = " ".join(f"{c}={int(figures[c])}" for c in (COMPACTION_COUNTS if args.compaction else COUNTS))
             print(
                 f"round {round_no + 1} {run.name}: {figures['rate']:,.0f} appends/s {shown} "
                 f"({time.perf_counter() - began:.0f} s)",
                 flush=True,
             )
-    print("\n".join(table(rows, args.rounds)))
+    if args.compaction:
+        print("\n".join(compaction_table(rows, args.rounds, args.without)))
+    else:
+        print("\n".join(table(rows, args.rounds)))
+
+
+def compaction_table(rows: dict[str, list[dict[str, float]]], rounds: int, without: list[str]) -> list[str]:
+    """The compacting systems' rows, then an "n/a" row for each system without compaction,
+    then why it has none."""
+    labels = {name: compaction.ROWS[name].label for name in rows}
+    lines = [f"compaction past {compaction.TRIGGER} live messages, a tail of at least {compaction.KEEP}"]
+    lines += table(rows, rounds, COMPACTION_COUNTS, labels)
+    lines += [f"| {SYSTEMS[n].label} | " + " | ".join(["n/a"] * (len(COMPACTION_COUNTS) + 4)) + " |" for n in without]
+    return lines + [f"n/a: {SYSTEMS[n].label}: {compaction.WITHOUT[n]}" for n in without]
 
 
 def kill_table(runners: dict[str, Runner], tmp: Path, rounds: int) -> None:

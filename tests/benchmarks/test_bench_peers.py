@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.benchmarks.peers.workload import counts, make_plan, tags
+from tests.benchmarks.peers.compaction import cut, summary
+from tests.benchmarks.peers.workload import counts, erased, make_plan, tags
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,6 +60,40 @@ def test_the_session_actors_rows_run_at_a_tiny_size():
     turns_on = [cell.strip() for cell in rows["session-actors, turns on"]]
     assert turns_on[:6] == ["0"] * 6 and turns_on[8] == "1.00x", out  # lost .. failed; rate, range, ratio
     assert "session-actors, turns off" in rows
+
+
+def test_a_compaction_loses_what_its_summary_does_not_list():
+    conversation = turn(1) + turn(2) + ["message ask-3:note"]
+    at = cut(["user", "assistant", "tool", "assistant"] * 6 + ["assistant"] * 2)
+    assert at == 16  # the last user ask that keeps a tail of at least 8
+    acked = [("s", tag) for tag in tags(1) + tags(2) + ["ask-3:note"]]
+    listed = [summary(conversation[:4])] + conversation[4:]  # turn 1 summarized
+    assert counts({"s": listed}, acked)["lost"] == 0
+    unlisted = [summary(conversation[:3])] + conversation[4:]  # turn 1's answer dropped, not listed
+    assert counts({"s": unlisted}, acked)["lost"] == 1
+    assert erased({"s": unlisted}, {"s": conversation[:4]}, acked) == 0  # archived: lost from the live only
+    assert erased({"s": unlisted}, {}, acked) == 1
+
+
+def row_cells(out: str, label: str) -> list[str]:
+    line = next(line for line in out.splitlines() if line.startswith(f"| {label} |"))
+    return [cell.strip() for cell in line.split("|")[2:-1]]
+
+
+@pytest.mark.timeout(300)
+def test_the_compaction_mode_compacts_session_actors_and_loses_nothing():
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.benchmarks", "peers", "--compaction", "--rounds", "1", "--workers", "2"]
+        + ["--sessions", "2", "--asks", "30", "--peers", "session-actors,langgraph"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=True,
+    ).stdout
+    lost, erased, compactions, errors, failed = row_cells(out, "session-actors, turns on")[:5]
+    assert (lost, erased, errors, failed) == ("0", "0", "0", "0") and int(compactions) >= 4, out
+    assert row_cells(out, "LangGraph SqliteSaver") == ["n/a"] * 9 and "n/a: LangGraph SqliteSaver: " in out
 
 
 @pytest.mark.timeout(300)

@@ -52,16 +52,19 @@ class AgentsSDK(System):
     def setup(self, sessions: list[str]) -> None:
         self._session(sessions[0])
 
-    def turn(self, session: str, ask: int, tags: list[str], ack: Ack) -> bool:
+    @staticmethod
+    def _items(ask: int, tags: list[str]) -> list[dict[str, Any]]:
         call = f"call-{ask}"
-        items = [
+        return [
             {"role": "user", "content": tags[0]},
             {"type": "function_call", "call_id": call, "name": "lookup", "arguments": json.dumps({"q": tags[1]})},
             {"type": "function_call_output", "call_id": call, "output": tags[2]},
             {"role": "assistant", "content": tags[3]},
         ]
+
+    def turn(self, session: str, ask: int, tags: list[str], ack: Ack) -> bool:
         s = self._session(session)
-        for item, tag in zip(items, tags, strict=True):
+        for item, tag in zip(self._items(ask, tags), tags, strict=True):
             self._loops.run(s.add_items([item]))
             ack(tag)
         return True

@@ -26,8 +26,12 @@ class TurnsOn(System):
         from persistence import open_store
 
         self._store = open_store(db)
-        self._registry = SessionRegistry(self._store)
+        self._registry = SessionRegistry(self._store, **self._registry_options())
         self._handles: dict[tuple[str, str], Any] = {}
+
+    def _registry_options(self) -> dict[str, Any]:
+        """More arguments of the worker's `SessionRegistry` (the default policy: none)."""
+        return {}
 
     def _handle(self, session: str, kind: str = "session") -> Any:
         key = (session, kind)

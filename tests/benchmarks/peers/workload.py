@@ -72,7 +72,14 @@ class Ledger:
             self.count += 1
 
 
+COMPACTION = "SESSION_ACTORS_PEERS_COMPACTION"  # set (to 1): the systems compact (`compaction`)
+
+
 def _system(name: str, db: str) -> Any:
+    if os.environ.get(COMPACTION):
+        from tests.benchmarks.peers.compaction import ROWS
+
+        return ROWS[name](db)
     from tests.benchmarks.peers.systems import SYSTEMS
 
     return SYSTEMS[name](db)
@@ -149,7 +156,15 @@ def _work(name: str, db: str, plan_path: str, worker: int, ledger_path: str) -> 
     end = time.time()
     system.close()
     errors = failures["errors"] + getattr(system, "errors", 0)
-    return {"start": start, "end": end, "acked": ledger.count, "errors": errors, "failed": failures["failed"]}
+    compactions = getattr(system, "compactions", 0)
+    return {
+        "start": start,
+        "end": end,
+        "acked": ledger.count,
+        "errors": errors,
+        "failed": failures["failed"],
+        "compactions": compactions,
+    }
 
 
 def counts(conversations: dict[str, list[str]], acked: Iterable[tuple[str, str]]) -> dict[str, int]:
@@ -173,6 +188,12 @@ def counts(conversations: dict[str, list[str]], acked: Iterable[tuple[str, str]]
     return {"lost": lost, "duplicated": duplicated, "split": split}
 
 
+def erased(live: dict[str, list[str]], kept: dict[str, list[str]], acked: Iterable[tuple[str, str]]) -> int:
+    """Acknowledged messages in neither the live conversation (summaries included) nor what
+    the system keeps beside it (``kept``: an archive, inactive rows)."""
+    return counts({s: live[s] + kept.get(s, []) for s in live}, acked)["lost"]
+
+
 def check(name: str, db: str, plan_path: str, ledgers: list[str]) -> dict[str, int]:
     with open(plan_path) as f:
         sessions = json.load(f)["sessions"]
@@ -182,8 +203,11 @@ def check(name: str, db: str, plan_path: str, ledgers: list[str]) -> dict[str, i
             acked += [tuple(line.split()) for line in f if line.strip()]  # type: ignore[misc]
     system = _system(name, db)
     try:
-        result = counts({s: system.read(s) for s in sessions}, acked)
+        live = {s: system.read(s) for s in sessions}
+        result = counts(live, acked)
         result["forks"] = system.forks(sessions)
+        if os.environ.get(COMPACTION):  # what compaction lost, and what of it the system kept nowhere
+            result["erased"] = erased(live, {s: system.kept(s) for s in sessions}, acked)
     finally:
         system.close()
     return result
