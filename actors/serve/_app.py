@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import secrets
+import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from importlib import resources
@@ -102,7 +105,9 @@ def build(
     store = open_store(db)
     hub = EventHub(lambda session_id: _source_of(store, session_id), heartbeat_s=limits.heartbeat_s)
     try:
-        registry = SessionRegistry(store, compressor=compressor, policy=policy, on_outcome=hub.publish)
+        registry = SessionRegistry(
+            store, compressor=compressor, policy=policy, holder=serve_holder(), on_outcome=hub.publish
+        )
     except BaseException:
         store.close()
         raise
@@ -141,8 +146,18 @@ def build(
     return statuses, service
 
 
+def serve_holder() -> str:
+    """The registry's holder name: ``serve:host:pid:random``, without the process mark
+    a library registry's name ends with. A turn a client opened over HTTP is the
+    client's, not the process's: when the server is killed, its turns stand for their
+    lease (``lease_ttl_s``) so that the client can go on with them through the
+    restarted server, instead of being sealed as a dead process's turns are."""
+    return f"serve:{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
 def _shut_down(service: Service, drain_s: float) -> None:
     try:
+        service.adopter.close()
         service.registry.close(drain_s=drain_s)
     finally:
         service.store.close()

@@ -12,10 +12,18 @@ from fastapi.responses import JSONResponse
 
 from persistence import Store
 from persistence._lineage import root_of, walk
-from protocol import InvalidArgumentError, SessionExistsError, SessionInfo, SessionNotFoundError
+from protocol import (
+    InvalidArgumentError,
+    Message,
+    SessionExistsError,
+    SessionInfo,
+    SessionNotFoundError,
+    StoredMessage,
+)
 from protocol._checks import check_count
 from protocol._jsonable import json_scalar, message_dict, session_dict, to_jsonable
 
+from .._handle import SessionHandle
 from ._body import json_body, messages_of, option
 from ._gone import unless_gone
 from ._service import Service
@@ -97,13 +105,13 @@ def session_routes(service: Service, who: Any) -> APIRouter:
         service.require(token, "write")
         messages = messages_of(await json_body(request), idempotency_key)
         if turn is not None:
-            handle = service.turn(token, session_id, turn, "write").handle
+            writer = (await service.turn(token, session_id, turn, "write")).append
         else:
-            handle = await service.handle(token, session_id)
+            writer = _appender(await service.handle(token, session_id))
         # keyed messages may all be stored already: then the answer is 200, not 201
         asked = await asyncio.to_thread(service.store.now) if all(m.key is not None for m in messages) else None
         try:
-            stored = await unless_gone(request, handle.append_async(messages))
+            stored = await writer(request, messages)
         except SessionNotFoundError:
             service.forget(session_id)
             raise
@@ -141,6 +149,13 @@ def session_routes(service: Service, who: Any) -> APIRouter:
         return await asyncio.to_thread(_lineage, service.store_for(token), await service.info(token, session_id))
 
     return router
+
+
+def _appender(handle: SessionHandle) -> Any:
+    async def append(request: Request, messages: list[Message]) -> list[StoredMessage]:
+        return await unless_gone(request, handle.append_async(messages))
+
+    return append
 
 
 def _live(text: str | None) -> bool | None:

@@ -113,7 +113,10 @@ def test_a_turn_keeps_its_appends_together_and_holds_the_others_until_it_closes(
     assert held and held[0].status == 201
     contents = [m["content"] for m in server.call("GET", "/v1/sessions/t/messages").body["messages"]]
     assert contents == ["ask", "answer", "double text"]
-    assert server.call("DELETE", f"/v1/sessions/t/turns/{tid}").status == 404  # closed already
+    again = server.call("DELETE", f"/v1/sessions/t/turns/{tid}")  # closed already: its lease is gone
+    assert (again.status, again.body["error"]) == (409, "TurnLostError")
+    unknown = server.call("DELETE", f"/v1/sessions/t/turns/{tid[:-4]}AAAA")  # no server minted it
+    assert (unknown.status, unknown.body["error"]) == (404, "TurnNotFound")
 
 
 def test_reject_answers_409_while_another_turn_is_open(server):
