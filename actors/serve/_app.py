@@ -18,6 +18,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException
+from starlette.routing import Match, Route
 
 from persistence import open_store
 from protocol import TranscriptError
@@ -32,6 +33,7 @@ from ._events import HEARTBEAT_S, EventHub
 from ._ids import SessionIds
 from ._limits import RequestLimits
 from ._metrics import StatusCounter, render
+from ._openapi import document
 from ._recall import recall_routes
 from ._service import Service
 from ._sessions import session_routes
@@ -129,6 +131,7 @@ def build(
         lifespan=lifespan,
     )
     _answer_errors(app)
+    _document(app)
 
     def who(request: Request) -> Token:
         return service.identify(request.headers.get("authorization"))
@@ -153,6 +156,19 @@ def serve_holder() -> str:
     lease (``lease_ttl_s``) so that the client can go on with them through the
     restarted server, instead of being sealed as a dead process's turns are."""
     return f"serve:{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+def _document(app: FastAPI) -> None:
+    """``/openapi.json``: FastAPI's paths with every body, answer and error (`_openapi`)."""
+    generate = app.openapi
+    cached: list[dict[str, Any]] = []
+
+    def openapi() -> dict[str, Any]:
+        if not cached:
+            cached.append(document(generate()))
+        return cached[0]
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _shut_down(service: Service, drain_s: float) -> None:
@@ -183,13 +199,24 @@ def _answer_errors(app: FastAPI) -> None:
     async def http(request: Request, exc: Exception) -> Response:
         status = getattr(exc, "status_code", 500)
         kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(status, "HTTPError")
-        return JSONResponse({"error": kind, "message": str(getattr(exc, "detail", kind))}, status_code=status)
+        # a 405 names every method the path takes (each of FastAPI's routes has its own)
+        headers = {"Allow": _allowed(app, request)} if status == 405 else getattr(exc, "headers", None)
+        body = {"error": kind, "message": str(getattr(exc, "detail", kind))}
+        return JSONResponse(body, status_code=status, headers=headers)
 
     app.add_exception_handler(TranscriptError, answer)
     app.add_exception_handler(ServiceError, answer)
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(HTTPException, http)
     app.add_exception_handler(Exception, answer)
+
+
+def _allowed(app: FastAPI, request: Request) -> str:
+    methods: set[str] = set()
+    for route in app.router.routes:
+        if isinstance(route, Route) and route.methods and route.matches(request.scope)[0] is not Match.NONE:
+            methods |= route.methods
+    return ", ".join(sorted(methods))
 
 
 def _serve_health(app: FastAPI, service: Service, statuses: StatusCounter, who: Any) -> None:

@@ -15,7 +15,7 @@ from protocol._messages import check_key
 
 from .._handle import Turn, _compress_command
 from ..compaction._policy import check_on_busy
-from ._body import json_body, option
+from ._body import json_body, only, option
 from ._gone import unless_gone
 from ._service import Service
 from ._tokens import Token
@@ -42,7 +42,7 @@ def control_routes(service: Service, who: Any) -> APIRouter:
         idempotency_key: Annotated[str | None, Header()] = None,
     ) -> Any:
         service.require(token, "write")
-        on_busy = option(await json_body(request, empty={}), "on_busy", str, None)
+        on_busy = option(only(await json_body(request, empty={}), "on_busy"), "on_busy", str, None)
         if on_busy is not None:  # both checked before any store read
             check_on_busy(on_busy)
         if idempotency_key is not None:
@@ -82,7 +82,7 @@ def control_routes(service: Service, who: Any) -> APIRouter:
     )
     async def compact(session_id: str, request: Request, token: Who) -> Any:
         service.require(token, "write")
-        body = await json_body(request, empty={})
+        body = only(await json_body(request, empty={}), "force", "mode", "wait")
         force = option(body, "force", bool, False)
         mode = option(body, "mode", str, None)
         wait = option(body, "wait", bool, True)

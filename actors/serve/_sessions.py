@@ -24,7 +24,7 @@ from protocol._checks import check_count
 from protocol._jsonable import json_scalar, message_dict, session_dict, to_jsonable
 
 from .._handle import SessionHandle
-from ._body import json_body, messages_of, option
+from ._body import json_body, messages_of, only, option
 from ._gone import unless_gone
 from ._service import Service
 from ._tokens import Token
@@ -62,7 +62,7 @@ def session_routes(service: Service, who: Any) -> APIRouter:
     @router.put("/sessions/{session_id:sid}", summary="Create the session, or get it when it exists (201 or 200)")
     async def put_session(session_id: str, request: Request, token: Who) -> Any:
         service.require(token, "write")
-        body = await json_body(request, empty={})
+        body = only(await json_body(request, empty={}), "source", "metadata")
         source = option(body, "source", str, token.source or "api")
         metadata = option(body, "metadata", dict, None)
         # the token's view refuses another source, to create or to get
@@ -79,7 +79,7 @@ def session_routes(service: Service, who: Any) -> APIRouter:
     @router.patch("/sessions/{session_id:sid}", summary="Merge a metadata patch (a key set to null is removed)")
     async def patch_session(session_id: str, request: Request, token: Who) -> Any:
         service.require(token, "write")
-        patch = option(await json_body(request), "metadata", dict, None)
+        patch = option(only(await json_body(request), "metadata"), "metadata", dict, None)
         if patch is None:
             raise InvalidArgumentError('the body is {"metadata": {...}}')
         await service.info(token, session_id)
