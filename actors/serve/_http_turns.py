@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,21 +117,30 @@ class AdoptedTurn:
 class TurnAdopter:
     """Renews the turns this process adopted, every third of ``lease_ttl_s``, so a
     client that goes on after a restart keeps its turn while it thinks; a turn open
-    ``max_turn_s`` (store clock, from when it opened) is sealed and forgotten."""
+    ``max_turn_s`` (store clock, from when it opened) is sealed and forgotten. Every
+    `TICK_S` it also runs ``reconcile`` (the service closes its own turns whose lease
+    another process closed)."""
 
-    def __init__(self, store: Store, policy: CompactionPolicy) -> None:
-        self._store, self._policy = store, policy
+    TICK_S = 0.25
+
+    def __init__(self, store: Store, policy: CompactionPolicy, reconcile: Any) -> None:
+        self._store, self._policy, self._reconcile = store, policy, reconcile
         self._turns: dict[int, AdoptedTurn] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    def start(self) -> None:
+        """Start tending (once a turn was opened or adopted here)."""
+        with self._lock:
+            if self._thread is None and not self._stop.is_set():
+                self._thread = threading.Thread(target=self._run, name="serve-turn-adopter", daemon=True)
+                self._thread.start()
+
     def adopt(self, turn: AdoptedTurn) -> None:
         with self._lock:
             self._turns[turn.ref.token] = turn
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="serve-turn-adopter", daemon=True)
-                self._thread.start()
+        self.start()
 
     def forget(self, token: int) -> None:
         with self._lock:
@@ -141,20 +151,34 @@ class TurnAdopter:
 
     def close(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
+        with self._lock:
+            thread = self._thread
+        if thread is not None:
+            thread.join(10)
 
     def _run(self) -> None:
-        while not self._stop.wait(self._policy.lease_ttl_s / 3):
-            with self._lock:
-                turns = list(self._turns.values())
+        renewed_at = time.monotonic()
+        while not self._stop.wait(self.TICK_S):
             try:
-                now = self._store.now()
+                self._reconcile()
             except Exception:
-                logger.warning("reading the store's clock failed; adopted turns renew on use", exc_info=True)
-                continue
-            for turn in turns:
-                self._tend(turn, now)
+                logger.warning("reconciling this server's turns failed", exc_info=True)
+            if time.monotonic() - renewed_at >= self._policy.lease_ttl_s / 3:
+                renewed_at = time.monotonic()
+                self._renew_all()
+
+    def _renew_all(self) -> None:
+        with self._lock:
+            turns = list(self._turns.values())
+        if not turns:
+            return
+        try:
+            now = self._store.now()
+        except Exception:
+            logger.warning("reading the store's clock failed; adopted turns renew on use", exc_info=True)
+            return
+        for turn in turns:
+            self._tend(turn, now)
 
     def _tend(self, turn: AdoptedTurn, now: float) -> None:
         try:

@@ -9,6 +9,7 @@ fencing, idempotency keys in the store).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -28,6 +29,8 @@ from ._turn_ids import TurnIds, TurnRef
 
 __all__ = ["LOCAL", "Service"]
 
+logger = logging.getLogger("session_actors.serve")
+
 #: Who every request is when the service runs with ``--insecure-local`` (no tokens).
 LOCAL = Token("local", frozenset({"admin"}), None, "")
 #: Session handles kept (a handle is a few dozen bytes; its actor is what costs, and
@@ -41,7 +44,7 @@ class Service:
         self._handles: OrderedDict[str, tuple[SessionHandle, str]] = OrderedDict()
         self._turns: dict[str, tuple[LocalTurn, float]] = {}  # turn id -> (turn, monotonic time opened)
         self.turn_ids = TurnIds(tokens)
-        self.adopter = TurnAdopter(store, registry.policy)
+        self.adopter = TurnAdopter(store, registry.policy, self._reconcile)
         #: requests in flight now (set by the application to its `RequestLimits`' count)
         self.requests_in_flight: Callable[[], int] = lambda: 0
 
@@ -133,6 +136,7 @@ class Service:
         self._prune_turns()
         turn_id = self.turn_ids.mint(session_id, token.digest, ref)
         self._turns[turn_id] = (LocalTurn(session_id, ref, handle, turn), time.monotonic())
+        self.adopter.start()
         return turn_id
 
     def _lease_of(self, handle: SessionHandle) -> TurnRef:
@@ -165,6 +169,22 @@ class Service:
     def drop_turn(self, turn_id: str, turn: LocalTurn | AdoptedTurn) -> None:
         self._turns.pop(turn_id, None)
         self.adopter.forget(turn.ref.token)
+
+    def _reconcile(self) -> None:
+        """Close this process's own turns whose lease is gone: another worker (or a
+        restarted server's client) closed it, or it lapsed. Until then this
+        registry's gate would hold its other calls to the session behind a turn that
+        no longer exists."""
+        kept_now = list(self._turns.items())  # before the read: each of these was open by then
+        if not kept_now:
+            return
+        live = {lease.token for lease in self.store.turns(holder=self.registry.holder)}
+        for turn_id, (kept, _) in kept_now:
+            if kept.ref.token not in live and self._turns.pop(turn_id, None) is not None:
+                try:
+                    kept.turn.__exit__(None, None, None)
+                except Exception:
+                    logger.warning("closing the turn %s whose lease is gone failed", turn_id, exc_info=True)
 
     def _prune_turns(self) -> None:
         """Forget turns left open past ``max_turn_s``: the actor closed them already
