@@ -51,8 +51,20 @@ async function loadSessions(more = false) {
     const body = document.querySelector("#sessions tbody");
     if (!more) body.replaceChildren();
     for (const info of page.sessions) {
+      // one row per conversation: a session a compaction rotated away from lives on in its
+      // continuation's row (its lineage tab shows every rotation)
+      if (info.end_reason === "compression") continue;
+      const name = el("td", {}, info.id);
+      if (info.branch_of) {
+        const [from, seq] = info.branch_of;
+        const link = el("a", { href: "?session=" + encodeURIComponent(from), class: "branch-of" }, `branch of ${from} @ #${seq}`);
+        link.addEventListener("click", (event) => { event.preventDefault(); event.stopPropagation(); pickId(from); });
+        name.append(el("br"), link);
+      } else if (info.parent_session_id) {
+        name.append(el("br"), el("span", { class: "rotated" }, "continues " + info.parent_session_id));
+      }
       const row = el("tr", { class: "session", "data-id": info.id },
-        el("td", {}, info.id), el("td", {}, info.source),
+        name, el("td", {}, info.source),
         el("td", {}, info.live ? "live" : "ended: " + info.end_reason), el("td", {}, when(info.created_at)));
       row.addEventListener("click", () => pick(info.id, row));
       body.append(row);
@@ -61,6 +73,12 @@ async function loadSessions(more = false) {
     document.getElementById("more").hidden = !page.next;
     say(body.children.length + " sessions");
   } catch (error) { say(error.message, true); }
+}
+
+function pickId(id) {
+  const row = [...document.querySelectorAll("tr.session")].find((r) => r.dataset.id === id);
+  if (row) pick(id, row);
+  else { state.picked = id; document.getElementById("detail-title").textContent = id; show(state.tab); }
 }
 
 function pick(id, row) {
@@ -289,6 +307,13 @@ async function show(tab) {
   } catch (error) { panel.replaceChildren(el("p", { class: "error" }, error.message)); }
   if (tab === "transcript" || tab === "locks") state.timer = setTimeout(() => show(tab), 2000);  // live
 }
+
+// Whether the page fits its window's width (no sideways scrolling), for people and for the tests.
+function measureFit() {
+  document.body.dataset.fits = document.documentElement.scrollWidth <= window.innerWidth ? "yes" : "no";
+}
+window.addEventListener("resize", measureFit);
+new MutationObserver(measureFit).observe(document.documentElement, { childList: true, subtree: true });
 
 document.addEventListener("DOMContentLoaded", () => {
   const token = document.getElementById("token");
