@@ -1,6 +1,7 @@
 """A page in Debian's chromium at a phone's width: headless Chromium will not open a
 window narrower than 500 px, so the viewport is set through the DevTools protocol
-(``Emulation.setDeviceMetricsOverride``), as a phone's would be."""
+(``Emulation.setDeviceMetricsOverride``), as a phone's would be. The protocol's
+websocket is spoken by ``websockets`` (the openai-agents extra brings it)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,6 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from websockets.sync.client import connect
-
 _LISTENING = re.compile(r"DevTools listening on (ws://127\.0\.0\.1:(\d+)/\S+)")
 
 
@@ -23,6 +22,8 @@ class NarrowPage:
     """One headless Chromium tab with a ``width`` px wide viewport."""
 
     def __init__(self, chromium: str, profile: Path, width: int, height: int = 844) -> None:
+        from websockets.sync.client import connect  # openai-agents' dependency, installed in CI
+
         flags = ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-dev-shm-usage"]
         self._browser = subprocess.Popen(
             [chromium, *flags, f"--user-data-dir={profile}", "--remote-debugging-port=0", "about:blank"],

@@ -122,6 +122,13 @@ def test_the_console_shows_sessions_the_transcript_with_tool_runs_and_turns_and_
     assert 'id="lineage-graph"' in dom and dom.count("<rect") == 2 and 'data-id="web:console"' in dom
     assert _colours(shot) > 8
 
+    dom, shot = _browse(f"{base}?session=web:console&tab=archive#token={token}", tmp_path, "archive")
+    assert 'data-ready="archive"' in dom and 'class="archive-group"' in dom
+    # the archive grouped by its compaction, each message marked dropped (summarized) or carried
+    assert "16 dropped into the summary, 0 carried verbatim" in dom and "dropped (summarized)" in dom
+    assert len(re.findall(r'class="msg role-\w+ dropped"', dom)) == 16
+    assert _colours(shot) > 8
+
     dom, _ = _browse(f"{base}?session=web:console&tab=compactions#token={token}", tmp_path, "compactions")
     assert 'data-ready="compactions"' in dom and "Replaced" in dom and "Carried tail" in dom
     assert "rotate by head-tail" in dom and "What is the weather in Lisbon?" in dom

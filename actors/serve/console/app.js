@@ -133,6 +133,40 @@ function transcriptView(messages) {
   return view;
 }
 
+// -- archive --------------------------------------------------------------------
+
+// The archive grouped by the compaction that archived each message: what its summary replaced
+// (dropped from the verbatim transcript) and what it carried into the continuation verbatim.
+async function archiveView(id) {
+  const path = `/sessions/${encodeURIComponent(id)}`;
+  const [archived, records] = await Promise.all([api(path + "/messages?archived=true"), api(path + "/compactions")]);
+  const view = el("div", { id: "archive" });
+  let left = archived.messages, below = 0;
+  const ordered = [...records.compactions].sort((a, b) => a.watermark - b.watermark);
+  for (const record of ordered) {
+    const detail = await api(`/compactions/${record.id}`);
+    const carried = new Set(detail.carried.map((m) => m.origin_id));
+    const mine = left.filter((m) => m.seq > below && m.seq <= record.watermark && m.state !== "retracted");
+    left = left.filter((m) => !mine.includes(m));
+    below = record.watermark;
+    const kept = mine.filter((m) => carried.has(m.id)).length;
+    const group = el("div", { class: "archive-group", "data-compaction": record.id },
+      el("h3", {}, `compaction #${record.id} (${record.mode}, ${when(record.committed_at)}): `
+        + `${mine.length - kept} dropped into the summary, ${kept} carried verbatim`));
+    for (const message of mine) {
+      const box = messageBox(message);
+      const how = carried.has(message.id) ? "carried" : "dropped";
+      box.classList.add(how);
+      box.querySelector(".head").append(" · " + (how === "carried" ? "carried verbatim" : "dropped (summarized)"));
+      group.append(box);
+    }
+    view.append(group);
+  }
+  if (left.length) view.append(el("div", { class: "archive-group" }, el("h3", {}, "retracted and other"), ...left.map(messageBox)));
+  if (!archived.messages.length) view.append(el("p", {}, "nothing archived"));
+  return view;
+}
+
 // -- lineage ----------------------------------------------------------------------
 
 function lineageView(lineage) {
@@ -299,7 +333,7 @@ async function show(tab) {
     else if (tab === "search") view = await searchView();
     else if (!id) view = el("p", {}, "pick a session");
     else if (tab === "transcript") view = transcriptView((await api(path + "/messages")).messages);
-    else if (tab === "archive") view = transcriptView((await api(path + "/messages?archived=true")).messages);
+    else if (tab === "archive") view = await archiveView(id);
     else if (tab === "lineage") view = lineageView(await api(path + "/lineage"));
     else view = await compactionsView(id);
     panel.replaceChildren(view);
