@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from protocol import InvalidArgumentError
+
 from ..compaction._policy import CompactionPolicy
 from ._compact import add_compressor_options, make_compressor
 from ._database import resolve_db
@@ -94,6 +96,15 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=f"messages a compaction keeps verbatim at the end (default {CompactionPolicy().keep_last})",
     )
+    parser.add_argument(
+        "--workers",
+        metavar="N",
+        type=int,
+        default=1,
+        help="server processes on the one socket and database (default 1); a turn opened through one "
+        "goes on through any",
+    )
+    parser.add_argument("--listen-fd", type=int, default=None, help=argparse.SUPPRESS)  # a worker's socket
     add_compressor_options(parser)
 
 
@@ -121,17 +132,38 @@ def cmd_serve(args: argparse.Namespace) -> int:
         body_timeout_s=args.body_timeout,
         heartbeat_s=args.events_heartbeat_s,
     )
+    if args.workers < 1:
+        raise InvalidArgumentError(f"--workers must be at least 1, got {args.workers}")
+    compressor = make_compressor(args)  # an unconfigured LLM stops the start here, in the supervisor too
+    if args.workers > 1:
+        return _supervise(args, limits.drain_s)
     serve(
         resolve_db(args),
         host=args.host,
         port=args.port,
         tokens=args.tokens,
         insecure_local=args.insecure_local,
-        compressor=make_compressor(args),
+        compressor=compressor,
         policy=policy,
         limits=limits,
+        listen_fd=args.listen_fd,
     )
     return 0
+
+
+def _supervise(args: argparse.Namespace, drain_s: float) -> int:
+    """``--workers N``: bind once, then run N workers on the socket (`run_workers`),
+    after checking what would stop every worker's start (tokens, database)."""
+    from ..serve._server import bound_socket, check_tokens
+    from ..serve._workers import run_workers
+
+    check_tokens(args.tokens, args.insecure_local, args.host)
+    resolve_db(args)  # a bad --db stops here, once, not in every worker
+    sock = bound_socket(args.host, args.port)
+    try:
+        return run_workers(args.argv, sock, args.workers, drain_s)
+    finally:
+        sock.close()
 
 
 def add_token_options(parser: argparse.ArgumentParser) -> None:

@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import secrets
+import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from importlib import resources
@@ -15,6 +18,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException
+from starlette.routing import Match, Route
 
 from persistence import open_store
 from protocol import TranscriptError
@@ -29,6 +33,7 @@ from ._events import HEARTBEAT_S, EventHub
 from ._ids import SessionIds
 from ._limits import RequestLimits
 from ._metrics import StatusCounter, render
+from ._openapi import document
 from ._recall import recall_routes
 from ._service import Service
 from ._sessions import session_routes
@@ -102,7 +107,9 @@ def build(
     store = open_store(db)
     hub = EventHub(lambda session_id: _source_of(store, session_id), heartbeat_s=limits.heartbeat_s)
     try:
-        registry = SessionRegistry(store, compressor=compressor, policy=policy, on_outcome=hub.publish)
+        registry = SessionRegistry(
+            store, compressor=compressor, policy=policy, holder=serve_holder(), on_outcome=hub.publish
+        )
     except BaseException:
         store.close()
         raise
@@ -124,6 +131,7 @@ def build(
         lifespan=lifespan,
     )
     _answer_errors(app)
+    _document(app)
 
     def who(request: Request) -> Token:
         return service.identify(request.headers.get("authorization"))
@@ -141,8 +149,31 @@ def build(
     return statuses, service
 
 
+def serve_holder() -> str:
+    """The registry's holder name: ``serve:host:pid:random``, without the process mark
+    a library registry's name ends with. A turn a client opened over HTTP is the
+    client's, not the process's: when the server is killed, its turns stand for their
+    lease (``lease_ttl_s``) so that the client can go on with them through the
+    restarted server, instead of being sealed as a dead process's turns are."""
+    return f"serve:{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+def _document(app: FastAPI) -> None:
+    """``/openapi.json``: FastAPI's paths with every body, answer and error (`_openapi`)."""
+    generate = app.openapi
+    cached: list[dict[str, Any]] = []
+
+    def openapi() -> dict[str, Any]:
+        if not cached:
+            cached.append(document(generate()))
+        return cached[0]
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def _shut_down(service: Service, drain_s: float) -> None:
     try:
+        service.adopter.close()
         service.registry.close(drain_s=drain_s)
     finally:
         service.store.close()
@@ -168,13 +199,24 @@ def _answer_errors(app: FastAPI) -> None:
     async def http(request: Request, exc: Exception) -> Response:
         status = getattr(exc, "status_code", 500)
         kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(status, "HTTPError")
-        return JSONResponse({"error": kind, "message": str(getattr(exc, "detail", kind))}, status_code=status)
+        # a 405 names every method the path takes (each of FastAPI's routes has its own)
+        headers = {"Allow": _allowed(app, request)} if status == 405 else getattr(exc, "headers", None)
+        body = {"error": kind, "message": str(getattr(exc, "detail", kind))}
+        return JSONResponse(body, status_code=status, headers=headers)
 
     app.add_exception_handler(TranscriptError, answer)
     app.add_exception_handler(ServiceError, answer)
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(HTTPException, http)
     app.add_exception_handler(Exception, answer)
+
+
+def _allowed(app: FastAPI, request: Request) -> str:
+    methods: set[str] = set()
+    for route in app.router.routes:
+        if isinstance(route, Route) and route.methods and route.matches(request.scope)[0] is not Match.NONE:
+            methods |= route.methods
+    return ", ".join(sorted(methods))
 
 
 def _serve_health(app: FastAPI, service: Service, statuses: StatusCounter, who: Any) -> None:

@@ -13,7 +13,7 @@ from protocol import InvalidArgumentError, InvalidMessageError, Message, Transcr
 
 from ._errors import ServiceError
 
-__all__ = ["MAX_DEPTH", "json_body", "messages_of", "option"]
+__all__ = ["MAX_DEPTH", "json_body", "messages_of", "only", "option"]
 
 #: How deep a body's arrays and objects may nest (stored metadata allows 64 levels of its own).
 MAX_DEPTH = 100
@@ -64,26 +64,43 @@ def _depth(value: Any) -> int:
 
 
 def messages_of(body: Any, idempotency_key: str | None) -> list[Message]:
-    """The messages of a ``POST .../messages`` body.
-    ``Idempotency-Key`` names a single message (a list gives each message its own
-    ``key``)."""
+    """The messages of a ``POST .../messages`` body. ``Idempotency-Key: K`` is the key
+    of a single message; with a list, message i (from 1) is keyed ``K:i``; a message's
+    own ``key`` wins over the header's."""
     single = isinstance(body, dict)
     items = [body] if single else body
     if not isinstance(items, list) or not items or not all(isinstance(item, dict) for item in items):
         raise InvalidMessageError("the body is a message object or a non-empty list of them")
     if idempotency_key is not None:
-        if not single:
-            raise InvalidArgumentError("Idempotency-Key applies to a single message; give each message of a list a key")
-        given = items[0].get("key")
-        if given is not None and given != idempotency_key:
-            raise InvalidArgumentError("the message's key and its Idempotency-Key header differ")
-        items = [{**items[0], "key": idempotency_key}]
+        # one message: its key; a list (a retried batch is retried whole): message i's key is K:i.
+        # A message's own key wins over the header's.
+        keys = [idempotency_key] if single else [f"{idempotency_key}:{n}" for n in range(1, len(items) + 1)]
+        items = [item if item.get("key") is not None else {**item, "key": key} for item, key in zip(items, keys)]
     try:
-        return [Message.from_dict(item) for item in items]
+        return [Message.from_dict(_integral_usage(item)) for item in items]
     except TranscriptError:
         raise
     except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a field of the wrong JSON type
         raise InvalidMessageError(f"not a message: {type(exc).__name__}: {exc}") from None
+
+
+def only(body: Any, *names: str) -> Any:
+    """``body`` when it is an object holding no other fields than ``names``, else a 400."""
+    if not isinstance(body, dict):
+        raise InvalidArgumentError("the body is a JSON object")
+    unknown = sorted(set(body) - set(names))
+    if unknown:
+        raise InvalidArgumentError(f"unknown fields {unknown}: the body takes {', '.join(names)}")
+    return body
+
+
+def _integral_usage(item: dict[str, Any]) -> dict[str, Any]:
+    """A usage count sent as ``12.0`` is the integer 12 (JSON has one number type)."""
+    usage = item.get("usage")
+    if not isinstance(usage, dict):
+        return item
+    counts = {k: int(v) for k, v in usage.items() if isinstance(v, float) and v.is_integer() and k.endswith("_tokens")}
+    return {**item, "usage": {**usage, **counts}} if counts else item
 
 
 def option(body: Any, name: str, kind: type, default: Any) -> Any:

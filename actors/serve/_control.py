@@ -16,7 +16,7 @@ from protocol._messages import check_key
 from .. import Turn
 from ..compaction._policy import check_on_busy
 from ..session.commands import compress_command as _compress_command
-from ._body import json_body, option
+from ._body import json_body, only, option
 from ._gone import unless_gone
 from ._service import Service
 from ._tokens import Token
@@ -43,7 +43,7 @@ def control_routes(service: Service, who: Any) -> APIRouter:
         idempotency_key: Annotated[str | None, Header()] = None,
     ) -> Any:
         service.require(token, "write")
-        on_busy = option(await json_body(request, empty={}), "on_busy", str, None)
+        on_busy = option(only(await json_body(request, empty={}), "on_busy"), "on_busy", str, None)
         if on_busy is not None:  # both checked before any store read
             check_on_busy(on_busy)
         if idempotency_key is not None:
@@ -58,19 +58,24 @@ def control_routes(service: Service, who: Any) -> APIRouter:
             await turn.__aexit__(None, None, None)
             body = {"replayed": True, "key": idempotency_key, "session_id": handle.session_id, "messages": messages}
             return JSONResponse(body, status_code=200)
-        turn_id = service.keep_turn(session_id, token, info.source, handle, turn)
+        try:
+            turn_id = await service.keep_turn(session_id, token, handle, turn)
+        except BaseException:
+            await turn.__aexit__(None, None, None)
+            raise
         return {"turn": turn_id, "session_id": handle.session_id, "key": idempotency_key, "replayed": False}
 
     @router.get("/sessions/{session_id:sid}/turns/{turn_id}", summary="Is the turn still open, was it asked to end?")
     async def turn_state(session_id: str, turn_id: str, token: Who) -> Any:
-        kept = service.turn(token, session_id, turn_id, "read")
-        return {"turn": turn_id, "session_id": kept.handle.session_id, "interrupted": kept.turn.interrupted}
+        kept = await service.turn(token, session_id, turn_id, "read")
+        interrupted = await kept.interrupted()
+        return {"turn": turn_id, "session_id": kept.live_id, "interrupted": interrupted}
 
     @router.delete("/sessions/{session_id:sid}/turns/{turn_id}", summary="Close the turn (held appends then go in)")
     async def close_turn(session_id: str, turn_id: str, token: Who) -> Any:
-        kept = service.turn(token, session_id, turn_id, "write")
-        service.drop_turn(turn_id)
-        await kept.turn.__aexit__(None, None, None)
+        kept = await service.turn(token, session_id, turn_id, "write")
+        service.drop_turn(turn_id, kept)
+        await kept.close()
         return {"turn": turn_id, "closed": True}
 
     @router.post(
@@ -78,7 +83,7 @@ def control_routes(service: Service, who: Any) -> APIRouter:
     )
     async def compact(session_id: str, request: Request, token: Who) -> Any:
         service.require(token, "write")
-        body = await json_body(request, empty={})
+        body = only(await json_body(request, empty={}), "force", "mode", "wait")
         force = option(body, "force", bool, False)
         mode = option(body, "mode", str, None)
         wait = option(body, "wait", bool, True)
@@ -101,10 +106,10 @@ def control_routes(service: Service, who: Any) -> APIRouter:
     async def retract(session_id: str, request: Request, token: Who, turn: str | None = None) -> Any:
         service.require(token, "write")
         if turn is not None:
-            handle = service.turn(token, session_id, turn, "write").handle
+            taken = await (await service.turn(token, session_id, turn, "write")).retract(request)
         else:
             handle = await service.handle(token, session_id)
-        taken = await unless_gone(request, handle.retract_async())
+            taken = await unless_gone(request, handle.retract_async())
         return {"retracted": None if taken is None else service.messages_view(token, [taken])[0]}
 
     @router.get("/locks", summary="Compaction leases held and turns open, on the whole database")

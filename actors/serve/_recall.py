@@ -30,6 +30,7 @@ def recall_routes(service: Service, who: Any) -> APIRouter:
         limit: int = 20,
     ) -> Any:
         service.require(token, "read")
+        session_id, source = session_id or None, source or None  # an empty parameter is none
         if not q:
             raise InvalidArgumentError("q (the words to search for) is required")
         hits = await asyncio.to_thread(
@@ -52,6 +53,7 @@ def recall_routes(service: Service, who: Any) -> APIRouter:
     @router.get("/usage", summary="Token usage recorded on messages and compactions, per model")
     async def usage(token: Who, session_id: str | None = None, source: str | None = None) -> Any:
         service.require(token, "read")
+        session_id, source = session_id or None, source or None
         total = await asyncio.to_thread(service.store_for(token).usage, session_id, source=source)
         summed = {**total.to_dict(), "total_tokens": total.total_tokens}
         return {"session_id": session_id, "source": source, "usage": summed}

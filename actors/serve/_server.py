@@ -29,7 +29,7 @@ from ._limits import bounded_protocol
 from ._service import Service
 from ._tokens import TokenFile
 
-__all__ = ["serve"]
+__all__ = ["bound_socket", "check_tokens", "serve"]
 
 logger = logging.getLogger("session_actors.serve")
 
@@ -43,6 +43,19 @@ def _loopback(host: str) -> bool:
         return False
 
 
+def check_tokens(tokens: str | None, insecure_local: bool, host: str) -> TokenFile | None:
+    """The token file at ``tokens`` (None: ``insecure_local``, on a loopback address
+    alone); `ConfigurationError` for a missing, unreadable or empty one."""
+    if tokens is None and not insecure_local:
+        raise ConfigurationError("serve needs --tokens FILE (or --insecure-local on a loopback address)")
+    if tokens is None and not _loopback(host):
+        raise ConfigurationError(f"--insecure-local serves only a loopback address, not {host!r}")
+    token_file = TokenFile.read(tokens) if tokens is not None else None
+    if token_file is not None and not len(token_file):
+        raise ConfigurationError(f"the token file {tokens!r} holds no token (add one: session-actors token add)")
+    return token_file
+
+
 def serve(
     db: str,
     *,
@@ -54,19 +67,15 @@ def serve(
     policy: CompactionPolicy | None = None,
     limits: ServeLimits | None = None,
     announce: TextIO | None = None,
+    listen_fd: int | None = None,
 ) -> None:
     """Serve ``db`` until SIGTERM or SIGINT. ``tokens`` is the token file's path.
     Port 0 takes a free port; the line written to ``announce`` (stdout by default)
-    names the address actually bound."""
-    if tokens is None and not insecure_local:
-        raise ConfigurationError("serve needs --tokens FILE (or --insecure-local on a loopback address)")
-    if tokens is None and not _loopback(host):
-        raise ConfigurationError(f"--insecure-local serves only a loopback address, not {host!r}")
-    token_file = TokenFile.read(tokens) if tokens is not None else None
-    if token_file is not None and not len(token_file):
-        raise ConfigurationError(f"the token file {tokens!r} holds no token (add one: session-actors token add)")
+    names the address actually bound. ``listen_fd``: accept on this inherited,
+    already listening socket instead (a worker of ``--workers``; nothing announced)."""
+    token_file = check_tokens(tokens, insecure_local, host)
     limits = limits or ServeLimits()
-    sock = _bound(host, port)
+    sock = bound_socket(host, port) if listen_fd is None else socket.socket(fileno=listen_fd)
     try:
         app, service = build(db, tokens=token_file, compressor=compressor, policy=policy, limits=limits)
         config = uvicorn.Config(
@@ -79,10 +88,11 @@ def serve(
             h11_max_incomplete_event_size=64 * 1024,
         )
         server = _DrainingServer(config, service, limits.drain_s)
-        bound_host, bound_port = sock.getsockname()[:2]
-        out = announce or sys.stdout
-        out.write(f"session-actors serve: listening on http://{bound_host}:{bound_port} (console: /console)\n")
-        out.flush()
+        if listen_fd is None:
+            bound_host, bound_port = sock.getsockname()[:2]
+            out = announce or sys.stdout
+            out.write(f"session-actors serve: listening on http://{bound_host}:{bound_port} (console: /console)\n")
+            out.flush()
         _stop_signals_end_the_serve()
         asyncio.run(server.serve(sockets=[sock]))
     finally:
@@ -125,7 +135,7 @@ def _stop_signals_end_the_serve() -> None:
             signal.signal(signum, lambda *_: None)
 
 
-def _bound(host: str, port: int) -> Any:
+def bound_socket(host: str, port: int) -> Any:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -9,24 +9,26 @@ fencing, idempotency keys in the store).
 from __future__ import annotations
 
 import asyncio
-import hmac
-import secrets
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from persistence import SourceScopedStore, Store
-from protocol import AccessDeniedError, SessionInfo, SessionNotFoundError, StoredMessage
+from protocol import AccessDeniedError, SessionInfo, SessionNotFoundError, StoredMessage, TurnLostError
 from protocol._jsonable import message_dict, session_dict
 
 from .. import SessionHandle, SessionRegistry, Turn
 from ._errors import ServiceError
 from ._events import EventHub
+from ._http_turns import AdoptedTurn, LocalTurn, TurnAdopter
 from ._tokens import Token, TokenFile
+from ._turn_ids import TurnIds, TurnRef
 
-__all__ = ["LOCAL", "OpenTurn", "Service"]
+__all__ = ["LOCAL", "Service"]
+
+logger = logging.getLogger("session_actors.serve")
 
 #: Who every request is when the service runs with ``--insecure-local`` (no tokens).
 LOCAL = Token("local", frozenset({"admin"}), None, "")
@@ -35,23 +37,13 @@ LOCAL = Token("local", frozenset({"admin"}), None, "")
 _HANDLES_KEPT = 100_000
 
 
-@dataclass(slots=True)
-class OpenTurn:
-    """A turn a client opened with ``POST .../turns`` and closes by its id."""
-
-    session_id: str
-    owner: str  # the digest of the token that opened it: only that token may use or close it
-    source: str  # the session's source, checked against the token's on every use
-    handle: SessionHandle
-    turn: Turn
-    opened: float
-
-
 class Service:
     def __init__(self, store: Store, registry: SessionRegistry, tokens: TokenFile | None, hub: EventHub) -> None:
         self.store, self.registry, self.tokens, self.hub = store, registry, tokens, hub
         self._handles: OrderedDict[str, tuple[SessionHandle, str]] = OrderedDict()
-        self._turns: dict[str, OpenTurn] = {}
+        self._turns: dict[str, tuple[LocalTurn, float]] = {}  # turn id -> (turn, monotonic time opened)
+        self.turn_ids = TurnIds(tokens)
+        self.adopter = TurnAdopter(store, registry.policy, self._reconcile)
         #: requests in flight now (set by the application to its `RequestLimits`' count)
         self.requests_in_flight: Callable[[], int] = lambda: 0
 
@@ -136,40 +128,75 @@ class Service:
 
     # -- turns -------------------------------------------------------------------------
 
-    def keep_turn(self, session_id: str, token: Token, source: str, handle: SessionHandle, turn: Turn) -> str:
+    async def keep_turn(self, session_id: str, token: Token, handle: SessionHandle, turn: Turn) -> str:
+        """The id of a turn just opened through ``handle``: it names the turn's durable
+        lease (see `TurnIds`), so any server of this database and token file can use it."""
+        ref = await asyncio.to_thread(self._lease_of, handle)
         self._prune_turns()
-        turn_id = secrets.token_urlsafe(12)
-        self._turns[turn_id] = OpenTurn(session_id, token.digest, source, handle, turn, time.monotonic())
+        turn_id = self.turn_ids.mint(session_id, token.digest, ref)
+        self._turns[turn_id] = (LocalTurn(session_id, ref, handle, turn), time.monotonic())
+        self.adopter.start()
         return turn_id
 
-    def turn(self, token: Token, session_id: str, turn_id: str, scope: str) -> OpenTurn:
-        """The open turn ``turn_id`` of ``session_id``, for the token that opened it
-        alone (its digest, not its name, is compared), checked against the token's
-        ``scope`` and source as any other use of the session is."""
-        self.require(token, scope)
-        kept = self._turns.get(turn_id)
-        if kept is None or kept.session_id != session_id:
-            raise ServiceError(404, "TurnNotFound", f"no open turn {turn_id!r} on {session_id!r}")
-        if not hmac.compare_digest(kept.owner, token.digest):
-            raise ServiceError(403, "Forbidden", f"turn {turn_id!r} was opened by another token")
-        self.check_source(token, kept.source)
-        return kept
+    def _lease_of(self, handle: SessionHandle) -> TurnRef:
+        """This registry's lease on the handle's live session (one turn per session
+        per registry: the gate holds the others), read back from the store."""
+        live_id = handle.session_id
+        for _ in range(5):  # a rotation may move it between the open and this read: follow it
+            lease = self.store.current_turn(live_id)
+            if lease is not None and lease.holder == self.registry.holder:
+                return TurnRef(lease.holder, lease.token, self.store.now())
+            live_id = self.store.resolve(live_id)
+        raise TurnLostError(handle.session_id, message="the turn lost its lease as it opened: open a new one")
 
-    def drop_turn(self, turn_id: str) -> None:
+    async def turn(self, token: Token, session_id: str, turn_id: str, scope: str) -> LocalTurn | AdoptedTurn:
+        """The turn ``turn_id`` of ``session_id``, for the token that opened it alone
+        (its digest, not its name, is compared), checked against the token's ``scope``
+        and the session's source as any other use of the session is. A turn another
+        server opened (before a restart, or another worker) is adopted: used through
+        its durable lease."""
+        self.require(token, scope)
+        ref = self.turn_ids.read(turn_id, session_id, token.digest)
+        await self.info(token, session_id)  # the source check: a token may have lost its reach
+        kept = self._turns.get(turn_id)
+        if kept is not None:
+            return kept[0]
+        adopted = AdoptedTurn(self.store, self.registry.policy, session_id, ref)
+        self.adopter.adopt(adopted)
+        return adopted
+
+    def drop_turn(self, turn_id: str, turn: LocalTurn | AdoptedTurn) -> None:
         self._turns.pop(turn_id, None)
+        self.adopter.forget(turn.ref.token)
+
+    def _reconcile(self) -> None:
+        """Close this process's own turns whose lease is gone: another worker (or a
+        restarted server's client) closed it, or it lapsed. Until then this
+        registry's gate would hold its other calls to the session behind a turn that
+        no longer exists."""
+        kept_now = list(self._turns.items())  # before the read: each of these was open by then
+        if not kept_now:
+            return
+        live = {lease.token for lease in self.store.turns(holder=self.registry.holder)}
+        for turn_id, (kept, _) in kept_now:
+            if kept.ref.token not in live and self._turns.pop(turn_id, None) is not None:
+                try:
+                    kept.turn.__exit__(None, None, None)
+                except Exception:
+                    logger.warning("closing the turn %s whose lease is gone failed", turn_id, exc_info=True)
 
     def _prune_turns(self) -> None:
         """Forget turns left open past ``max_turn_s``: the actor closed them already
         (a client that never closes its turn holds the others that long, no longer)."""
         limit = self.registry.policy.max_turn_s + self.registry.policy.ask_timeout_s
         now = time.monotonic()
-        for turn_id, kept in list(self._turns.items()):
-            if now - kept.opened > limit:
+        for turn_id, (_, opened) in list(self._turns.items()):
+            if now - opened > limit:
                 del self._turns[turn_id]
 
     def stats(self) -> dict[str, Any]:
         return {
-            "open_http_turns": len(self._turns),
+            "open_http_turns": len(self._turns) + len(self.adopter),
             "event_subscribers": self.hub.subscribers(),
             "http_requests_in_flight": self.requests_in_flight(),
         }

@@ -12,11 +12,19 @@ from fastapi.responses import JSONResponse
 
 from persistence import Store
 from persistence.internal import root_of, walk
-from protocol import InvalidArgumentError, SessionExistsError, SessionInfo, SessionNotFoundError
+from protocol import (
+    InvalidArgumentError,
+    Message,
+    SessionExistsError,
+    SessionInfo,
+    SessionNotFoundError,
+    StoredMessage,
+)
 from protocol._checks import check_count
 from protocol._jsonable import json_scalar, message_dict, session_dict, to_jsonable
 
-from ._body import json_body, messages_of, option
+from .. import SessionHandle
+from ._body import json_body, messages_of, only, option
 from ._gone import unless_gone
 from ._service import Service
 from ._tokens import Token
@@ -54,7 +62,7 @@ def session_routes(service: Service, who: Any) -> APIRouter:
     @router.put("/sessions/{session_id:sid}", summary="Create the session, or get it when it exists (201 or 200)")
     async def put_session(session_id: str, request: Request, token: Who) -> Any:
         service.require(token, "write")
-        body = await json_body(request, empty={})
+        body = only(await json_body(request, empty={}), "source", "metadata")
         source = option(body, "source", str, token.source or "api")
         metadata = option(body, "metadata", dict, None)
         # the token's view refuses another source, to create or to get
@@ -71,7 +79,7 @@ def session_routes(service: Service, who: Any) -> APIRouter:
     @router.patch("/sessions/{session_id:sid}", summary="Merge a metadata patch (a key set to null is removed)")
     async def patch_session(session_id: str, request: Request, token: Who) -> Any:
         service.require(token, "write")
-        patch = option(await json_body(request), "metadata", dict, None)
+        patch = option(only(await json_body(request), "metadata"), "metadata", dict, None)
         if patch is None:
             raise InvalidArgumentError('the body is {"metadata": {...}}')
         await service.info(token, session_id)
@@ -97,13 +105,13 @@ def session_routes(service: Service, who: Any) -> APIRouter:
         service.require(token, "write")
         messages = messages_of(await json_body(request), idempotency_key)
         if turn is not None:
-            handle = service.turn(token, session_id, turn, "write").handle
+            writer = (await service.turn(token, session_id, turn, "write")).append
         else:
-            handle = await service.handle(token, session_id)
+            writer = _appender(await service.handle(token, session_id))
         # keyed messages may all be stored already: then the answer is 200, not 201
         asked = await asyncio.to_thread(service.store.now) if all(m.key is not None for m in messages) else None
         try:
-            stored = await unless_gone(request, handle.append_async(messages))
+            stored = await writer(request, messages)
         except SessionNotFoundError:
             service.forget(session_id)
             raise
@@ -141,6 +149,13 @@ def session_routes(service: Service, who: Any) -> APIRouter:
         return await asyncio.to_thread(_lineage, service.store_for(token), await service.info(token, session_id))
 
     return router
+
+
+def _appender(handle: SessionHandle) -> Any:
+    async def append(request: Request, messages: list[Message]) -> list[StoredMessage]:
+        return await unless_gone(request, handle.append_async(messages))
+
+    return append
 
 
 def _live(text: str | None) -> bool | None:

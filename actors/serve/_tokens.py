@@ -74,6 +74,10 @@ class TokenFile:
     def __len__(self) -> int:
         return len(self._by_digest)
 
+    def digests(self) -> list[str]:
+        """Every token's SHA-256 (hex): what the service keys its turn ids with."""
+        return list(self._by_digest)
+
     def names(self) -> list[str]:
         return sorted(t.name for t in self._by_digest.values())
 

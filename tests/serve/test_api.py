@@ -51,6 +51,7 @@ def test_list_filters_on_source_and_metadata_and_pages_by_keyset(server):
 
 def test_appends_one_or_many_with_keys_are_stored_once_and_read_back_in_order(server):
     _created(server, "a")
+    _created(server, "batch")
     one = _append(server, "a", {"role": "user", "content": "hi"}, headers={"Idempotency-Key": "m1"})
     assert one.status == 201 and [m["seq"] for m in one.body["messages"]] == [1]
     replay = _append(server, "a", {"role": "user", "content": "hi"}, headers={"Idempotency-Key": "m1"})
@@ -58,6 +59,11 @@ def test_appends_one_or_many_with_keys_are_stored_once_and_read_back_in_order(se
     batch = [{"role": "assistant", "content": "hello", "key": "m2"}, {"role": "user", "content": "bye", "key": "m3"}]
     assert _append(server, "a", batch).status == 201
     assert _append(server, "a", batch).status == 200  # every one already stored
+    # a batch under Idempotency-Key K: message i is keyed K:i, a message's own key wins
+    keyed = [{"role": "user", "content": "b1"}, {"role": "assistant", "content": "b2", "key": "own"}]
+    first = _append(server, "batch", keyed, headers={"Idempotency-Key": "K"})
+    assert first.status == 201 and [m["key"] for m in first.body["messages"]] == ["K:1", "own"]
+    assert _append(server, "batch", keyed, headers={"Idempotency-Key": "K"}).body == first.body
     plain = _append(server, "a", {"role": "assistant", "content": "no key"})
     assert plain.status == 201
     read = server.call("GET", "/v1/sessions/a/messages").body["messages"]
@@ -75,8 +81,8 @@ def test_bad_input_gets_a_typed_error_and_writes_nothing(server):
     cases = [
         ({"role": "nobody", "content": "x"}, None, 400, "InvalidMessageError"),
         ([], None, 400, "InvalidMessageError"),
-        ([{"role": "user", "content": "x"}], {"Idempotency-Key": "k"}, 400, "InvalidArgumentError"),
-        ({"role": "user", "content": "x", "key": "a"}, {"Idempotency-Key": "b"}, 400, "InvalidArgumentError"),
+        ([{"role": "user", "content": "x"}], {"Idempotency-Key": "k" * 199}, 400, "InvalidMessageError"),  # k...:1
+        ({"role": "user", "content": "x"}, {"Idempotency-Key": "k" * 201}, 400, "InvalidMessageError"),
         ({"role": "user", "content": "x", "key": " padded "}, None, 400, "InvalidMessageError"),
     ]
     for body, headers, status, kind in cases:
@@ -113,7 +119,10 @@ def test_a_turn_keeps_its_appends_together_and_holds_the_others_until_it_closes(
     assert held and held[0].status == 201
     contents = [m["content"] for m in server.call("GET", "/v1/sessions/t/messages").body["messages"]]
     assert contents == ["ask", "answer", "double text"]
-    assert server.call("DELETE", f"/v1/sessions/t/turns/{tid}").status == 404  # closed already
+    again = server.call("DELETE", f"/v1/sessions/t/turns/{tid}")  # closed already: its lease is gone
+    assert (again.status, again.body["error"]) == (409, "TurnLostError")
+    unknown = server.call("DELETE", f"/v1/sessions/t/turns/{tid[:-4]}AAAA")  # no server minted it
+    assert (unknown.status, unknown.body["error"]) == (404, "TurnNotFound")
 
 
 def test_reject_answers_409_while_another_turn_is_open(server):

@@ -16,7 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from persistence import open_store
+
 from .client import Server, start_server
+from .narrow import NarrowPage
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 #: Set by .ci/run: a missing browser fails these tests there instead of skipping them.
@@ -31,7 +34,7 @@ def _browser() -> None:
         pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
 
 
-def _browse(url: str, tmp_path: Path, name: str) -> tuple[str, Path]:
+def _browse(url: str, tmp_path: Path, name: str, width: int = 1400) -> tuple[str, Path]:
     """The DOM after the page's scripts ran, and a screenshot of it."""
     shot = tmp_path / f"{name}.png"
     flags = [
@@ -41,7 +44,7 @@ def _browse(url: str, tmp_path: Path, name: str) -> tuple[str, Path]:
         "--no-first-run",
         "--disable-dev-shm-usage",
         f"--user-data-dir={tmp_path / 'profile'}",
-        "--window-size=1400,1000",
+        f"--window-size={width},1000",
         "--virtual-time-budget=8000",
     ]
     dom = subprocess.run([CHROMIUM, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=90)
@@ -107,6 +110,8 @@ def test_the_console_shows_sessions_the_transcript_with_tool_runs_and_turns_and_
     base = f"http://127.0.0.1:{server.port}/console"
     dom, shot = _browse(f"{base}?session={child}#token={token}", tmp_path, "transcript")
     assert "web:console" in dom and child in dom  # the sessions list and the picked one
+    # one row per conversation: the session rotated away from is folded into its continuation's
+    assert f'data-id="{child}"' in dom and 'data-id="web:console"' not in dom and "continues web:console" in dom
     assert 'data-ready="transcript"' in dom
     assert 'class="tools"' in dom and "weather" in dom and "sunny, 21C" in dom  # the tool run, grouped
     assert 'class="turn"' in dom and "compaction summary" in dom
@@ -117,11 +122,53 @@ def test_the_console_shows_sessions_the_transcript_with_tool_runs_and_turns_and_
     assert 'id="lineage-graph"' in dom and dom.count("<rect") == 2 and 'data-id="web:console"' in dom
     assert _colours(shot) > 8
 
+    dom, shot = _browse(f"{base}?session=web:console&tab=archive#token={token}", tmp_path, "archive")
+    assert 'data-ready="archive"' in dom and 'class="archive-group"' in dom
+    # the archive grouped by its compaction, each message marked dropped (summarized) or carried
+    assert "16 dropped into the summary, 0 carried verbatim" in dom and "dropped (summarized)" in dom
+    assert len(re.findall(r'class="msg role-\w+ dropped"', dom)) == 16
+    assert _colours(shot) > 8
+
     dom, _ = _browse(f"{base}?session=web:console&tab=compactions#token={token}", tmp_path, "compactions")
     assert 'data-ready="compactions"' in dom and "Replaced" in dom and "Carried tail" in dom
     assert "rotate by head-tail" in dom and "What is the weather in Lisbon?" in dom
     replaced, summary = dom.split("Replaced", 1)[1].split("Summary", 1)
     assert "What is the weather in Lisbon?" in replaced and "[CONTEXT COMPACTION]" in summary.split("Carried tail")[0]
+
+
+def test_the_console_fits_a_390_px_wide_screen(server, tmp_path):
+    child = _conversation(server)
+    token = server.tokens["reader"]
+    base = f"http://127.0.0.1:{server.port}/console"
+    page = NarrowPage(CHROMIUM, tmp_path / "narrow-profile", 390)
+    try:
+        for tab in ("transcript", "compactions", "lineage", "locks"):
+            page.open(
+                f"{base}?session={child}&tab={tab}#token={token}",
+                f"document.getElementById('panel').dataset.ready === '{tab}'",
+            )
+            assert page.evaluate("window.innerWidth") == 390
+            # nothing scrolls sideways, and the panel is as wide as the screen allows
+            assert page.evaluate("document.documentElement.scrollWidth") <= 390, tab
+            assert page.evaluate("document.body.dataset.fits") == "yes"
+            assert page.evaluate("document.getElementById('detail').getBoundingClientRect().width") > 300, tab
+            assert _colours(page.screenshot(tmp_path / f"narrow-{tab}.png")) > 8
+    finally:
+        page.close()
+
+
+def test_a_branch_links_to_where_it_came_from(server, tmp_path):
+    assert server.call("PUT", "/v1/sessions/web:root", {"source": "web"}).status == 201
+    for n in range(3):
+        assert server.call("POST", "/v1/sessions/web:root/messages", {"role": "user", "content": f"m{n}"}).status == 201
+    store = open_store(str(tmp_path / "state.db"))
+    try:
+        store.branch("web:root", 2, "web:branch")
+    finally:
+        store.close()
+    dom, _ = _browse(f"http://127.0.0.1:{server.port}/console#token={server.tokens['reader']}", tmp_path, "branch")
+    assert 'class="branch-of"' in dom and "branch of web:root @ #2" in dom
+    assert 'href="?session=web%3Aroot"' in dom
 
 
 def test_the_console_searches_live_and_archived_text(server, tmp_path):

@@ -51,8 +51,20 @@ async function loadSessions(more = false) {
     const body = document.querySelector("#sessions tbody");
     if (!more) body.replaceChildren();
     for (const info of page.sessions) {
+      // one row per conversation: a session a compaction rotated away from lives on in its
+      // continuation's row (its lineage tab shows every rotation)
+      if (info.end_reason === "compression") continue;
+      const name = el("td", {}, info.id);
+      if (info.branch_of) {
+        const [from, seq] = info.branch_of;
+        const link = el("a", { href: "?session=" + encodeURIComponent(from), class: "branch-of" }, `branch of ${from} @ #${seq}`);
+        link.addEventListener("click", (event) => { event.preventDefault(); event.stopPropagation(); pickId(from); });
+        name.append(el("br"), link);
+      } else if (info.parent_session_id) {
+        name.append(el("br"), el("span", { class: "rotated" }, "continues " + info.parent_session_id));
+      }
       const row = el("tr", { class: "session", "data-id": info.id },
-        el("td", {}, info.id), el("td", {}, info.source),
+        name, el("td", {}, info.source),
         el("td", {}, info.live ? "live" : "ended: " + info.end_reason), el("td", {}, when(info.created_at)));
       row.addEventListener("click", () => pick(info.id, row));
       body.append(row);
@@ -61,6 +73,12 @@ async function loadSessions(more = false) {
     document.getElementById("more").hidden = !page.next;
     say(body.children.length + " sessions");
   } catch (error) { say(error.message, true); }
+}
+
+function pickId(id) {
+  const row = [...document.querySelectorAll("tr.session")].find((r) => r.dataset.id === id);
+  if (row) pick(id, row);
+  else { state.picked = id; document.getElementById("detail-title").textContent = id; show(state.tab); }
 }
 
 function pick(id, row) {
@@ -112,6 +130,40 @@ function transcriptView(messages) {
     view.append(messageBox(message));
   }
   if (!messages.length) view.append(el("p", {}, "no messages"));
+  return view;
+}
+
+// -- archive --------------------------------------------------------------------
+
+// The archive grouped by the compaction that archived each message: what its summary replaced
+// (dropped from the verbatim transcript) and what it carried into the continuation verbatim.
+async function archiveView(id) {
+  const path = `/sessions/${encodeURIComponent(id)}`;
+  const [archived, records] = await Promise.all([api(path + "/messages?archived=true"), api(path + "/compactions")]);
+  const view = el("div", { id: "archive" });
+  let left = archived.messages, below = 0;
+  const ordered = [...records.compactions].sort((a, b) => a.watermark - b.watermark);
+  for (const record of ordered) {
+    const detail = await api(`/compactions/${record.id}`);
+    const carried = new Set(detail.carried.map((m) => m.origin_id));
+    const mine = left.filter((m) => m.seq > below && m.seq <= record.watermark && m.state !== "retracted");
+    left = left.filter((m) => !mine.includes(m));
+    below = record.watermark;
+    const kept = mine.filter((m) => carried.has(m.id)).length;
+    const group = el("div", { class: "archive-group", "data-compaction": record.id },
+      el("h3", {}, `compaction #${record.id} (${record.mode}, ${when(record.committed_at)}): `
+        + `${mine.length - kept} dropped into the summary, ${kept} carried verbatim`));
+    for (const message of mine) {
+      const box = messageBox(message);
+      const how = carried.has(message.id) ? "carried" : "dropped";
+      box.classList.add(how);
+      box.querySelector(".head").append(" · " + (how === "carried" ? "carried verbatim" : "dropped (summarized)"));
+      group.append(box);
+    }
+    view.append(group);
+  }
+  if (left.length) view.append(el("div", { class: "archive-group" }, el("h3", {}, "retracted and other"), ...left.map(messageBox)));
+  if (!archived.messages.length) view.append(el("p", {}, "nothing archived"));
   return view;
 }
 
@@ -281,7 +333,7 @@ async function show(tab) {
     else if (tab === "search") view = await searchView();
     else if (!id) view = el("p", {}, "pick a session");
     else if (tab === "transcript") view = transcriptView((await api(path + "/messages")).messages);
-    else if (tab === "archive") view = transcriptView((await api(path + "/messages?archived=true")).messages);
+    else if (tab === "archive") view = await archiveView(id);
     else if (tab === "lineage") view = lineageView(await api(path + "/lineage"));
     else view = await compactionsView(id);
     panel.replaceChildren(view);
@@ -289,6 +341,13 @@ async function show(tab) {
   } catch (error) { panel.replaceChildren(el("p", { class: "error" }, error.message)); }
   if (tab === "transcript" || tab === "locks") state.timer = setTimeout(() => show(tab), 2000);  // live
 }
+
+// Whether the page fits its window's width (no sideways scrolling), for people and for the tests.
+function measureFit() {
+  document.body.dataset.fits = document.documentElement.scrollWidth <= window.innerWidth ? "yes" : "no";
+}
+window.addEventListener("resize", measureFit);
+new MutationObserver(measureFit).observe(document.documentElement, { childList: true, subtree: true });
 
 document.addEventListener("DOMContentLoaded", () => {
   const token = document.getElementById("token");
