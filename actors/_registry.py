@@ -73,6 +73,11 @@ class SessionRegistry:
     thread); an exception from it is logged and ignored.
     """
 
+    #: Whether the holder is announced where the store knows holders. A registry whose
+    #: turns belong to its clients rather than to its process (serve's) says False:
+    #: its turns then stand for their lease when the process is gone.
+    _announces_holder: bool = True
+
     def __init__(
         self,
         store: Store,
@@ -121,7 +126,7 @@ class SessionRegistry:
         """On a store that knows holders (PostgreSQL, direct): announce this registry's
         holder for its life, so a registry anywhere held behind one of its turns sees
         at once when this process is gone. A failure is logged: the leases stand."""
-        if not features_of(self.store).knows_holders:
+        if not (self._announces_holder and features_of(self.store).knows_holders):
             return None
         store: HolderAwareStore = self.store  # type: ignore[assignment]  # declared by knows_holders
         try:

@@ -107,7 +107,7 @@ def build(
     store = open_store(db)
     hub = EventHub(lambda session_id: _source_of(store, session_id), heartbeat_s=limits.heartbeat_s)
     try:
-        registry = SessionRegistry(
+        registry = _ServeRegistry(
             store, compressor=compressor, policy=policy, holder=serve_holder(), on_outcome=hub.publish
         )
     except BaseException:
@@ -147,6 +147,14 @@ def build(
     _serve_health(app, service, statuses, who)
     _serve_console(app)
     return statuses, service
+
+
+class _ServeRegistry(SessionRegistry):
+    """A turn opened over HTTP is its client's: the holder is never announced, so on
+    PostgreSQL (direct) no registry seals a killed server's turns before their lease
+    lapses (see `serve_holder`)."""
+
+    _announces_holder = False
 
 
 def serve_holder() -> str:

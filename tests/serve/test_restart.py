@@ -8,6 +8,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from .client import Server, start_server, token_file
 from .conftest import TOKENS
 
@@ -25,10 +27,11 @@ def _contents(server: Server, sid: str) -> list[str]:
     return [m["content"] for m in server.call("GET", f"/v1/sessions/{sid}/messages").body["messages"]]
 
 
-def test_a_turn_goes_on_and_closes_through_the_server_restarted_after_kill_9(tmp_path):
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_turn_goes_on_and_closes_through_the_server_restarted_after_kill_9(backend, tmp_path, request):
     path = tmp_path / "tokens.txt"
     secrets = token_file(path, TOKENS)
-    db = str(tmp_path / "state.db")
+    db = request.getfixturevalue("pg_url") if backend == "postgres" else str(tmp_path / "state.db")
     first = start_server(db, path, "--lease-ttl-s", str(LEASE_S), tokens_by_name=secrets)
     try:
         assert first.call("PUT", "/v1/sessions/chat/1", {"source": "web"}).status == 201
