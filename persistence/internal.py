@@ -9,6 +9,7 @@ here and never from ``persistence._*``.
 
 from . import _mutations as mutations
 from . import _telemetry as telemetry
+from ._hooks import skipped
 from ._integrity import check_store
 from ._killpoints import ENV_KILL_AT, POINTS
 from ._lineage import root_of, walk
@@ -32,6 +33,7 @@ __all__ = [
     "parse_store_url",
     "root_of",
     "scrubbed",
+    "skipped",
     "split_store_options",
     "submits",
     "telemetry",

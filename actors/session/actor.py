@@ -28,8 +28,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pykka
 
 from persistence import Store, SubmittingStore
-from persistence.internal import mutations as _mutations
-from persistence.internal import submits
+from persistence.internal import skipped, submits
 from protocol import (
     CompactionRecord,
     CompressionDisabledError,
@@ -629,8 +628,7 @@ class SessionActor(PooledActor):
         if command.origin == "review":
             raise CompressionDisabledError(self.live_id, "review handles never compact")
         attempt = self._attempt
-        joins = "join" not in _mutations.DISABLED  # a test proving the join matters
-        if attempt is not None and attempt.in_flight and joins:  # step 1: join, whatever force/mode
+        if attempt is not None and attempt.in_flight and not skipped("join"):  # step 1: join, whatever force/mode
             chain(attempt.outcome, reply)
             return
         attempt = self._start_attempt(command)

@@ -240,8 +240,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "join-disabled",
         "in-flight join",
         "actors/**/*.py",
-        '        joins = "join" not in _mutations.DISABLED',
-        "        joins = False",
+        '        if attempt is not None and attempt.in_flight and not skipped("join"):',
+        "        if False:",
     ),
 )
 
