@@ -14,6 +14,7 @@ from ..sql import Dialect
 from ..sql._lifecycle import lineage_ids
 from ._branch import insert_branch
 from ._driver import PgDatabase
+from ._lineage import lock_live_tip
 from ._recall import search
 from ._schema import DIALECT
 
@@ -28,6 +29,10 @@ _MAX_LOCK_ROUNDS = 16
 
 class PgDialect(Dialect):
     """Transactions on ``db``'s pool."""
+
+    #: Under READ COMMITTED an UPDATE that waited for a rotation's commit matches nothing
+    #: (its row ended) and cannot see the continuation: each round is a new statement.
+    carrier_rounds = 8
 
     def __init__(self, db: PgDatabase) -> None:
         self.queries = load_queries(DIALECT)
@@ -61,6 +66,17 @@ class PgDialect(Dialect):
             ids = sorted(set(ids) | set(again))
         raise SessionEndedError(session_id, None, None, f"the lineage of {session_id!r} kept growing")
 
+    def lock_live_tip(self, cur: Any, session_id: str, incarnation: str | None = None) -> Any:
+        return lock_live_tip(cur, self.queries, session_id, incarnation)
+
+    def new_turn_token(self, cur: Any) -> None:
+        """None: ``open_turn`` draws it from the ``turn_tokens`` sequence."""
+        return None
+
+    def turn_closed(self, cur: Any, session_id: str) -> None:
+        """NOTIFY registries on every host (delivered on COMMIT only)."""
+        cur.execute(self.queries["notify_turn_closed"], {"session_id": session_id})
+
     def insert_branch(
         self, cur: Any, origin: Any, new_id: str, metadata: str | None, at_seq: int, params: list[dict[str, Any]]
     ) -> None:
@@ -69,7 +85,7 @@ class PgDialect(Dialect):
     def search_hits(self, cur: Any, args: SearchArgs) -> list[SearchHit]:
         return search(cur, self.queries, args)
 
-    def id_list(self, ids: list[str]) -> list[str]:
+    def id_list(self, ids: list[Any]) -> list[Any]:
         return ids
 
     def clock(self) -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..sql._turns import turn_held
 from ._lineage import lock_live_tip
-from ._turns import turn_held
 
 __all__ = ["retract_last"]
 

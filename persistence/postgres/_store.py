@@ -74,7 +74,6 @@ from ._holders import HolderAnnouncement
 from ._keys import keyed_append
 from ._notify import CompactionListener, TurnListener
 from ._schema import DIALECT, ensure_schema
-from ._turns import TurnMethods
 from ._writer import AppendJob, CreateJob, PgWriter
 
 __all__ = ["PostgresStore"]
@@ -82,7 +81,7 @@ __all__ = ["PostgresStore"]
 log = logging.getLogger("session_actors.postgres")
 
 
-class PostgresStore(SqlStore, TurnMethods):
+class PostgresStore(SqlStore):
     """The `Store` on PostgreSQL, through a ``psycopg_pool.ConnectionPool``.
 
     Options: ``min_size``/``max_size`` (pool), ``patience_s`` (how long a call

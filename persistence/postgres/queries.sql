@@ -526,7 +526,7 @@ LISTEN session_actors_compaction;
 -- A hint for registries holding calls behind this turn (delivered on COMMIT only).
 SELECT pg_notify('session_actors_turn', json_build_object(
     'schema', current_schema(),
-    'session_id', %(id)s::text
+    'session_id', %(session_id)s::text
 )::text);
 
 -- name: listen_turns
@@ -548,7 +548,7 @@ UPDATE sessions
 SET turn_holder = %(holder)s, turn_token = nextval('turn_tokens'),
     turn_expires_at = extract(epoch FROM clock_timestamp())::double precision + %(ttl)s,
     turn_interrupted = false
-WHERE id = %(id)s AND ended_at IS NULL AND coalesce(%(incarnation)s::text = incarnation, true)
+WHERE id = %(session_id)s AND ended_at IS NULL AND coalesce(%(incarnation)s::text = incarnation, true)
   AND (turn_holder IS NULL
        OR (turn_holder = %(holder)s
            AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision))
@@ -559,19 +559,19 @@ RETURNING id, turn_holder, turn_token, turn_expires_at, turn_interrupted;
 SELECT id, ended_at, turn_holder, turn_token, turn_expires_at, turn_interrupted,
        turn_holder IS NOT NULL
            AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision AS turn_live
-FROM sessions WHERE id = %(id)s;
+FROM sessions WHERE id = %(session_id)s;
 
 -- name: roll_back_turn
 -- The rows of turn :token still at the end of the live transcript leave it
 -- (retracted, archived), as a retract of each would.
 UPDATE messages AS m
 SET state = 'retracted', archived_at = extract(epoch FROM clock_timestamp())::double precision
-WHERE m.session_id = %(id)s AND m.state = 'live' AND m.turn = %(token)s
-  AND m.seq >= (SELECT live_from FROM sessions WHERE id = %(id)s)
+WHERE m.session_id = %(session_id)s AND m.state = 'live' AND m.turn = %(token)s
+  AND m.seq >= (SELECT live_from FROM sessions WHERE id = %(session_id)s)
   AND m.seq > coalesce((SELECT max(o.seq) FROM messages AS o
-                        WHERE o.session_id = %(id)s AND o.state = 'live'
+                        WHERE o.session_id = %(session_id)s AND o.state = 'live'
                           AND o.turn IS DISTINCT FROM %(token)s
-                          AND o.seq >= (SELECT live_from FROM sessions WHERE id = %(id)s)), 0)
+                          AND o.seq >= (SELECT live_from FROM sessions WHERE id = %(session_id)s)), 0)
 RETURNING m.id;
 
 -- name: renew_turn
@@ -596,7 +596,7 @@ RETURNING id;
 -- name: interrupt_turn
 -- Ask the live turn of a session to stop, returning its token.
 UPDATE sessions SET turn_interrupted = true
-WHERE id = %(id)s AND turn_holder IS NOT NULL
+WHERE id = %(session_id)s AND turn_holder IS NOT NULL
   AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision
 RETURNING turn_token;
 
@@ -605,8 +605,8 @@ RETURNING turn_token;
 -- turn's key (NULL: none).
 SELECT min(seq) AS first_seq, (SELECT k.key FROM turn_keys AS k WHERE k.token = %(token)s) AS key
 FROM messages
-WHERE session_id = %(id)s AND state = 'live' AND turn = %(token)s
-  AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s);
+WHERE session_id = %(session_id)s AND state = 'live' AND turn = %(token)s
+  AND seq >= (SELECT live_from FROM sessions WHERE id = %(session_id)s);
 
 -- name: live_turns
 -- Every session with a live turn (a holder, not expired, not ended).
@@ -670,8 +670,8 @@ FOR UPDATE;
 SELECT id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
        created_at, state, origin_id, key, usage, turn
 FROM messages
-WHERE session_id = %(id)s AND state = 'live'
-  AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s)
+WHERE session_id = %(session_id)s AND state = 'live'
+  AND seq >= (SELECT live_from FROM sessions WHERE id = %(session_id)s)
 ORDER BY seq;
 
 -- name: retract_rows
@@ -686,7 +686,7 @@ WHERE id = ANY(%(ids)s::bigint[]) AND state = 'live';
 UPDATE sessions
 SET turn_holder = NULL, turn_interrupted = false,
     turn_expires_at = least(turn_expires_at, extract(epoch FROM clock_timestamp())::double precision)
-WHERE id = %(id)s AND turn_token = %(token)s AND turn_holder IS NOT NULL
+WHERE id = %(session_id)s AND turn_token = %(token)s AND turn_holder IS NOT NULL
 RETURNING id;
 
 -- name: turn_key
@@ -720,7 +720,7 @@ UPDATE turn_keys SET state = 'sealed' WHERE token = %(token)s AND state = 'open'
 -- retracted (the original, or its newest copy) is left out.
 WITH RECURSIVE
     up (id, parent) AS (
-        SELECT id, parent_session_id FROM sessions WHERE id = %(id)s
+        SELECT id, parent_session_id FROM sessions WHERE id = %(session_id)s
         UNION SELECT s.id, s.parent_session_id FROM sessions s JOIN up ON s.id = up.parent
     ),
     lineage (id) AS (

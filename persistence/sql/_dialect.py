@@ -39,6 +39,11 @@ class Dialect(ABC):
     #: where writes are serialized, so a look-up and its write never race.
     missing_session: tuple[type[BaseException], ...] = ()
 
+    #: How many statements a renew, close or seal of a turn runs to find the row
+    #: carrying its lease (`persistence.sql._turns`): more than one where a statement
+    #: that waited for a rotation's commit cannot see the continuation it created.
+    carrier_rounds: int = 1
+
     @abstractmethod
     def read(self, what: str, session_id: str, work: Callable[[Cursor], T]) -> T:
         """``work(cursor)`` in a read (retried while the database is busy);
@@ -66,7 +71,24 @@ class Dialect(ABC):
         the locking hook of an erasure."""
 
     @abstractmethod
-    def id_list(self, ids: list[str]) -> Any:
+    def lock_live_tip(self, cur: Cursor, session_id: str, incarnation: str | None = None) -> Any:
+        """The row of ``session_id``'s live tip, held against concurrent writes until the
+        transaction ends (resolved again where a rotation ended it meanwhile), if it is
+        the conversation ``incarnation`` (None: any); `SessionEndedError` for a tip
+        ended for another reason than a compaction."""
+
+    @abstractmethod
+    def new_turn_token(self, cur: Cursor) -> int | None:
+        """A token for the turn ``open_turn`` opens (``:token``), or None where the
+        statement draws it itself."""
+
+    @abstractmethod
+    def turn_closed(self, cur: Cursor, session_id: str) -> None:
+        """Tell whoever waits for a turn of ``session_id`` that it ended (once the
+        transaction commits), where waiters live beyond this process."""
+
+    @abstractmethod
+    def id_list(self, ids: list[Any]) -> Any:
         """``ids`` as the dialect's queries take a list of ids (``:ids``)."""
 
     @abstractmethod

@@ -23,9 +23,11 @@ from protocol import (
     SessionInfo,
     SessionNotFoundError,
     StoredMessage,
+    TurnLease,
     Usage,
 )
 from protocol._checks import check_count, check_text
+from protocol._turns import SealMode
 
 from .. import _telemetry as telemetry
 from .._branch import check_branch
@@ -37,8 +39,11 @@ from .._rows import (
     check_cooldown_seconds,
     check_incarnation,
     check_lease,
+    check_open_turn,
+    check_seal,
     check_snapshot,
     check_ttl,
+    check_turn,
     checked_session_id,
     compaction_from_row,
     cooldown_from_row,
@@ -51,6 +56,7 @@ from .._usage import check_usage_scope
 from . import _branch as branching
 from . import _lifecycle as lifecycle
 from . import _recall as recall
+from . import _turns as turning
 from ._dialect import Cursor, Dialect
 from ._lineage import ended_error, require_incarnation, require_session, resolve_tip
 
@@ -248,6 +254,63 @@ class SqlStore:
     def leases(self) -> list[Lease]:
         rows = self._dialect.read("leases", "?", lambda c: c.execute(self._q["held_leases"], {}).fetchall())
         return [lease_from_row(r) for r in rows]
+
+    # -- turns ------------------------------------------------------------------
+
+    def open_turn(
+        self,
+        session_id: str,
+        holder: str,
+        ttl_s: float,
+        *,
+        incarnation: str | None = None,
+        rollback: int | None = None,
+        key: str | None = None,
+    ) -> TurnLease:
+        sid = checked_session_id(session_id)
+        ttl = check_open_turn(holder, ttl_s, incarnation, rollback, key)
+
+        def work(c: Cursor) -> TurnLease:
+            return turning.open_turn(c, self._dialect, sid, holder, ttl, incarnation, rollback, key)
+
+        return self._dialect.write("open_turn", sid, work)
+
+    def seal_turn(self, session_id: str, *, mode: SealMode = "seal", lease: TurnLease | None = None) -> int | None:
+        sid = checked_session_id(session_id)
+        check_seal(mode, lease)
+        return self._dialect.write("seal_turn", sid, lambda c: turning.seal_turn(c, self._dialect, sid, mode, lease))
+
+    def renew_turn(self, lease: TurnLease, ttl_s: float) -> TurnLease | None:
+        check_turn(lease)
+        ttl = check_ttl(ttl_s)
+        return self._dialect.write(
+            "renew_turn", lease.session_id, lambda c: turning.renew_turn(c, self._dialect, lease, ttl)
+        )
+
+    def close_turn(self, lease: TurnLease) -> bool:
+        check_turn(lease)
+        return self._dialect.write(
+            "close_turn", lease.session_id, lambda c: turning.close_turn(c, self._dialect, lease)
+        )
+
+    def interrupt_turn(self, session_id: str) -> bool:
+        sid = checked_session_id(session_id)
+        return self._dialect.write("interrupt_turn", sid, lambda c: turning.interrupt_turn(c, self._dialect, sid))
+
+    def current_turn(self, session_id: str) -> TurnLease | None:
+        sid = checked_session_id(session_id)
+        return self._dialect.read("current_turn", sid, lambda c: turning.current_turn(c, self._dialect, sid))
+
+    def turns(self, *, holder: str | None = None) -> list[TurnLease]:
+        if holder is not None:
+            check_text(holder, "holder")
+        return self._dialect.read("turns", "?", lambda c: turning.live_turns(c, self._dialect, holder))
+
+    def interrupted_turns(self, holder: str) -> list[TurnLease]:
+        check_text(holder, "holder")
+        return self._dialect.read(
+            "interrupted_turns", "?", lambda c: turning.interrupted_turns(c, self._dialect, holder)
+        )
 
     # -- compaction and cooldowns -----------------------------------------------
 

@@ -8,13 +8,13 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from protocol import SearchHit
+from protocol import END_REASON_COMPRESSION, SearchHit, SessionEndedError
 
 from .._queries import load_queries
 from .._recall import SearchArgs
 from ..sql import Dialect
 from ..sql._lifecycle import lineage_ids
-from ..sql._lineage import require_session
+from ..sql._lineage import require_incarnation, require_session, resolve_tip
 from ._branch import insert_branch
 from ._driver import BusyRetry, ReaderPool, map_sqlite_error
 from ._recall import search
@@ -75,6 +75,20 @@ class SqliteDialect(Dialect):
         """The ids: the write lock already orders this transaction with every other."""
         return lineage_ids(cur, self.queries, session_id)
 
+    def lock_live_tip(self, cur: sqlite3.Connection, session_id: str, incarnation: str | None = None) -> sqlite3.Row:
+        """The tip's row: the write lock already keeps a rotation out."""
+        tip = require_incarnation(cur, self.queries, resolve_tip(cur, self.queries, session_id)["id"], incarnation)
+        if tip["ended_at"] is not None and tip["end_reason"] != END_REASON_COMPRESSION:
+            raise SessionEndedError(tip["id"], None, tip["end_reason"])
+        return tip
+
+    def new_turn_token(self, cur: sqlite3.Connection) -> int:
+        """From the file's one counter."""
+        return int(cur.execute(self.queries["next_turn_token"]).fetchone()["token"])
+
+    def turn_closed(self, cur: sqlite3.Connection, session_id: str) -> None:
+        """Nothing: a turn's waiters are on this host, and poll."""
+
     def insert_branch(
         self,
         cur: sqlite3.Connection,
@@ -89,7 +103,7 @@ class SqliteDialect(Dialect):
     def search_hits(self, cur: sqlite3.Connection, args: SearchArgs) -> list[SearchHit]:
         return search(cur, self.queries, args)
 
-    def id_list(self, ids: list[str]) -> str:
+    def id_list(self, ids: list[Any]) -> str:
         """A JSON array (the queries read it with ``json_each``)."""
         return json.dumps(ids)
 

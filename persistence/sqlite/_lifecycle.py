@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from protocol import END_REASON_COMPRESSION, SessionEndedError
 
 from ..sql._lineage import require_incarnation, resolve_tip
-from ._sessions import turn_held
+from ..sql._turns import turn_held
 
 __all__ = ["retract_last"]
 
@@ -36,8 +36,8 @@ def retract_last(
     tip = require_incarnation(conn, q, resolve_tip(conn, q, session_id)["id"], incarnation)
     if tip["ended_at"] is not None and tip["end_reason"] != END_REASON_COMPRESSION:
         raise SessionEndedError(tip["id"], None, tip["end_reason"])
-    held = conn.execute(q["turn_of"], {"session_id": tip["id"]}).fetchone()
-    live = held["turn_holder"] is not None and held["turn_expires_at"] > now
+    held = conn.execute(q["turn_of"], {"session_id": tip["id"], "now": now}).fetchone()
+    live = bool(held["turn_live"])
     dead = held["turn_holder"] is not None and not live
     if dead or (live and held["turn_token"] != turn) or (turn is not None and not live):
         raise turn_held(conn, q, tip["id"], turn, now)

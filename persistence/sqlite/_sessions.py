@@ -16,13 +16,12 @@ from protocol import (
     InvalidLineageError,
     SessionExistsError,
     StoredMessage,
-    TurnHeldError,
-    TurnLostError,
 )
 
 from .. import _keys as keys
-from .._rows import new_incarnation, stored_message_from_row, turn_refusal
+from .._rows import new_incarnation, stored_message_from_row
 from ..sql._lineage import ended_error, require_incarnation, require_session
+from ..sql._turns import turn_held
 from ._checksums import row_checksum
 
 __all__ = [
@@ -33,7 +32,6 @@ __all__ = [
     "keyed_append",
     "reserve_seqs",
     "stored_by_key",
-    "turn_held",
 ]
 
 Queries = Mapping[str, str]
@@ -160,17 +158,6 @@ def append_rows(
         raise ended_error(conn, q, session_id)
     first_seq = reserved["first_seq"]
     return first_seq, insert_rows(conn, q, session_id, params, now, first_seq, turn=turn)
-
-
-def turn_held(
-    conn: sqlite3.Connection, q: Queries, session_id: str, turn: int | None = None, now: float = 0.0
-) -> TurnHeldError | TurnLostError:
-    """The error for a write refused by the turn lease (at ``now``): the session holds
-    a dead turn, another holder's is live, or (``turn``: the token the write carried)
-    that turn's lease is not (`turn_refusal`)."""
-    row = conn.execute(q["turn_of"], {"session_id": session_id}).fetchone()
-    live = row["turn_holder"] is not None and row["turn_expires_at"] > now
-    return turn_refusal(session_id, row, live=live, turn=turn)
 
 
 def keyed_append(

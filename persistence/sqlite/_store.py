@@ -70,7 +70,6 @@ from ._driver import (
     restrict_sidecars,
 )
 from ._schema import DIALECT, check_schema, prepare_database
-from ._turns import TurnMethods
 from ._writer import GroupCommitWriter, ReadOnlyWriter, Wake
 
 __all__ = ["SqliteStore", "WriteStats"]
@@ -84,7 +83,7 @@ MAX_BATCH = 256
 MAX_IDLE_READERS = 8
 
 
-class SqliteStore(SqlStore, TurnMethods):
+class SqliteStore(SqlStore):
     """A `Store` on one SQLite file (see the module docstring).
 
     Options: ``synchronous`` (``"FULL"`` by default: durable on return),

@@ -405,19 +405,20 @@ UPDATE counters SET value = value + 1 WHERE name = 'turn_token' RETURNING value 
 -- (a lease its registry lost track of); another holder's live lease matches nothing,
 -- and so does a dead one (lapsed while held: seal_turn first), whoever asks.
 UPDATE sessions
-SET turn_holder = :holder, turn_token = :token, turn_expires_at = :expires_at, turn_interrupted = 0
+SET turn_holder = :holder, turn_token = :token, turn_expires_at = :now + :ttl, turn_interrupted = 0
 WHERE id = :session_id AND ended_at IS NULL AND coalesce(:incarnation = incarnation, 1)
   AND (turn_holder IS NULL OR (turn_holder = :holder AND turn_expires_at > :now))
 RETURNING id, turn_holder, turn_token, turn_expires_at, turn_interrupted
 
 -- name: turn_of
 -- A session's turn columns, for a verdict on a refused write.
-SELECT id, ended_at, incarnation, turn_holder, turn_token, turn_expires_at, turn_interrupted
+SELECT id, ended_at, incarnation, turn_holder, turn_token, turn_expires_at, turn_interrupted,
+       turn_holder IS NOT NULL AND turn_expires_at > :now AS turn_live
 FROM sessions WHERE id = :session_id
 
 -- name: renew_turn
 -- Matched by token (unique in the store) on the live session that carries it.
-UPDATE sessions SET turn_expires_at = :expires_at
+UPDATE sessions SET turn_expires_at = :now + :ttl
 WHERE turn_token = :token AND turn_holder = :holder AND ended_at IS NULL AND turn_expires_at > :now
 RETURNING id, turn_holder, turn_token, turn_expires_at, turn_interrupted
 
@@ -425,6 +426,7 @@ RETURNING id, turn_holder, turn_token, turn_expires_at, turn_interrupted
 -- Close a turn held with this token: the holder clears, the token stays.
 UPDATE sessions SET turn_holder = NULL, turn_expires_at = min(turn_expires_at, :now), turn_interrupted = 0
 WHERE turn_token = :token AND turn_holder = :holder AND ended_at IS NULL
+RETURNING id
 
 -- name: interrupt_turn
 -- Ask the live turn of a session to stop, returning its token.
@@ -502,11 +504,18 @@ WHERE incarnation IN (SELECT s.incarnation FROM sessions AS s WHERE s.id IN (SEL
 
 -- name: turn_carrier
 -- The live session carrying the turn lease :token of :holder (NULL: any holder, a
--- held lease), with its turn columns.
-SELECT id, ended_at, incarnation, turn_holder, turn_token, turn_expires_at, turn_interrupted
+-- held lease), with its turn columns. live: only while the lease is live.
+SELECT id, ended_at, incarnation, turn_holder, turn_token, turn_expires_at, turn_interrupted,
+       turn_expires_at > :now AS turn_live
 FROM sessions
 WHERE turn_token = :token AND ended_at IS NULL
   AND (turn_holder = :holder OR (:holder IS NULL AND turn_holder IS NOT NULL))
+  AND (NOT :live OR turn_expires_at > :now)
+
+-- name: lock_turn_carrier
+-- seal_turn with a lease: the live session carrying it (the write lock orders it).
+SELECT id FROM sessions
+WHERE turn_token = :token AND turn_holder = :holder AND ended_at IS NULL
 
 -- name: turn_transcript
 -- The live transcript with the turn each row was appended under (seal_turn).

@@ -51,7 +51,6 @@ POSTGRES_ONLY = {
     "lock_session": "row locks (SQLite: the file's one write lock)",
     "lock_lineage_sessions": "row locks (SQLite: the file's one write lock)",
     "lock_lineage_leases": "row locks (SQLite: the file's one write lock)",
-    "lock_turn_carrier": "row locks (SQLite: the file's one write lock)",
     "listen_compactions": "LISTEN/NOTIFY across hosts (SQLite: one host, polled)",
     "listen_turns": "LISTEN/NOTIFY across hosts (SQLite: one host, polled)",
     "notify_compaction": "LISTEN/NOTIFY across hosts (SQLite: one host, polled)",
