@@ -12,11 +12,13 @@ from .._queries import load_queries
 from .._recall import SearchArgs
 from ..sql import Dialect
 from ..sql._lifecycle import lineage_ids
+from ._batch import create_many
 from ._branch import insert_branch
 from ._driver import PgDatabase
 from ._lineage import lock_live_tip
 from ._recall import search
 from ._schema import DIALECT
+from ._writer import CreateJob, PgWriter
 
 __all__ = ["PgDialect"]
 
@@ -34,10 +36,12 @@ class PgDialect(Dialect):
     #: (its row ended) and cannot see the continuation: each round is a new statement.
     carrier_rounds = 8
 
-    def __init__(self, db: PgDatabase) -> None:
+    def __init__(self, db: PgDatabase, writer: PgWriter) -> None:
         self.queries = load_queries(DIALECT)
         self._db = db
+        self._writer = writer
         self.missing_session = (db.psycopg.errors.ForeignKeyViolation,)
+        self.duplicate_session = (db.psycopg.errors.UniqueViolation,)
 
     def lock_session(self, cur: Any, session_id: str) -> Any:
         """The row, locked ``FOR UPDATE`` (``lock_session``): appends, retractions and
@@ -68,6 +72,15 @@ class PgDialect(Dialect):
 
     def lock_live_tip(self, cur: Any, session_id: str, incarnation: str | None = None) -> Any:
         return lock_live_tip(cur, self.queries, session_id, incarnation)
+
+    def insert_sessions(self, cur: Any, rows: list[tuple[str, str, str, str]]) -> dict[str, Any]:
+        """With one statement, in id order (every writer's lock order)."""
+        return create_many(cur, self.queries, sorted(rows))
+
+    def grouped_create(self, session_id: str, source: str, metadata: str, incarnation: str) -> Any:
+        """On the writer, which inserts the plain creates it holds with one statement."""
+        self._db.check_writable("create_session")
+        return self._writer.submit(CreateJob(session_id, source, metadata, incarnation))
 
     def new_turn_token(self, cur: Any) -> None:
         """None: ``open_turn`` draws it from the ``turn_tokens`` sequence."""

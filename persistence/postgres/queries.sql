@@ -12,7 +12,7 @@ SELECT extract(epoch FROM clock_timestamp())::double precision AS now;
 -- name: insert_session
 -- A continuation (parent_session_id set) shares its parent's incarnation.
 INSERT INTO sessions (id, source, parent_session_id, created_at, metadata, incarnation)
-VALUES (%(id)s, %(source)s, %(parent_session_id)s,
+VALUES (%(session_id)s, %(source)s, %(parent_session_id)s,
         extract(epoch FROM clock_timestamp())::double precision, %(metadata)s::jsonb,
         coalesce((SELECT incarnation FROM sessions WHERE id = %(parent_session_id)s), %(incarnation)s))
 RETURNING id;
@@ -121,8 +121,8 @@ FROM sessions WHERE id = %(id)s FOR UPDATE;
 UPDATE messages
 SET state = 'retracted', archived_at = extract(epoch FROM clock_timestamp())::double precision
 WHERE id = (SELECT id FROM messages
-            WHERE session_id = %(id)s AND state = 'live'
-              AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s)
+            WHERE session_id = %(session_id)s AND state = 'live'
+              AND seq >= (SELECT live_from FROM sessions WHERE id = %(session_id)s)
             ORDER BY seq DESC LIMIT 1)
 RETURNING id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
           created_at, 'live' AS state, origin_id, key, usage;

@@ -39,6 +39,11 @@ class Dialect(ABC):
     #: where writes are serialized, so a look-up and its write never race.
     missing_session: tuple[type[BaseException], ...] = ()
 
+    #: What the database raises when an insert names a session id another transaction
+    #: created since the insert looked for it: the store answers `SessionExistsError`.
+    #: Empty where writes are serialized.
+    duplicate_session: tuple[type[BaseException], ...] = ()
+
     #: How many statements a renew, close or seal of a turn runs to find the row
     #: carrying its lease (`persistence.sql._turns`): more than one where a statement
     #: that waited for a rotation's commit cannot see the continuation it created.
@@ -76,6 +81,17 @@ class Dialect(ABC):
         transaction ends (resolved again where a rotation ended it meanwhile), if it is
         the conversation ``incarnation`` (None: any); `SessionEndedError` for a tip
         ended for another reason than a compaction."""
+
+    @abstractmethod
+    def insert_sessions(self, cur: Cursor, rows: list[tuple[str, str, str, str]]) -> dict[str, Any]:
+        """Insert plain sessions from (id, source, metadata JSON text, incarnation)
+        rows; the rows created, by id (an id taken has none, or raises
+        `SessionExistsError` before anything is written)."""
+
+    def grouped_create(self, session_id: str, source: str, metadata: str, incarnation: str) -> Any:
+        """The row of plain session ``session_id`` created in a group commit of the
+        dialect's own, or None where the store's write transaction is that already."""
+        return None
 
     @abstractmethod
     def new_turn_token(self, cur: Cursor) -> int | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from protocol import (
@@ -32,13 +32,20 @@ from protocol._turns import SealMode
 from .. import _telemetry as telemetry
 from .._branch import check_branch
 from .._expiry import check_expire, expire_lineages
-from .._metadata import check_listing, check_metadata_patch, check_older_than, check_page_limit
+from .._metadata import (
+    check_listing,
+    check_metadata,
+    check_metadata_patch,
+    check_older_than,
+    check_page_limit,
+)
 from .._recall import check_search
 from .._rows import (
     check_cooldown_error,
     check_cooldown_seconds,
     check_incarnation,
     check_lease,
+    check_new_sessions,
     check_open_turn,
     check_seal,
     check_snapshot,
@@ -48,6 +55,7 @@ from .._rows import (
     compaction_from_row,
     cooldown_from_row,
     lease_from_row,
+    new_incarnation,
     other_incarnation,
     session_from_row,
     stored_message_from_row,
@@ -56,6 +64,7 @@ from .._usage import check_usage_scope
 from . import _branch as branching
 from . import _lifecycle as lifecycle
 from . import _recall as recall
+from . import _sessions as rows
 from . import _turns as turning
 from ._dialect import Cursor, Dialect
 from ._lineage import ended_error, require_incarnation, require_session, resolve_tip
@@ -73,6 +82,50 @@ class SqlStore:
         self._q = dialect.queries
 
     # -- sessions ---------------------------------------------------------------
+
+    def create_session(
+        self,
+        session_id: str,
+        *,
+        source: str = "api",
+        parent_session_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> SessionInfo:
+        sid = checked_session_id(session_id)
+        parent = None if parent_session_id is None else checked_session_id(parent_session_id)
+        check_text(source, "source")
+        text = check_metadata(metadata)
+        if parent is None:  # a plain create may share the dialect's group commit
+            row = self._dialect.grouped_create(sid, source, text, new_incarnation())
+            if row is not None:
+                return session_from_row(row)
+
+        def work(c: Cursor) -> Any:
+            return rows.create_session(c, self._dialect, sid, source, parent, text)
+
+        return session_from_row(self._dialect.write("create_session", sid, work))
+
+    def create_sessions(
+        self, session_ids: Sequence[str], *, source: str = "api", metadata: Mapping[str, Any] | None = None
+    ) -> list[SessionInfo]:
+        ids, text = check_new_sessions(session_ids, source, metadata)
+        if not ids:
+            return []
+        created = self._dialect.write(
+            "create_sessions", ids[0], lambda c: rows.create_sessions(c, self._dialect, ids, source, text)
+        )
+        return [session_from_row(row) for row in created]
+
+    def retract(
+        self, session_id: str, *, incarnation: str | None = None, turn: TurnLease | None = None
+    ) -> StoredMessage | None:
+        sid = checked_session_id(session_id)
+        check_incarnation(incarnation)
+        token = None if turn is None else check_turn(turn)
+        row = self._dialect.write(
+            "retract", sid, lambda c: rows.retract_last(c, self._dialect, sid, incarnation, token)
+        )
+        return None if row is None else stored_message_from_row(row)
 
     def get_session(self, session_id: str) -> SessionInfo | None:
         sid = checked_session_id(session_id)

@@ -19,6 +19,7 @@ from ._branch import insert_branch
 from ._driver import BusyRetry, ReaderPool, map_sqlite_error
 from ._recall import search
 from ._schema import DIALECT
+from ._sessions import insert_sessions
 from ._writer import GroupCommitWriter, ReadOnlyWriter
 
 __all__ = ["SqliteDialect"]
@@ -81,6 +82,9 @@ class SqliteDialect(Dialect):
         if tip["ended_at"] is not None and tip["end_reason"] != END_REASON_COMPRESSION:
             raise SessionEndedError(tip["id"], None, tip["end_reason"])
         return tip
+
+    def insert_sessions(self, cur: sqlite3.Connection, rows: list[tuple[str, str, str, str]]) -> dict[str, Any]:
+        return insert_sessions(cur, self.queries, rows, self.clock())
 
     def new_turn_token(self, cur: sqlite3.Connection) -> int:
         """From the file's one counter."""

@@ -24,7 +24,6 @@ from protocol import (
     ConfigurationError,
     Lease,
     Message,
-    SessionInfo,
     StoredMessage,
     TurnLease,
     Usage,
@@ -33,29 +32,22 @@ from protocol._checks import check_text
 from protocol._records import CompactionMode
 
 from .. import _telemetry as telemetry
-from .._metadata import (
-    check_metadata,
-)
 from .._queries import load_queries
 from .._rows import (
     check_commit_args,
     check_incarnation,
     check_messages,
-    check_new_sessions,
     check_open_flags,
     check_store_options,
     check_turn,
     check_usage,
     checked_session_id,
     keyed,
-    session_from_row,
-    stored_message_from_row,
 )
 from .._store import HolderAnnouncement, SilentAnnouncement, StoreFeatures, WriteStats
 from .._submitted import completion, stored_messages
 from ..sql import SqlStore
 from . import _compaction as compaction
-from . import _lifecycle as lifecycle
 from . import _sessions as sessions
 from ._batch import AloneAppends, AppendJob, RememberedCounters, bulk_append
 from ._checksums import damaged_rows
@@ -240,53 +232,6 @@ class SqliteStore(SqlStore):
 
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r})"
-
-    # -- sessions ---------------------------------------------------------------
-
-    def create_session(
-        self,
-        session_id: str,
-        *,
-        source: str = "api",
-        parent_session_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> SessionInfo:
-        checked_session_id(session_id)
-        if parent_session_id is not None:
-            checked_session_id(parent_session_id)
-        check_text(source, "source")
-        text = check_metadata(metadata)
-        row = self._write(
-            lambda c: sessions.create_session(c, self._q, session_id, source, parent_session_id, self.now(), text),
-            session_id,
-        )
-        return session_from_row(row)
-
-    def create_sessions(
-        self,
-        session_ids: Sequence[str],
-        *,
-        source: str = "api",
-        metadata: Mapping[str, Any] | None = None,
-    ) -> list[SessionInfo]:
-        ids, text = check_new_sessions(session_ids, source, metadata)
-        if not ids:
-            return []
-        rows = self._write(lambda c: sessions.create_sessions(c, self._q, ids, source, self.now(), text), ids[0])
-        return [session_from_row(row) for row in rows]
-
-    def retract(
-        self, session_id: str, *, incarnation: str | None = None, turn: TurnLease | None = None
-    ) -> StoredMessage | None:
-        checked_session_id(session_id)
-        check_incarnation(incarnation)
-        token = None if turn is None else check_turn(turn)
-        row = self._write(
-            lambda c: lifecycle.retract_last(c, self._q, session_id, self.now(), incarnation, token),
-            session_id,
-            "retract",
-        )
-        return None if row is None else stored_message_from_row(row)
 
     # -- messages ---------------------------------------------------------------
 

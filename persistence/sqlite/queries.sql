@@ -262,16 +262,15 @@ UPDATE sessions SET live_from = next_seq WHERE id = :session_id
 -- Inside a compaction commit: is the snapshot's last message still there?
 SELECT state FROM messages WHERE session_id = :session_id AND seq = :watermark
 
--- name: last_live
--- The newest live message of a session (the row a retract takes).
-SELECT * FROM messages
-WHERE session_id = :session_id AND state = 'live'
-  AND seq >= (SELECT live_from FROM sessions WHERE id = :session_id)
-ORDER BY seq DESC LIMIT 1
-
--- name: retract_message
--- Archive one live message as retracted.
-UPDATE messages SET state = 'retracted', archived_at = :now WHERE id = :id AND state = 'live'
+-- name: retract_last
+-- Retract the newest live message of a session, in one statement; the row as it was.
+UPDATE messages SET state = 'retracted', archived_at = :now
+WHERE id = (SELECT id FROM messages
+            WHERE session_id = :session_id AND state = 'live'
+              AND seq >= (SELECT live_from FROM sessions WHERE id = :session_id)
+            ORDER BY seq DESC LIMIT 1)
+RETURNING id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
+          created_at, 'live' AS state, origin_id, key, usage
 
 -- name: prune_archive
 -- Retention: archived rows that left the live transcript at or before (:now - :older_than)
