@@ -3,10 +3,10 @@ deadlines, read-only checks), times from the server's clock."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from protocol import SearchHit, SessionEndedError, SessionNotFoundError
+from protocol import CompactionRecord, SearchHit, SessionEndedError, SessionNotFoundError
 
 from .._queries import load_queries
 from .._recall import SearchArgs
@@ -14,6 +14,7 @@ from ..sql import Dialect
 from ..sql._lifecycle import lineage_ids
 from ._batch import create_many
 from ._branch import insert_branch
+from ._compaction import insert_compacted, notify_compaction
 from ._driver import PgDatabase
 from ._lineage import lock_live_tip
 from ._recall import search
@@ -81,6 +82,19 @@ class PgDialect(Dialect):
         """On the writer, which inserts the plain creates it holds with one statement."""
         self._db.check_writable("create_session")
         return self._writer.submit(CreateJob(session_id, source, metadata, incarnation))
+
+    def insert_child(self, cur: Any, parent: Any, child_id: str) -> None:
+        params = {"session_id": child_id, "source": parent["source"], "parent_session_id": parent["id"]}
+        cur.execute(self.queries["insert_child"], params)
+
+    def insert_compacted(
+        self, cur: Any, target: str, first_seq: int, params: Sequence[Mapping[str, Any]], tail: Sequence[Any]
+    ) -> None:
+        insert_compacted(cur, self.queries, target, first_seq, params, tail)
+
+    def compaction_committed(self, cur: Any, record: CompactionRecord) -> None:
+        """NOTIFY listeners on every host (`CompactionListener`), sent on COMMIT only."""
+        notify_compaction(cur, self.queries, record)
 
     def new_turn_token(self, cur: Any) -> None:
         """None: ``open_turn`` draws it from the ``turn_tokens`` sequence."""

@@ -24,26 +24,20 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from protocol import (
-    CompactionRecord,
     ConfigurationError,
-    Lease,
     Message,
     StoredMessage,
     TurnLease,
-    Usage,
 )
 from protocol._checks import check_text
-from protocol._records import CompactionMode
 
 from .. import _telemetry as telemetry
 from .._queries import load_queries
 from .._rows import (
-    check_commit_args,
     check_incarnation,
     check_messages,
     check_open_flags,
     check_turn,
-    check_usage,
     checked_session_id,
     keyed,
 )
@@ -54,7 +48,6 @@ from ..sql import SqlStore
 from ..sql._lineage import ended_error, require_incarnation
 from ._args import check_pool_options
 from ._batch import Wake, append_payload, refusal, waiting_for_locks
-from ._compaction import commit_in_transaction
 from ._dialect import PgDialect
 from ._driver import PgDatabase
 from ._holders import HolderAnnouncement
@@ -119,7 +112,6 @@ class PostgresStore(SqlStore):
         except BaseException:
             self._db.close()
             raise
-        self._unique_violation = self._db.psycopg.errors.UniqueViolation
         self._writer = PgWriter(
             self._db.connect,
             self._q,
@@ -131,7 +123,7 @@ class PostgresStore(SqlStore):
             server_deadline=self._db.server_deadline,
             resync_clock=self._db.resync_clock,
         )
-        SqlStore.__init__(self, PgDialect(self._db, self._writer))
+        SqlStore.__init__(self, PgDialect(self._db, self._writer), max_content_bytes=max_content_bytes)
         self._announced: set[HolderAnnouncement] = set()  # closed with the store
         self._announced_lock = threading.Lock()
 
@@ -256,60 +248,6 @@ class PostgresStore(SqlStore):
             return [(r["session_id"], r["seq"]) for r in cur.fetchall()]
 
         return self._read("fsck", work)
-
-    # -- compaction ------------------------------------------------------------
-
-    def commit_compaction(
-        self,
-        lease: Lease,
-        *,
-        watermark: int,
-        compacted: Sequence[Message],
-        mode: CompactionMode,
-        child_session_id: str | None = None,
-        compressor: str = "",
-        incarnation: str | None = None,
-        usage: Usage | Mapping[str, object] | None = None,
-    ) -> CompactionRecord:
-        check_incarnation(incarnation)
-        usage_text = check_usage(usage)
-        params = check_commit_args(
-            lease,
-            watermark=watermark,
-            compacted=compacted,
-            mode=mode,
-            child_session_id=child_session_id,
-            compressor=compressor,
-            max_content_bytes=self._max_content_bytes,
-        )
-
-        def work(cur: Any) -> CompactionRecord:
-            return commit_in_transaction(
-                cur,
-                self._q,
-                lease,
-                watermark=watermark,
-                compacted=params,
-                mode=mode,
-                child_session_id=child_session_id,
-                compressor=compressor,
-                usage=usage_text,
-                unique_violation=self._unique_violation,
-                incarnation=incarnation,
-            )
-
-        record = self._write("commit_compaction", work)
-        log.info(
-            "compaction committed: session=%s mode=%s token=%d watermark=%d archived=%d tail=%d child=%s",
-            record.session_id,
-            record.mode,
-            record.token,
-            record.watermark,
-            record.archived_count,
-            record.tail_count,
-            record.child_session_id,
-        )
-        return record
 
     # -- notifications (PostgreSQL only) --------------------------------------
 

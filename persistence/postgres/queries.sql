@@ -380,39 +380,39 @@ RETURNING acquired_at;
 -- Locks the session row (appends wait behind us), refuses an ended session;
 -- held_turn: the token of the turn the session holds, live or dead (not yet sealed).
 UPDATE sessions SET epoch = epoch + 1
-WHERE id = %(id)s AND ended_at IS NULL
-RETURNING source, epoch, next_seq, incarnation, live_from,
+WHERE id = %(session_id)s
+RETURNING id, source, epoch, next_seq, incarnation, live_from, ended_at,
           CASE WHEN turn_holder IS NOT NULL THEN turn_token END AS held_turn;
 
 -- name: turn_in_snapshot
 -- Inside a compaction commit: does the snapshot hold a row of the turn the session holds?
 SELECT 1 AS found FROM messages
-WHERE session_id = %(id)s AND state = 'live' AND turn = %(turn)s AND seq <= %(watermark)s
-  AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s)
+WHERE session_id = %(session_id)s AND state = 'live' AND turn = %(turn)s AND seq <= %(watermark)s
+  AND seq >= (SELECT live_from FROM sessions WHERE id = %(session_id)s)
 LIMIT 1;
 
 -- name: watermark_state
 -- Inside a compaction commit: is the snapshot's last message still there?
-SELECT state FROM messages WHERE session_id = %(id)s AND seq = %(watermark)s;
+SELECT state FROM messages WHERE session_id = %(session_id)s AND seq = %(watermark)s;
 
 -- name: archive_compacted
 -- Archive the live rows at or below the watermark as compacted.
 UPDATE messages
 SET state = 'compacted', archived_at = extract(epoch FROM clock_timestamp())::double precision
-WHERE session_id = %(id)s AND state = 'live' AND seq <= %(watermark)s
-  AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s);
+WHERE session_id = %(session_id)s AND state = 'live' AND seq <= %(watermark)s
+  AND seq >= (SELECT live_from FROM sessions WHERE id = %(session_id)s);
 
 -- name: supersede_tail
 -- Archive the live rows above the watermark as superseded (the tail is copied).
 UPDATE messages
 SET state = 'superseded', archived_at = extract(epoch FROM clock_timestamp())::double precision
-WHERE session_id = %(id)s AND state = 'live' AND seq > %(watermark)s
-RETURNING id;
+WHERE session_id = %(session_id)s AND state = 'live' AND seq > %(watermark)s
+RETURNING id, seq;
 
 -- name: close_live_range
 -- Once archive_compacted and supersede_tail archived every live row of the
 -- session: no row below next_seq is live any more (the new rows come after).
-UPDATE sessions SET live_from = next_seq WHERE id = %(id)s;
+UPDATE sessions SET live_from = next_seq WHERE id = %(session_id)s;
 
 -- name: copy_tail
 -- Copies are verbatim and in seq order, numbered from first_seq; each carries
@@ -425,9 +425,10 @@ SELECT %(target)s, %(first_seq)s - 1 + row_number() OVER (ORDER BY seq),
 FROM messages WHERE id = ANY(%(ids)s)
 ORDER BY seq;
 
--- name: set_next_seq
--- Move a session's seq counter past the rows just inserted.
-UPDATE sessions SET next_seq = %(next_seq)s WHERE id = %(id)s;
+-- name: advance_next_seq
+-- A compaction reserves the seqs of the rows it writes (summary, then tail copies).
+UPDATE sessions SET next_seq = next_seq + %(count)s WHERE id = %(session_id)s
+RETURNING next_seq - %(count)s AS first_seq;
 
 -- name: insert_branch
 -- A branch: a conversation of its own (a new incarnation, no parent) that records
@@ -445,18 +446,10 @@ FROM sessions AS o WHERE o.id = %(branch_of)s;
 -- too: it is sealed there, on the copies of its rows).
 INSERT INTO sessions (id, source, parent_session_id, created_at, next_seq, metadata, incarnation,
                       turn_holder, turn_token, turn_expires_at, turn_interrupted)
-SELECT %(id)s, %(source)s, %(parent_session_id)s,
-       extract(epoch FROM clock_timestamp())::double precision, %(next_seq)s, p.metadata, p.incarnation,
+SELECT %(session_id)s, %(source)s, %(parent_session_id)s,
+       extract(epoch FROM clock_timestamp())::double precision, 1, p.metadata, p.incarnation,
        p.turn_holder, p.turn_token, p.turn_expires_at, p.turn_interrupted
 FROM sessions p WHERE p.id = %(parent_session_id)s;
-
--- name: end_for_compression
--- End a parent by compression, if it is still open.
-UPDATE sessions
-SET ended_at = extract(epoch FROM clock_timestamp())::double precision,
-    end_reason = 'compression'
-WHERE id = %(id)s AND ended_at IS NULL
-RETURNING id;
 
 -- name: insert_compaction
 -- Record a committed compaction.

@@ -10,10 +10,10 @@ defines a store operation.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from protocol import SearchHit
+from protocol import CompactionRecord, SearchHit
 
 from .._recall import SearchArgs
 
@@ -92,6 +92,24 @@ class Dialect(ABC):
         """The row of plain session ``session_id`` created in a group commit of the
         dialect's own, or None where the store's write transaction is that already."""
         return None
+
+    @abstractmethod
+    def insert_child(self, cur: Cursor, parent: Any, child_id: str) -> None:
+        """Insert rotation ``child_id`` of session row ``parent`` (its source, metadata,
+        incarnation and turn lease carried; its seq counter at 1)."""
+
+    @abstractmethod
+    def insert_compacted(
+        self, cur: Cursor, target: str, first_seq: int, params: Sequence[Mapping[str, Any]], tail: Sequence[Any]
+    ) -> None:
+        """Insert a compaction's summary rows ``params`` and copies of the superseded
+        ``tail`` rows (in seq order, each naming its original) into ``target`` from
+        ``first_seq`` (reserved)."""
+
+    @abstractmethod
+    def compaction_committed(self, cur: Cursor, record: CompactionRecord) -> None:
+        """Tell other processes of ``record`` (once the transaction commits), where
+        they listen."""
 
     @abstractmethod
     def new_turn_token(self, cur: Cursor) -> int | None:

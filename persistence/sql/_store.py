@@ -19,6 +19,7 @@ from protocol import (
     CompactionRecord,
     Cooldown,
     Lease,
+    Message,
     SearchHit,
     SessionInfo,
     SessionNotFoundError,
@@ -27,6 +28,7 @@ from protocol import (
     Usage,
 )
 from protocol._checks import check_count, check_text
+from protocol._records import CompactionMode
 from protocol._turns import SealMode
 
 from .. import _telemetry as telemetry
@@ -41,6 +43,7 @@ from .._metadata import (
 )
 from .._recall import check_search
 from .._rows import (
+    check_commit_args,
     check_cooldown_error,
     check_cooldown_seconds,
     check_incarnation,
@@ -51,6 +54,7 @@ from .._rows import (
     check_snapshot,
     check_ttl,
     check_turn,
+    check_usage,
     checked_session_id,
     compaction_from_row,
     cooldown_from_row,
@@ -62,6 +66,7 @@ from .._rows import (
 )
 from .._usage import check_usage_scope
 from . import _branch as branching
+from . import _compaction as compaction
 from . import _lifecycle as lifecycle
 from . import _recall as recall
 from . import _sessions as rows
@@ -77,9 +82,10 @@ logger = logging.getLogger("session_actors.store")
 class SqlStore:
     """The operations of a `Store` over ``dialect`` (see the module docstring)."""
 
-    def __init__(self, dialect: Dialect) -> None:
+    def __init__(self, dialect: Dialect, *, max_content_bytes: int | None = None) -> None:
         self._dialect = dialect
         self._q = dialect.queries
+        self._max_content_bytes = max_content_bytes  # per message (None: the protocol's limit)
 
     # -- sessions ---------------------------------------------------------------
 
@@ -366,6 +372,57 @@ class SqlStore:
         )
 
     # -- compaction and cooldowns -----------------------------------------------
+
+    def commit_compaction(
+        self,
+        lease: Lease,
+        *,
+        watermark: int,
+        compacted: Sequence[Message],
+        mode: CompactionMode,
+        child_session_id: str | None = None,
+        compressor: str = "",
+        incarnation: str | None = None,
+        usage: Usage | Mapping[str, object] | None = None,
+    ) -> CompactionRecord:
+        check_incarnation(incarnation)
+        usage_text = check_usage(usage)
+        params = check_commit_args(
+            lease,
+            watermark=watermark,
+            compacted=compacted,
+            mode=mode,
+            child_session_id=child_session_id,
+            compressor=compressor,
+            max_content_bytes=self._max_content_bytes,
+        )
+
+        def work(c: Cursor) -> CompactionRecord:
+            return compaction.commit_compaction(
+                c,
+                self._dialect,
+                lease,
+                watermark=watermark,
+                params=params,
+                mode=mode,
+                child_session_id=child_session_id,
+                compressor=compressor,
+                usage=usage_text,
+                incarnation=incarnation,
+            )
+
+        record = self._dialect.write("commit_compaction", lease.session_id, work)
+        logger.info(
+            "compaction committed: session=%s mode=%s token=%d watermark=%d archived=%d tail=%d child=%s",
+            record.session_id,
+            record.mode,
+            record.token,
+            record.watermark,
+            record.archived_count,
+            record.tail_count,
+            record.child_session_id,
+        )
+        return record
 
     def compactions(self, session_id: str) -> list[CompactionRecord]:
         sid = checked_session_id(session_id)

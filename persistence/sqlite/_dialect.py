@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from protocol import END_REASON_COMPRESSION, SearchHit, SessionEndedError
+from protocol import END_REASON_COMPRESSION, CompactionRecord, SearchHit, SessionEndedError
 
 from .._queries import load_queries
 from .._recall import SearchArgs
 from ..sql import Dialect
 from ..sql._lifecycle import lineage_ids
 from ..sql._lineage import require_incarnation, require_session, resolve_tip
+from . import _compaction as compaction
 from ._branch import insert_branch
 from ._driver import BusyRetry, ReaderPool, map_sqlite_error
 from ._recall import search
@@ -85,6 +86,22 @@ class SqliteDialect(Dialect):
 
     def insert_sessions(self, cur: sqlite3.Connection, rows: list[tuple[str, str, str, str]]) -> dict[str, Any]:
         return insert_sessions(cur, self.queries, rows, self.clock())
+
+    def insert_child(self, cur: sqlite3.Connection, parent: Any, child_id: str) -> None:
+        compaction.insert_child(cur, self.queries, parent, child_id, self.clock())
+
+    def insert_compacted(
+        self,
+        cur: sqlite3.Connection,
+        target: str,
+        first_seq: int,
+        params: Sequence[Mapping[str, Any]],
+        tail: Sequence[Any],
+    ) -> None:
+        compaction.insert_compacted(cur, self.queries, target, first_seq, params, tail, self.clock())
+
+    def compaction_committed(self, cur: sqlite3.Connection, record: CompactionRecord) -> None:
+        """Nothing: every process is on this host, and polls."""
 
     def new_turn_token(self, cur: sqlite3.Connection) -> int:
         """From the file's one counter."""

@@ -16,38 +16,31 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from protocol import (
-    CompactionRecord,
     ConfigurationError,
-    Lease,
     Message,
     StoredMessage,
     TurnLease,
-    Usage,
 )
 from protocol._checks import check_text
-from protocol._records import CompactionMode
 
 from .. import _telemetry as telemetry
 from .._queries import load_queries
 from .._rows import (
-    check_commit_args,
     check_incarnation,
     check_messages,
     check_open_flags,
     check_store_options,
     check_turn,
-    check_usage,
     checked_session_id,
     keyed,
 )
 from .._store import HolderAnnouncement, SilentAnnouncement, StoreFeatures, WriteStats
 from .._submitted import completion, stored_messages
 from ..sql import SqlStore
-from . import _compaction as compaction
 from . import _sessions as sessions
 from ._batch import AloneAppends, AppendJob, RememberedCounters, bulk_append
 from ._checksums import damaged_rows
@@ -144,7 +137,11 @@ class SqliteStore(SqlStore):
             on_full=lambda: checkpoint_after_full(writer_conn, self.path),
         )
         self._writer_conn: sqlite3.Connection | None = writer_conn
-        SqlStore.__init__(self, SqliteDialect(self._readers, self._writer, self._retry, self._clock))
+        SqlStore.__init__(
+            self,
+            SqliteDialect(self._readers, self._writer, self._retry, self._clock),
+            max_content_bytes=self._max_content_bytes,
+        )
 
     def _open_readonly(self) -> None:
         """Read connections only (``mode=ro``, ``query_only``); the schema must be current."""
@@ -162,7 +159,11 @@ class SqliteStore(SqlStore):
             self._readers.checkin(conn)
         self._writer = ReadOnlyWriter(self.path)
         self._writer_conn = None
-        SqlStore.__init__(self, SqliteDialect(self._readers, self._writer, self._retry, self._clock))
+        SqlStore.__init__(
+            self,
+            SqliteDialect(self._readers, self._writer, self._retry, self._clock),
+            max_content_bytes=self._max_content_bytes,
+        )
 
     @staticmethod
     def _check_options(synchronous: object, patience: object, max_bytes: object) -> None:
@@ -300,44 +301,3 @@ class SqliteStore(SqlStore):
         messages, params, job = self._append_request(session_id, messages, incarnation, turn)
         done = completion(on_done, messages, params, session_id, logger)
         return self._writer.submit_nowait(None, session_id, job=job, what="append", on_done=done)
-
-    def commit_compaction(
-        self,
-        lease: Lease,
-        *,
-        watermark: int,
-        compacted: Sequence[Message],
-        mode: CompactionMode,
-        child_session_id: str | None = None,
-        compressor: str = "",
-        incarnation: str | None = None,
-        usage: Usage | Mapping[str, object] | None = None,
-    ) -> CompactionRecord:
-        check_incarnation(incarnation)
-        usage_text = check_usage(usage)
-        params = check_commit_args(
-            lease,
-            watermark=watermark,
-            compacted=compacted,
-            mode=mode,
-            child_session_id=child_session_id,
-            compressor=compressor,
-            max_content_bytes=self._max_content_bytes,
-        )
-        return self._write(
-            lambda c: compaction.commit_compaction(
-                c,
-                self._q,
-                lease,
-                watermark=watermark,
-                params=params,
-                mode=mode,
-                child_session_id=child_session_id,
-                compressor=compressor,
-                usage=usage_text,
-                now=self.now(),
-                incarnation=incarnation,
-            ),
-            lease.session_id,
-            "commit_compaction",
-        )

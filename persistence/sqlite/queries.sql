@@ -192,7 +192,8 @@ SELECT v.* FROM checked, (VALUES
 
 -- name: bump_epoch
 -- Count a compaction of a session, returning its new epoch.
-UPDATE sessions SET epoch = epoch + 1 WHERE id = :session_id RETURNING epoch
+UPDATE sessions SET epoch = epoch + 1 WHERE id = :session_id
+RETURNING *, CASE WHEN turn_holder IS NOT NULL THEN turn_token END AS held_turn
 
 -- ---------------------------------------------------------------- messages
 
@@ -228,12 +229,6 @@ FROM messages WHERE checksum IS NOT NULL
 -- A session's archived rows (compacted, superseded, retracted), in seq order.
 SELECT * FROM messages WHERE session_id = :session_id AND state <> 'live' ORDER BY seq
 
--- name: live_tail
--- A compaction's tail: the live rows after its watermark, in seq order.
-SELECT * FROM messages
-WHERE session_id = :session_id AND state = 'live' AND seq > :watermark
-ORDER BY seq
-
 -- name: turn_in_snapshot
 -- A live row up to the watermark appended under the open turn (:turn, its lease
 -- token): the snapshot reaches into the turn.
@@ -252,6 +247,7 @@ WHERE session_id = :session_id AND state = 'live' AND seq <= :watermark
 -- Archive the live rows above the watermark as superseded (the tail is copied).
 UPDATE messages SET state = 'superseded', archived_at = :now
 WHERE session_id = :session_id AND state = 'live' AND seq > :watermark
+RETURNING *
 
 -- name: close_live_range
 -- A compaction commit, once it archived every live row of the session: no row

@@ -14,7 +14,6 @@ from persistence._queries import block_descriptions, load_queries
 #: Statements only SQLite runs, and why PostgreSQL has no twin.
 SQLITE_ONLY = {
     "advance_live_next_seq": "a lone append reserves its seqs, checks included (PostgreSQL: append_batch)",
-    "advance_next_seq": "a commit reserves seqs before its inserts (PostgreSQL: set_next_seq after them)",
     "live_next_seqs": "group commit on remembered counters (PostgreSQL: append_batch)",
     "insert_messages_head": "a group-commit INSERT built of repeated rows (PostgreSQL: append_batch)",
     "insert_messages_row": "a group-commit INSERT built of repeated rows (PostgreSQL: append_batch)",
@@ -25,7 +24,6 @@ SQLITE_ONLY = {
     "sessions_by_id": "create_sessions reads back the rows it made (PostgreSQL: RETURNING)",
     "carry_turn": "a rotation copies the turn lease after inserting the child (PostgreSQL: insert_child)",
     "checksummed_rows": "fsck recomputes checksums in Python (PostgreSQL: damaged_rows, in the database)",
-    "live_tail": "the commit reads the tail to copy it (PostgreSQL: copy_tail, set-based)",
     "mark_branch": "a branch records its origin after its insert (PostgreSQL: insert_branch)",
     "next_turn_token": "turn tokens from the counters table (PostgreSQL: the turn_tokens sequence)",
     "search_archive_in": "FTS5 searched within a JSON id list (PostgreSQL: search_archive takes an id array)",
@@ -35,12 +33,10 @@ SQLITE_ONLY = {
 POSTGRES_ONLY = {
     "append_batch": "a whole batch in one set-based statement, locked rows skipped",
     "insert_messages": "set-based inserts (SQLite: insert_message)",
-    "copy_tail": "a set-based tail copy (SQLite: live_tail, insert_message)",
+    "copy_tail": "a set-based tail copy (SQLite: insert_message, a row at a time)",
     "insert_child": "a rotation's child row with its parent's turn lease (SQLite: carry_turn)",
     "insert_branch": "a branch row with its origin (SQLite: mark_branch)",
     "create_sessions": "plain creates group-committed, one row each",
-    "end_for_compression": "the parent ends under its row lock",
-    "set_next_seq": "the counter is moved after the inserts (SQLite: a trigger, advance_next_seq)",
     "damaged_rows": "checksums compared by the database (SQLite: checksummed_rows)",
     "clock": "the server's clock decides leases (SQLite: the process's)",
     "current_schema": "a store is a schema (SQLite: a file)",
