@@ -23,9 +23,9 @@ from protocol import (
 
 from .._batching import linked_chains
 from .._latch import Latch
+from .._rows import turn_refusal
 from .._submitted import woken
 from ..sql._lineage import ended_error, require_incarnation
-from ._turns import turn_refusing
 
 __all__ = [
     "JSONB_TEXT_LIMIT",
@@ -300,6 +300,18 @@ class RowLocked(StoreBusyError):
     later batch, until its patience is spent (then the caller gets this error)."""
 
 
+def _turn_refusing(cur: Any, queries: Mapping[str, str], session_id: str, turn: int | None) -> TranscriptError | None:
+    """The turn lease's error if it refuses a write carrying ``turn`` now (the batch
+    statement's own test, on the database clock; `turn_refusal`), else None."""
+    row = cur.execute(queries["turn_of"], {"session_id": session_id}).fetchone()
+    if row is None:
+        return SessionNotFoundError(session_id)
+    live = row["turn_live"]
+    # a write without a token needs no turn held (a dead one admits nobody)
+    allowed = row["turn_holder"] is None if turn is None else live and row["turn_token"] == turn
+    return None if allowed else turn_refusal(session_id, row, live=live, turn=turn)
+
+
 def refusal(cur: Any, queries: Mapping[str, str], job: AppendJob, psycopg: Any) -> TranscriptError:
     """Why an append got no rows: its session is missing, another incarnation, ended
     or under another holder's turn (read after the statement, which committed the
@@ -309,7 +321,7 @@ def refusal(cur: Any, queries: Mapping[str, str], job: AppendJob, psycopg: Any) 
         row = require_incarnation(cur, queries, session_id, job.incarnation)
         if row["ended_at"] is not None:
             return ended_error(cur, queries, session_id)
-        held = turn_refusing(cur, queries, session_id, job.turn)
+        held = _turn_refusing(cur, queries, session_id, job.turn)
         if held is not None:
             return held
         return RowLocked(f"append to {session_id!r}: its session row stayed locked by another transaction")

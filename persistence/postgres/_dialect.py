@@ -3,19 +3,23 @@ deadlines, read-only checks), times from the server's clock."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from protocol import SearchHit, SessionEndedError, SessionNotFoundError
+from protocol import CompactionRecord, SearchHit, SessionEndedError, SessionNotFoundError
 
 from .._queries import load_queries
 from .._recall import SearchArgs
 from ..sql import Dialect
 from ..sql._lifecycle import lineage_ids
+from ._batch import create_many
 from ._branch import insert_branch
+from ._compaction import insert_compacted, notify_compaction
 from ._driver import PgDatabase
+from ._lineage import lock_live_tip
 from ._recall import search
 from ._schema import DIALECT
+from ._writer import CreateJob, PgWriter
 
 __all__ = ["PgDialect"]
 
@@ -29,10 +33,16 @@ _MAX_LOCK_ROUNDS = 16
 class PgDialect(Dialect):
     """Transactions on ``db``'s pool."""
 
-    def __init__(self, db: PgDatabase) -> None:
+    #: Under READ COMMITTED an UPDATE that waited for a rotation's commit matches nothing
+    #: (its row ended) and cannot see the continuation: each round is a new statement.
+    carrier_rounds = 8
+
+    def __init__(self, db: PgDatabase, writer: PgWriter) -> None:
         self.queries = load_queries(DIALECT)
         self._db = db
+        self._writer = writer
         self.missing_session = (db.psycopg.errors.ForeignKeyViolation,)
+        self.duplicate_session = (db.psycopg.errors.UniqueViolation,)
 
     def lock_session(self, cur: Any, session_id: str) -> Any:
         """The row, locked ``FOR UPDATE`` (``lock_session``): appends, retractions and
@@ -61,6 +71,39 @@ class PgDialect(Dialect):
             ids = sorted(set(ids) | set(again))
         raise SessionEndedError(session_id, None, None, f"the lineage of {session_id!r} kept growing")
 
+    def lock_live_tip(self, cur: Any, session_id: str, incarnation: str | None = None) -> Any:
+        return lock_live_tip(cur, self.queries, session_id, incarnation)
+
+    def insert_sessions(self, cur: Any, rows: list[tuple[str, str, str, str]]) -> dict[str, Any]:
+        """With one statement, in id order (every writer's lock order)."""
+        return create_many(cur, self.queries, sorted(rows))
+
+    def grouped_create(self, session_id: str, source: str, metadata: str, incarnation: str) -> Any:
+        """On the writer, which inserts the plain creates it holds with one statement."""
+        self._db.check_writable("create_session")
+        return self._writer.submit(CreateJob(session_id, source, metadata, incarnation))
+
+    def insert_child(self, cur: Any, parent: Any, child_id: str) -> None:
+        params = {"session_id": child_id, "source": parent["source"], "parent_session_id": parent["id"]}
+        cur.execute(self.queries["insert_child"], params)
+
+    def insert_compacted(
+        self, cur: Any, target: str, first_seq: int, params: Sequence[Mapping[str, Any]], tail: Sequence[Any]
+    ) -> None:
+        insert_compacted(cur, self.queries, target, first_seq, params, tail)
+
+    def compaction_committed(self, cur: Any, record: CompactionRecord) -> None:
+        """NOTIFY listeners on every host (`CompactionListener`), sent on COMMIT only."""
+        notify_compaction(cur, self.queries, record)
+
+    def new_turn_token(self, cur: Any) -> None:
+        """None: ``open_turn`` draws it from the ``turn_tokens`` sequence."""
+        return None
+
+    def turn_closed(self, cur: Any, session_id: str) -> None:
+        """NOTIFY registries on every host (delivered on COMMIT only)."""
+        cur.execute(self.queries["notify_turn_closed"], {"session_id": session_id})
+
     def insert_branch(
         self, cur: Any, origin: Any, new_id: str, metadata: str | None, at_seq: int, params: list[dict[str, Any]]
     ) -> None:
@@ -69,7 +112,7 @@ class PgDialect(Dialect):
     def search_hits(self, cur: Any, args: SearchArgs) -> list[SearchHit]:
         return search(cur, self.queries, args)
 
-    def id_list(self, ids: list[str]) -> list[str]:
+    def id_list(self, ids: list[Any]) -> list[Any]:
         return ids
 
     def clock(self) -> None:

@@ -24,65 +24,44 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from protocol import (
-    END_REASON_COMPRESSION,
-    CompactionRecord,
     ConfigurationError,
-    InvalidLineageError,
-    Lease,
     Message,
-    SessionExistsError,
-    SessionInfo,
     StoredMessage,
     TurnLease,
-    Usage,
-    validate_session_id,
 )
 from protocol._checks import check_text
-from protocol._records import CompactionMode
 
 from .. import _telemetry as telemetry
-from .._metadata import (
-    check_metadata,
-)
 from .._queries import load_queries
 from .._rows import (
-    check_commit_args,
     check_incarnation,
     check_messages,
-    check_new_sessions,
     check_open_flags,
     check_turn,
-    check_usage,
     checked_session_id,
     keyed,
-    new_incarnation,
-    session_from_row,
-    stored_message_from_row,
 )
 from .._store import HolderAnnouncement as Announcement
 from .._store import SilentAnnouncement, StoreFeatures, WriteStats
 from .._submitted import completion, stored_messages
 from ..sql import SqlStore
-from ..sql._lineage import ended_error, require_incarnation, require_session
-from . import _lifecycle as lifecycle
+from ..sql._lineage import ended_error, require_incarnation
 from ._args import check_pool_options
-from ._batch import Wake, append_payload, create_many, refusal, waiting_for_locks
-from ._compaction import commit_in_transaction
+from ._batch import Wake, append_payload, refusal, waiting_for_locks
 from ._dialect import PgDialect
 from ._driver import PgDatabase
 from ._holders import HolderAnnouncement
 from ._keys import keyed_append
 from ._notify import CompactionListener, TurnListener
 from ._schema import DIALECT, ensure_schema
-from ._turns import TurnMethods
-from ._writer import AppendJob, CreateJob, PgWriter
+from ._writer import AppendJob, PgWriter
 
 __all__ = ["PostgresStore"]
 
 log = logging.getLogger("session_actors.postgres")
 
 
-class PostgresStore(SqlStore, TurnMethods):
+class PostgresStore(SqlStore):
     """The `Store` on PostgreSQL, through a ``psycopg_pool.ConnectionPool``.
 
     Options: ``min_size``/``max_size`` (pool), ``patience_s`` (how long a call
@@ -133,8 +112,6 @@ class PostgresStore(SqlStore, TurnMethods):
         except BaseException:
             self._db.close()
             raise
-        SqlStore.__init__(self, PgDialect(self._db))
-        self._unique_violation = self._db.psycopg.errors.UniqueViolation
         self._writer = PgWriter(
             self._db.connect,
             self._q,
@@ -146,6 +123,7 @@ class PostgresStore(SqlStore, TurnMethods):
             server_deadline=self._db.server_deadline,
             resync_clock=self._db.resync_clock,
         )
+        SqlStore.__init__(self, PgDialect(self._db, self._writer), max_content_bytes=max_content_bytes)
         self._announced: set[HolderAnnouncement] = set()  # closed with the store
         self._announced_lock = threading.Lock()
 
@@ -165,77 +143,6 @@ class PostgresStore(SqlStore, TurnMethods):
 
     def _write(self, what: str, work: Any) -> Any:
         return self._dialect.write(what, "?", work)
-
-    # -- sessions --------------------------------------------------------------
-
-    def create_session(
-        self,
-        session_id: str,
-        *,
-        source: str = "api",
-        parent_session_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> SessionInfo:
-        sid = validate_session_id(session_id)
-        check_text(source, "source")
-        text = check_metadata(metadata)
-        parent = None if parent_session_id is None else validate_session_id(parent_session_id)
-        if parent is None:  # a plain create shares a group commit
-            self._db.check_writable("create_session")
-            return session_from_row(self._writer.submit(CreateJob(sid, source, text, new_incarnation())))
-        q = self._q
-
-        def work(cur: Any) -> SessionInfo:
-            if parent is not None:
-                prow = require_session(cur, q, parent)
-                if prow["end_reason"] != END_REASON_COMPRESSION:
-                    raise InvalidLineageError(sid, parent)
-            try:
-                cur.execute(
-                    q["insert_session"],
-                    {
-                        "id": sid,
-                        "source": source,
-                        "parent_session_id": parent,
-                        "metadata": text,
-                        "incarnation": new_incarnation(),
-                    },
-                )
-            except self._unique_violation as exc:
-                raise SessionExistsError(sid) from exc
-            return session_from_row(require_session(cur, q, sid))
-
-        return self._write("create_session", work)
-
-    def create_sessions(
-        self,
-        session_ids: Sequence[str],
-        *,
-        source: str = "api",
-        metadata: Mapping[str, Any] | None = None,
-    ) -> list[SessionInfo]:
-        ids, text = check_new_sessions(session_ids, source, metadata)
-        if not ids:
-            return []
-        rows = [(sid, source, text, new_incarnation()) for sid in sorted(ids)]  # every writer's lock order
-
-        def work(cur: Any) -> list[SessionInfo]:
-            created = create_many(cur, self._q, rows)
-            taken = next((sid for sid in ids if sid not in created), None)
-            if taken is not None:
-                raise SessionExistsError(taken)  # the transaction rolls back the rest
-            return [session_from_row(created[sid]) for sid in ids]
-
-        return self._write("create_sessions", work)
-
-    def retract(
-        self, session_id: str, *, incarnation: str | None = None, turn: TurnLease | None = None
-    ) -> StoredMessage | None:
-        sid = validate_session_id(session_id)
-        check_incarnation(incarnation)
-        token = None if turn is None else check_turn(turn)
-        row = self._write("retract", lambda cur: lifecycle.retract_last(cur, self._q, sid, incarnation, token))
-        return None if row is None else stored_message_from_row(row)
 
     # -- messages --------------------------------------------------------------
 
@@ -341,60 +248,6 @@ class PostgresStore(SqlStore, TurnMethods):
             return [(r["session_id"], r["seq"]) for r in cur.fetchall()]
 
         return self._read("fsck", work)
-
-    # -- compaction ------------------------------------------------------------
-
-    def commit_compaction(
-        self,
-        lease: Lease,
-        *,
-        watermark: int,
-        compacted: Sequence[Message],
-        mode: CompactionMode,
-        child_session_id: str | None = None,
-        compressor: str = "",
-        incarnation: str | None = None,
-        usage: Usage | Mapping[str, object] | None = None,
-    ) -> CompactionRecord:
-        check_incarnation(incarnation)
-        usage_text = check_usage(usage)
-        params = check_commit_args(
-            lease,
-            watermark=watermark,
-            compacted=compacted,
-            mode=mode,
-            child_session_id=child_session_id,
-            compressor=compressor,
-            max_content_bytes=self._max_content_bytes,
-        )
-
-        def work(cur: Any) -> CompactionRecord:
-            return commit_in_transaction(
-                cur,
-                self._q,
-                lease,
-                watermark=watermark,
-                compacted=params,
-                mode=mode,
-                child_session_id=child_session_id,
-                compressor=compressor,
-                usage=usage_text,
-                unique_violation=self._unique_violation,
-                incarnation=incarnation,
-            )
-
-        record = self._write("commit_compaction", work)
-        log.info(
-            "compaction committed: session=%s mode=%s token=%d watermark=%d archived=%d tail=%d child=%s",
-            record.session_id,
-            record.mode,
-            record.token,
-            record.watermark,
-            record.archived_count,
-            record.tail_count,
-            record.child_session_id,
-        )
-        return record
 
     # -- notifications (PostgreSQL only) --------------------------------------
 

@@ -12,7 +12,7 @@ SELECT extract(epoch FROM clock_timestamp())::double precision AS now;
 -- name: insert_session
 -- A continuation (parent_session_id set) shares its parent's incarnation.
 INSERT INTO sessions (id, source, parent_session_id, created_at, metadata, incarnation)
-VALUES (%(id)s, %(source)s, %(parent_session_id)s,
+VALUES (%(session_id)s, %(source)s, %(parent_session_id)s,
         extract(epoch FROM clock_timestamp())::double precision, %(metadata)s::jsonb,
         coalesce((SELECT incarnation FROM sessions WHERE id = %(parent_session_id)s), %(incarnation)s))
 RETURNING id;
@@ -121,8 +121,8 @@ FROM sessions WHERE id = %(id)s FOR UPDATE;
 UPDATE messages
 SET state = 'retracted', archived_at = extract(epoch FROM clock_timestamp())::double precision
 WHERE id = (SELECT id FROM messages
-            WHERE session_id = %(id)s AND state = 'live'
-              AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s)
+            WHERE session_id = %(session_id)s AND state = 'live'
+              AND seq >= (SELECT live_from FROM sessions WHERE id = %(session_id)s)
             ORDER BY seq DESC LIMIT 1)
 RETURNING id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
           created_at, 'live' AS state, origin_id, key, usage;
@@ -380,39 +380,39 @@ RETURNING acquired_at;
 -- Locks the session row (appends wait behind us), refuses an ended session;
 -- held_turn: the token of the turn the session holds, live or dead (not yet sealed).
 UPDATE sessions SET epoch = epoch + 1
-WHERE id = %(id)s AND ended_at IS NULL
-RETURNING source, epoch, next_seq, incarnation, live_from,
+WHERE id = %(session_id)s
+RETURNING id, source, epoch, next_seq, incarnation, live_from, ended_at,
           CASE WHEN turn_holder IS NOT NULL THEN turn_token END AS held_turn;
 
 -- name: turn_in_snapshot
 -- Inside a compaction commit: does the snapshot hold a row of the turn the session holds?
 SELECT 1 AS found FROM messages
-WHERE session_id = %(id)s AND state = 'live' AND turn = %(turn)s AND seq <= %(watermark)s
-  AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s)
+WHERE session_id = %(session_id)s AND state = 'live' AND turn = %(turn)s AND seq <= %(watermark)s
+  AND seq >= (SELECT live_from FROM sessions WHERE id = %(session_id)s)
 LIMIT 1;
 
 -- name: watermark_state
 -- Inside a compaction commit: is the snapshot's last message still there?
-SELECT state FROM messages WHERE session_id = %(id)s AND seq = %(watermark)s;
+SELECT state FROM messages WHERE session_id = %(session_id)s AND seq = %(watermark)s;
 
 -- name: archive_compacted
 -- Archive the live rows at or below the watermark as compacted.
 UPDATE messages
 SET state = 'compacted', archived_at = extract(epoch FROM clock_timestamp())::double precision
-WHERE session_id = %(id)s AND state = 'live' AND seq <= %(watermark)s
-  AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s);
+WHERE session_id = %(session_id)s AND state = 'live' AND seq <= %(watermark)s
+  AND seq >= (SELECT live_from FROM sessions WHERE id = %(session_id)s);
 
 -- name: supersede_tail
 -- Archive the live rows above the watermark as superseded (the tail is copied).
 UPDATE messages
 SET state = 'superseded', archived_at = extract(epoch FROM clock_timestamp())::double precision
-WHERE session_id = %(id)s AND state = 'live' AND seq > %(watermark)s
-RETURNING id;
+WHERE session_id = %(session_id)s AND state = 'live' AND seq > %(watermark)s
+RETURNING id, seq;
 
 -- name: close_live_range
 -- Once archive_compacted and supersede_tail archived every live row of the
 -- session: no row below next_seq is live any more (the new rows come after).
-UPDATE sessions SET live_from = next_seq WHERE id = %(id)s;
+UPDATE sessions SET live_from = next_seq WHERE id = %(session_id)s;
 
 -- name: copy_tail
 -- Copies are verbatim and in seq order, numbered from first_seq; each carries
@@ -425,9 +425,10 @@ SELECT %(target)s, %(first_seq)s - 1 + row_number() OVER (ORDER BY seq),
 FROM messages WHERE id = ANY(%(ids)s)
 ORDER BY seq;
 
--- name: set_next_seq
--- Move a session's seq counter past the rows just inserted.
-UPDATE sessions SET next_seq = %(next_seq)s WHERE id = %(id)s;
+-- name: advance_next_seq
+-- A compaction reserves the seqs of the rows it writes (summary, then tail copies).
+UPDATE sessions SET next_seq = next_seq + %(count)s WHERE id = %(session_id)s
+RETURNING next_seq - %(count)s AS first_seq;
 
 -- name: insert_branch
 -- A branch: a conversation of its own (a new incarnation, no parent) that records
@@ -445,18 +446,10 @@ FROM sessions AS o WHERE o.id = %(branch_of)s;
 -- too: it is sealed there, on the copies of its rows).
 INSERT INTO sessions (id, source, parent_session_id, created_at, next_seq, metadata, incarnation,
                       turn_holder, turn_token, turn_expires_at, turn_interrupted)
-SELECT %(id)s, %(source)s, %(parent_session_id)s,
-       extract(epoch FROM clock_timestamp())::double precision, %(next_seq)s, p.metadata, p.incarnation,
+SELECT %(session_id)s, %(source)s, %(parent_session_id)s,
+       extract(epoch FROM clock_timestamp())::double precision, 1, p.metadata, p.incarnation,
        p.turn_holder, p.turn_token, p.turn_expires_at, p.turn_interrupted
 FROM sessions p WHERE p.id = %(parent_session_id)s;
-
--- name: end_for_compression
--- End a parent by compression, if it is still open.
-UPDATE sessions
-SET ended_at = extract(epoch FROM clock_timestamp())::double precision,
-    end_reason = 'compression'
-WHERE id = %(id)s AND ended_at IS NULL
-RETURNING id;
 
 -- name: insert_compaction
 -- Record a committed compaction.
@@ -526,7 +519,7 @@ LISTEN session_actors_compaction;
 -- A hint for registries holding calls behind this turn (delivered on COMMIT only).
 SELECT pg_notify('session_actors_turn', json_build_object(
     'schema', current_schema(),
-    'session_id', %(id)s::text
+    'session_id', %(session_id)s::text
 )::text);
 
 -- name: listen_turns
@@ -548,7 +541,7 @@ UPDATE sessions
 SET turn_holder = %(holder)s, turn_token = nextval('turn_tokens'),
     turn_expires_at = extract(epoch FROM clock_timestamp())::double precision + %(ttl)s,
     turn_interrupted = false
-WHERE id = %(id)s AND ended_at IS NULL AND coalesce(%(incarnation)s::text = incarnation, true)
+WHERE id = %(session_id)s AND ended_at IS NULL AND coalesce(%(incarnation)s::text = incarnation, true)
   AND (turn_holder IS NULL
        OR (turn_holder = %(holder)s
            AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision))
@@ -559,19 +552,19 @@ RETURNING id, turn_holder, turn_token, turn_expires_at, turn_interrupted;
 SELECT id, ended_at, turn_holder, turn_token, turn_expires_at, turn_interrupted,
        turn_holder IS NOT NULL
            AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision AS turn_live
-FROM sessions WHERE id = %(id)s;
+FROM sessions WHERE id = %(session_id)s;
 
 -- name: roll_back_turn
 -- The rows of turn :token still at the end of the live transcript leave it
 -- (retracted, archived), as a retract of each would.
 UPDATE messages AS m
 SET state = 'retracted', archived_at = extract(epoch FROM clock_timestamp())::double precision
-WHERE m.session_id = %(id)s AND m.state = 'live' AND m.turn = %(token)s
-  AND m.seq >= (SELECT live_from FROM sessions WHERE id = %(id)s)
+WHERE m.session_id = %(session_id)s AND m.state = 'live' AND m.turn = %(token)s
+  AND m.seq >= (SELECT live_from FROM sessions WHERE id = %(session_id)s)
   AND m.seq > coalesce((SELECT max(o.seq) FROM messages AS o
-                        WHERE o.session_id = %(id)s AND o.state = 'live'
+                        WHERE o.session_id = %(session_id)s AND o.state = 'live'
                           AND o.turn IS DISTINCT FROM %(token)s
-                          AND o.seq >= (SELECT live_from FROM sessions WHERE id = %(id)s)), 0)
+                          AND o.seq >= (SELECT live_from FROM sessions WHERE id = %(session_id)s)), 0)
 RETURNING m.id;
 
 -- name: renew_turn
@@ -596,7 +589,7 @@ RETURNING id;
 -- name: interrupt_turn
 -- Ask the live turn of a session to stop, returning its token.
 UPDATE sessions SET turn_interrupted = true
-WHERE id = %(id)s AND turn_holder IS NOT NULL
+WHERE id = %(session_id)s AND turn_holder IS NOT NULL
   AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision
 RETURNING turn_token;
 
@@ -605,8 +598,8 @@ RETURNING turn_token;
 -- turn's key (NULL: none).
 SELECT min(seq) AS first_seq, (SELECT k.key FROM turn_keys AS k WHERE k.token = %(token)s) AS key
 FROM messages
-WHERE session_id = %(id)s AND state = 'live' AND turn = %(token)s
-  AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s);
+WHERE session_id = %(session_id)s AND state = 'live' AND turn = %(token)s
+  AND seq >= (SELECT live_from FROM sessions WHERE id = %(session_id)s);
 
 -- name: live_turns
 -- Every session with a live turn (a holder, not expired, not ended).
@@ -670,8 +663,8 @@ FOR UPDATE;
 SELECT id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
        created_at, state, origin_id, key, usage, turn
 FROM messages
-WHERE session_id = %(id)s AND state = 'live'
-  AND seq >= (SELECT live_from FROM sessions WHERE id = %(id)s)
+WHERE session_id = %(session_id)s AND state = 'live'
+  AND seq >= (SELECT live_from FROM sessions WHERE id = %(session_id)s)
 ORDER BY seq;
 
 -- name: retract_rows
@@ -686,7 +679,7 @@ WHERE id = ANY(%(ids)s::bigint[]) AND state = 'live';
 UPDATE sessions
 SET turn_holder = NULL, turn_interrupted = false,
     turn_expires_at = least(turn_expires_at, extract(epoch FROM clock_timestamp())::double precision)
-WHERE id = %(id)s AND turn_token = %(token)s AND turn_holder IS NOT NULL
+WHERE id = %(session_id)s AND turn_token = %(token)s AND turn_holder IS NOT NULL
 RETURNING id;
 
 -- name: turn_key
@@ -720,7 +713,7 @@ UPDATE turn_keys SET state = 'sealed' WHERE token = %(token)s AND state = 'open'
 -- retracted (the original, or its newest copy) is left out.
 WITH RECURSIVE
     up (id, parent) AS (
-        SELECT id, parent_session_id FROM sessions WHERE id = %(id)s
+        SELECT id, parent_session_id FROM sessions WHERE id = %(session_id)s
         UNION SELECT s.id, s.parent_session_id FROM sessions s JOIN up ON s.id = up.parent
     ),
     lineage (id) AS (

@@ -10,10 +10,10 @@ defines a store operation.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from protocol import SearchHit
+from protocol import CompactionRecord, SearchHit
 
 from .._recall import SearchArgs
 
@@ -38,6 +38,16 @@ class Dialect(ABC):
     #: looked it up (a foreign key): the store answers `SessionNotFoundError`. Empty
     #: where writes are serialized, so a look-up and its write never race.
     missing_session: tuple[type[BaseException], ...] = ()
+
+    #: What the database raises when an insert names a session id another transaction
+    #: created since the insert looked for it: the store answers `SessionExistsError`.
+    #: Empty where writes are serialized.
+    duplicate_session: tuple[type[BaseException], ...] = ()
+
+    #: How many statements a renew, close or seal of a turn runs to find the row
+    #: carrying its lease (`persistence.sql._turns`): more than one where a statement
+    #: that waited for a rotation's commit cannot see the continuation it created.
+    carrier_rounds: int = 1
 
     @abstractmethod
     def read(self, what: str, session_id: str, work: Callable[[Cursor], T]) -> T:
@@ -66,7 +76,53 @@ class Dialect(ABC):
         the locking hook of an erasure."""
 
     @abstractmethod
-    def id_list(self, ids: list[str]) -> Any:
+    def lock_live_tip(self, cur: Cursor, session_id: str, incarnation: str | None = None) -> Any:
+        """The row of ``session_id``'s live tip, held against concurrent writes until the
+        transaction ends (resolved again where a rotation ended it meanwhile), if it is
+        the conversation ``incarnation`` (None: any); `SessionEndedError` for a tip
+        ended for another reason than a compaction."""
+
+    @abstractmethod
+    def insert_sessions(self, cur: Cursor, rows: list[tuple[str, str, str, str]]) -> dict[str, Any]:
+        """Insert plain sessions from (id, source, metadata JSON text, incarnation)
+        rows; the rows created, by id (an id taken has none, or raises
+        `SessionExistsError` before anything is written)."""
+
+    def grouped_create(self, session_id: str, source: str, metadata: str, incarnation: str) -> Any:
+        """The row of plain session ``session_id`` created in a group commit of the
+        dialect's own, or None where the store's write transaction is that already."""
+        return None
+
+    @abstractmethod
+    def insert_child(self, cur: Cursor, parent: Any, child_id: str) -> None:
+        """Insert rotation ``child_id`` of session row ``parent`` (its source, metadata,
+        incarnation and turn lease carried; its seq counter at 1)."""
+
+    @abstractmethod
+    def insert_compacted(
+        self, cur: Cursor, target: str, first_seq: int, params: Sequence[Mapping[str, Any]], tail: Sequence[Any]
+    ) -> None:
+        """Insert a compaction's summary rows ``params`` and copies of the superseded
+        ``tail`` rows (in seq order, each naming its original) into ``target`` from
+        ``first_seq`` (reserved)."""
+
+    @abstractmethod
+    def compaction_committed(self, cur: Cursor, record: CompactionRecord) -> None:
+        """Tell other processes of ``record`` (once the transaction commits), where
+        they listen."""
+
+    @abstractmethod
+    def new_turn_token(self, cur: Cursor) -> int | None:
+        """A token for the turn ``open_turn`` opens (``:token``), or None where the
+        statement draws it itself."""
+
+    @abstractmethod
+    def turn_closed(self, cur: Cursor, session_id: str) -> None:
+        """Tell whoever waits for a turn of ``session_id`` that it ended (once the
+        transaction commits), where waiters live beyond this process."""
+
+    @abstractmethod
+    def id_list(self, ids: list[Any]) -> Any:
         """``ids`` as the dialect's queries take a list of ids (``:ids``)."""
 
     @abstractmethod

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from protocol import (
@@ -19,38 +19,58 @@ from protocol import (
     CompactionRecord,
     Cooldown,
     Lease,
+    Message,
     SearchHit,
     SessionInfo,
     SessionNotFoundError,
     StoredMessage,
+    TurnLease,
     Usage,
 )
 from protocol._checks import check_count, check_text
+from protocol._records import CompactionMode
+from protocol._turns import SealMode
 
 from .. import _telemetry as telemetry
 from .._branch import check_branch
 from .._expiry import check_expire, expire_lineages
-from .._metadata import check_listing, check_metadata_patch, check_older_than, check_page_limit
+from .._metadata import (
+    check_listing,
+    check_metadata,
+    check_metadata_patch,
+    check_older_than,
+    check_page_limit,
+)
 from .._recall import check_search
 from .._rows import (
+    check_commit_args,
     check_cooldown_error,
     check_cooldown_seconds,
     check_incarnation,
     check_lease,
+    check_new_sessions,
+    check_open_turn,
+    check_seal,
     check_snapshot,
     check_ttl,
+    check_turn,
+    check_usage,
     checked_session_id,
     compaction_from_row,
     cooldown_from_row,
     lease_from_row,
+    new_incarnation,
     other_incarnation,
     session_from_row,
     stored_message_from_row,
 )
 from .._usage import check_usage_scope
 from . import _branch as branching
+from . import _compaction as compaction
 from . import _lifecycle as lifecycle
 from . import _recall as recall
+from . import _sessions as rows
+from . import _turns as turning
 from ._dialect import Cursor, Dialect
 from ._lineage import ended_error, require_incarnation, require_session, resolve_tip
 
@@ -62,11 +82,56 @@ logger = logging.getLogger("session_actors.store")
 class SqlStore:
     """The operations of a `Store` over ``dialect`` (see the module docstring)."""
 
-    def __init__(self, dialect: Dialect) -> None:
+    def __init__(self, dialect: Dialect, *, max_content_bytes: int | None = None) -> None:
         self._dialect = dialect
         self._q = dialect.queries
+        self._max_content_bytes = max_content_bytes  # per message (None: the protocol's limit)
 
     # -- sessions ---------------------------------------------------------------
+
+    def create_session(
+        self,
+        session_id: str,
+        *,
+        source: str = "api",
+        parent_session_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> SessionInfo:
+        sid = checked_session_id(session_id)
+        parent = None if parent_session_id is None else checked_session_id(parent_session_id)
+        check_text(source, "source")
+        text = check_metadata(metadata)
+        if parent is None:  # a plain create may share the dialect's group commit
+            row = self._dialect.grouped_create(sid, source, text, new_incarnation())
+            if row is not None:
+                return session_from_row(row)
+
+        def work(c: Cursor) -> Any:
+            return rows.create_session(c, self._dialect, sid, source, parent, text)
+
+        return session_from_row(self._dialect.write("create_session", sid, work))
+
+    def create_sessions(
+        self, session_ids: Sequence[str], *, source: str = "api", metadata: Mapping[str, Any] | None = None
+    ) -> list[SessionInfo]:
+        ids, text = check_new_sessions(session_ids, source, metadata)
+        if not ids:
+            return []
+        created = self._dialect.write(
+            "create_sessions", ids[0], lambda c: rows.create_sessions(c, self._dialect, ids, source, text)
+        )
+        return [session_from_row(row) for row in created]
+
+    def retract(
+        self, session_id: str, *, incarnation: str | None = None, turn: TurnLease | None = None
+    ) -> StoredMessage | None:
+        sid = checked_session_id(session_id)
+        check_incarnation(incarnation)
+        token = None if turn is None else check_turn(turn)
+        row = self._dialect.write(
+            "retract", sid, lambda c: rows.retract_last(c, self._dialect, sid, incarnation, token)
+        )
+        return None if row is None else stored_message_from_row(row)
 
     def get_session(self, session_id: str) -> SessionInfo | None:
         sid = checked_session_id(session_id)
@@ -249,7 +314,115 @@ class SqlStore:
         rows = self._dialect.read("leases", "?", lambda c: c.execute(self._q["held_leases"], {}).fetchall())
         return [lease_from_row(r) for r in rows]
 
+    # -- turns ------------------------------------------------------------------
+
+    def open_turn(
+        self,
+        session_id: str,
+        holder: str,
+        ttl_s: float,
+        *,
+        incarnation: str | None = None,
+        rollback: int | None = None,
+        key: str | None = None,
+    ) -> TurnLease:
+        sid = checked_session_id(session_id)
+        ttl = check_open_turn(holder, ttl_s, incarnation, rollback, key)
+
+        def work(c: Cursor) -> TurnLease:
+            return turning.open_turn(c, self._dialect, sid, holder, ttl, incarnation, rollback, key)
+
+        return self._dialect.write("open_turn", sid, work)
+
+    def seal_turn(self, session_id: str, *, mode: SealMode = "seal", lease: TurnLease | None = None) -> int | None:
+        sid = checked_session_id(session_id)
+        check_seal(mode, lease)
+        return self._dialect.write("seal_turn", sid, lambda c: turning.seal_turn(c, self._dialect, sid, mode, lease))
+
+    def renew_turn(self, lease: TurnLease, ttl_s: float) -> TurnLease | None:
+        check_turn(lease)
+        ttl = check_ttl(ttl_s)
+        return self._dialect.write(
+            "renew_turn", lease.session_id, lambda c: turning.renew_turn(c, self._dialect, lease, ttl)
+        )
+
+    def close_turn(self, lease: TurnLease) -> bool:
+        check_turn(lease)
+        return self._dialect.write(
+            "close_turn", lease.session_id, lambda c: turning.close_turn(c, self._dialect, lease)
+        )
+
+    def interrupt_turn(self, session_id: str) -> bool:
+        sid = checked_session_id(session_id)
+        return self._dialect.write("interrupt_turn", sid, lambda c: turning.interrupt_turn(c, self._dialect, sid))
+
+    def current_turn(self, session_id: str) -> TurnLease | None:
+        sid = checked_session_id(session_id)
+        return self._dialect.read("current_turn", sid, lambda c: turning.current_turn(c, self._dialect, sid))
+
+    def turns(self, *, holder: str | None = None) -> list[TurnLease]:
+        if holder is not None:
+            check_text(holder, "holder")
+        return self._dialect.read("turns", "?", lambda c: turning.live_turns(c, self._dialect, holder))
+
+    def interrupted_turns(self, holder: str) -> list[TurnLease]:
+        check_text(holder, "holder")
+        return self._dialect.read(
+            "interrupted_turns", "?", lambda c: turning.interrupted_turns(c, self._dialect, holder)
+        )
+
     # -- compaction and cooldowns -----------------------------------------------
+
+    def commit_compaction(
+        self,
+        lease: Lease,
+        *,
+        watermark: int,
+        compacted: Sequence[Message],
+        mode: CompactionMode,
+        child_session_id: str | None = None,
+        compressor: str = "",
+        incarnation: str | None = None,
+        usage: Usage | Mapping[str, object] | None = None,
+    ) -> CompactionRecord:
+        check_incarnation(incarnation)
+        usage_text = check_usage(usage)
+        params = check_commit_args(
+            lease,
+            watermark=watermark,
+            compacted=compacted,
+            mode=mode,
+            child_session_id=child_session_id,
+            compressor=compressor,
+            max_content_bytes=self._max_content_bytes,
+        )
+
+        def work(c: Cursor) -> CompactionRecord:
+            return compaction.commit_compaction(
+                c,
+                self._dialect,
+                lease,
+                watermark=watermark,
+                params=params,
+                mode=mode,
+                child_session_id=child_session_id,
+                compressor=compressor,
+                usage=usage_text,
+                incarnation=incarnation,
+            )
+
+        record = self._dialect.write("commit_compaction", lease.session_id, work)
+        logger.info(
+            "compaction committed: session=%s mode=%s token=%d watermark=%d archived=%d tail=%d child=%s",
+            record.session_id,
+            record.mode,
+            record.token,
+            record.watermark,
+            record.archived_count,
+            record.tail_count,
+            record.child_session_id,
+        )
+        return record
 
     def compactions(self, session_id: str) -> list[CompactionRecord]:
         sid = checked_session_id(session_id)

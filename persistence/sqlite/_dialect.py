@@ -5,20 +5,22 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from protocol import SearchHit
+from protocol import END_REASON_COMPRESSION, CompactionRecord, SearchHit, SessionEndedError
 
 from .._queries import load_queries
 from .._recall import SearchArgs
 from ..sql import Dialect
 from ..sql._lifecycle import lineage_ids
-from ..sql._lineage import require_session
+from ..sql._lineage import require_incarnation, require_session, resolve_tip
+from . import _compaction as compaction
 from ._branch import insert_branch
 from ._driver import BusyRetry, ReaderPool, map_sqlite_error
 from ._recall import search
 from ._schema import DIALECT
+from ._sessions import insert_sessions
 from ._writer import GroupCommitWriter, ReadOnlyWriter
 
 __all__ = ["SqliteDialect"]
@@ -75,6 +77,39 @@ class SqliteDialect(Dialect):
         """The ids: the write lock already orders this transaction with every other."""
         return lineage_ids(cur, self.queries, session_id)
 
+    def lock_live_tip(self, cur: sqlite3.Connection, session_id: str, incarnation: str | None = None) -> sqlite3.Row:
+        """The tip's row: the write lock already keeps a rotation out."""
+        tip = require_incarnation(cur, self.queries, resolve_tip(cur, self.queries, session_id)["id"], incarnation)
+        if tip["ended_at"] is not None and tip["end_reason"] != END_REASON_COMPRESSION:
+            raise SessionEndedError(tip["id"], None, tip["end_reason"])
+        return tip
+
+    def insert_sessions(self, cur: sqlite3.Connection, rows: list[tuple[str, str, str, str]]) -> dict[str, Any]:
+        return insert_sessions(cur, self.queries, rows, self.clock())
+
+    def insert_child(self, cur: sqlite3.Connection, parent: Any, child_id: str) -> None:
+        compaction.insert_child(cur, self.queries, parent, child_id, self.clock())
+
+    def insert_compacted(
+        self,
+        cur: sqlite3.Connection,
+        target: str,
+        first_seq: int,
+        params: Sequence[Mapping[str, Any]],
+        tail: Sequence[Any],
+    ) -> None:
+        compaction.insert_compacted(cur, self.queries, target, first_seq, params, tail, self.clock())
+
+    def compaction_committed(self, cur: sqlite3.Connection, record: CompactionRecord) -> None:
+        """Nothing: every process is on this host, and polls."""
+
+    def new_turn_token(self, cur: sqlite3.Connection) -> int:
+        """From the file's one counter."""
+        return int(cur.execute(self.queries["next_turn_token"]).fetchone()["token"])
+
+    def turn_closed(self, cur: sqlite3.Connection, session_id: str) -> None:
+        """Nothing: a turn's waiters are on this host, and poll."""
+
     def insert_branch(
         self,
         cur: sqlite3.Connection,
@@ -89,7 +124,7 @@ class SqliteDialect(Dialect):
     def search_hits(self, cur: sqlite3.Connection, args: SearchArgs) -> list[SearchHit]:
         return search(cur, self.queries, args)
 
-    def id_list(self, ids: list[str]) -> str:
+    def id_list(self, ids: list[Any]) -> str:
         """A JSON array (the queries read it with ``json_each``)."""
         return json.dumps(ids)
 

@@ -12,72 +12,36 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from protocol import (
-    END_REASON_COMPRESSION,
-    InvalidLineageError,
     SessionExistsError,
     StoredMessage,
-    TurnHeldError,
-    TurnLostError,
 )
 
 from .. import _keys as keys
-from .._rows import new_incarnation, stored_message_from_row, turn_refusal
-from ..sql._lineage import ended_error, require_incarnation, require_session
+from .._rows import stored_message_from_row
+from ..sql._lineage import ended_error, require_incarnation
+from ..sql._turns import turn_held
 from ._checksums import row_checksum
 
 __all__ = [
     "append_rows",
-    "create_session",
-    "create_sessions",
     "insert_rows",
+    "insert_sessions",
     "keyed_append",
     "reserve_seqs",
     "stored_by_key",
-    "turn_held",
 ]
 
 Queries = Mapping[str, str]
 Row = sqlite3.Row
 
 
-def create_session(
-    conn: sqlite3.Connection,
-    q: Queries,
-    session_id: str,
-    source: str,
-    parent_session_id: str | None,
-    now: float,
-    metadata: str = "{}",
-) -> Row:
-    incarnation = new_incarnation()
-    if parent_session_id is not None:  # the parent first, as on PostgreSQL
-        parent = require_session(conn, q, parent_session_id)
-        if parent["end_reason"] != END_REASON_COMPRESSION:
-            raise InvalidLineageError(session_id, parent_session_id)
-        incarnation = parent["incarnation"]  # a continuation of the same conversation
-    if conn.execute(q["get_session"], {"session_id": session_id}).fetchone() is not None:
-        raise SessionExistsError(session_id)
-    conn.execute(
-        q["insert_session"],
-        {
-            "session_id": session_id,
-            "source": source,
-            "parent_session_id": parent_session_id,
-            "now": now,
-            "metadata": metadata,
-            "incarnation": incarnation,
-        },
-    )
-    return require_session(conn, q, session_id)
-
-
-def create_sessions(
-    conn: sqlite3.Connection, q: Queries, session_ids: list[str], source: str, now: float, metadata: str
-) -> list[Row]:
-    """Insert new sessions (no parents), each a conversation of its own; their rows in
-    the order given. Any id taken: `SessionExistsError`, and the caller's transaction
-    rolls back the rest."""
-    ids = json.dumps(session_ids)
+def insert_sessions(
+    conn: sqlite3.Connection, q: Queries, rows: list[tuple[str, str, str, str]], now: float
+) -> dict[str, Row]:
+    """`Dialect.insert_sessions`: (id, source, metadata JSON text, incarnation) rows
+    inserted in the order given; their rows by id. An id taken raises
+    `SessionExistsError` (the first in that order) before anything is written."""
+    ids = json.dumps([row[0] for row in rows])
     taken = conn.execute(q["first_taken"], {"ids": ids}).fetchone()
     if taken is not None:
         raise SessionExistsError(taken["id"])
@@ -90,13 +54,12 @@ def create_sessions(
                 "parent_session_id": None,
                 "now": now,
                 "metadata": metadata,
-                "incarnation": new_incarnation(),
+                "incarnation": incarnation,
             }
-            for sid in session_ids
+            for sid, source, metadata, incarnation in rows
         ),
     )
-    rows = {row["id"]: row for row in conn.execute(q["sessions_by_id"], {"ids": ids})}
-    return [rows[sid] for sid in session_ids]
+    return {row["id"]: row for row in conn.execute(q["sessions_by_id"], {"ids": ids})}
 
 
 def insert_rows(
@@ -160,17 +123,6 @@ def append_rows(
         raise ended_error(conn, q, session_id)
     first_seq = reserved["first_seq"]
     return first_seq, insert_rows(conn, q, session_id, params, now, first_seq, turn=turn)
-
-
-def turn_held(
-    conn: sqlite3.Connection, q: Queries, session_id: str, turn: int | None = None, now: float = 0.0
-) -> TurnHeldError | TurnLostError:
-    """The error for a write refused by the turn lease (at ``now``): the session holds
-    a dead turn, another holder's is live, or (``turn``: the token the write carried)
-    that turn's lease is not (`turn_refusal`)."""
-    row = conn.execute(q["turn_of"], {"session_id": session_id}).fetchone()
-    live = row["turn_holder"] is not None and row["turn_expires_at"] > now
-    return turn_refusal(session_id, row, live=live, turn=turn)
 
 
 def keyed_append(

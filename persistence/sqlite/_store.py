@@ -16,46 +16,31 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from protocol import (
-    CompactionRecord,
     ConfigurationError,
-    Lease,
     Message,
-    SessionInfo,
     StoredMessage,
     TurnLease,
-    Usage,
 )
 from protocol._checks import check_text
-from protocol._records import CompactionMode
 
 from .. import _telemetry as telemetry
-from .._metadata import (
-    check_metadata,
-)
 from .._queries import load_queries
 from .._rows import (
-    check_commit_args,
     check_incarnation,
     check_messages,
-    check_new_sessions,
     check_open_flags,
     check_store_options,
     check_turn,
-    check_usage,
     checked_session_id,
     keyed,
-    session_from_row,
-    stored_message_from_row,
 )
 from .._store import HolderAnnouncement, SilentAnnouncement, StoreFeatures, WriteStats
 from .._submitted import completion, stored_messages
 from ..sql import SqlStore
-from . import _compaction as compaction
-from . import _lifecycle as lifecycle
 from . import _sessions as sessions
 from ._batch import AloneAppends, AppendJob, RememberedCounters, bulk_append
 from ._checksums import damaged_rows
@@ -70,7 +55,6 @@ from ._driver import (
     restrict_sidecars,
 )
 from ._schema import DIALECT, check_schema, prepare_database
-from ._turns import TurnMethods
 from ._writer import GroupCommitWriter, ReadOnlyWriter, Wake
 
 __all__ = ["SqliteStore", "WriteStats"]
@@ -84,7 +68,7 @@ MAX_BATCH = 256
 MAX_IDLE_READERS = 8
 
 
-class SqliteStore(SqlStore, TurnMethods):
+class SqliteStore(SqlStore):
     """A `Store` on one SQLite file (see the module docstring).
 
     Options: ``synchronous`` (``"FULL"`` by default: durable on return),
@@ -153,7 +137,11 @@ class SqliteStore(SqlStore, TurnMethods):
             on_full=lambda: checkpoint_after_full(writer_conn, self.path),
         )
         self._writer_conn: sqlite3.Connection | None = writer_conn
-        SqlStore.__init__(self, SqliteDialect(self._readers, self._writer, self._retry, self._clock))
+        SqlStore.__init__(
+            self,
+            SqliteDialect(self._readers, self._writer, self._retry, self._clock),
+            max_content_bytes=self._max_content_bytes,
+        )
 
     def _open_readonly(self) -> None:
         """Read connections only (``mode=ro``, ``query_only``); the schema must be current."""
@@ -171,7 +159,11 @@ class SqliteStore(SqlStore, TurnMethods):
             self._readers.checkin(conn)
         self._writer = ReadOnlyWriter(self.path)
         self._writer_conn = None
-        SqlStore.__init__(self, SqliteDialect(self._readers, self._writer, self._retry, self._clock))
+        SqlStore.__init__(
+            self,
+            SqliteDialect(self._readers, self._writer, self._retry, self._clock),
+            max_content_bytes=self._max_content_bytes,
+        )
 
     @staticmethod
     def _check_options(synchronous: object, patience: object, max_bytes: object) -> None:
@@ -242,53 +234,6 @@ class SqliteStore(SqlStore, TurnMethods):
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r})"
 
-    # -- sessions ---------------------------------------------------------------
-
-    def create_session(
-        self,
-        session_id: str,
-        *,
-        source: str = "api",
-        parent_session_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> SessionInfo:
-        checked_session_id(session_id)
-        if parent_session_id is not None:
-            checked_session_id(parent_session_id)
-        check_text(source, "source")
-        text = check_metadata(metadata)
-        row = self._write(
-            lambda c: sessions.create_session(c, self._q, session_id, source, parent_session_id, self.now(), text),
-            session_id,
-        )
-        return session_from_row(row)
-
-    def create_sessions(
-        self,
-        session_ids: Sequence[str],
-        *,
-        source: str = "api",
-        metadata: Mapping[str, Any] | None = None,
-    ) -> list[SessionInfo]:
-        ids, text = check_new_sessions(session_ids, source, metadata)
-        if not ids:
-            return []
-        rows = self._write(lambda c: sessions.create_sessions(c, self._q, ids, source, self.now(), text), ids[0])
-        return [session_from_row(row) for row in rows]
-
-    def retract(
-        self, session_id: str, *, incarnation: str | None = None, turn: TurnLease | None = None
-    ) -> StoredMessage | None:
-        checked_session_id(session_id)
-        check_incarnation(incarnation)
-        token = None if turn is None else check_turn(turn)
-        row = self._write(
-            lambda c: lifecycle.retract_last(c, self._q, session_id, self.now(), incarnation, token),
-            session_id,
-            "retract",
-        )
-        return None if row is None else stored_message_from_row(row)
-
     # -- messages ---------------------------------------------------------------
 
     @telemetry.timed_append
@@ -356,44 +301,3 @@ class SqliteStore(SqlStore, TurnMethods):
         messages, params, job = self._append_request(session_id, messages, incarnation, turn)
         done = completion(on_done, messages, params, session_id, logger)
         return self._writer.submit_nowait(None, session_id, job=job, what="append", on_done=done)
-
-    def commit_compaction(
-        self,
-        lease: Lease,
-        *,
-        watermark: int,
-        compacted: Sequence[Message],
-        mode: CompactionMode,
-        child_session_id: str | None = None,
-        compressor: str = "",
-        incarnation: str | None = None,
-        usage: Usage | Mapping[str, object] | None = None,
-    ) -> CompactionRecord:
-        check_incarnation(incarnation)
-        usage_text = check_usage(usage)
-        params = check_commit_args(
-            lease,
-            watermark=watermark,
-            compacted=compacted,
-            mode=mode,
-            child_session_id=child_session_id,
-            compressor=compressor,
-            max_content_bytes=self._max_content_bytes,
-        )
-        return self._write(
-            lambda c: compaction.commit_compaction(
-                c,
-                self._q,
-                lease,
-                watermark=watermark,
-                params=params,
-                mode=mode,
-                child_session_id=child_session_id,
-                compressor=compressor,
-                usage=usage_text,
-                now=self.now(),
-                incarnation=incarnation,
-            ),
-            lease.session_id,
-            "commit_compaction",
-        )

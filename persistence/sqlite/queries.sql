@@ -192,7 +192,8 @@ SELECT v.* FROM checked, (VALUES
 
 -- name: bump_epoch
 -- Count a compaction of a session, returning its new epoch.
-UPDATE sessions SET epoch = epoch + 1 WHERE id = :session_id RETURNING epoch
+UPDATE sessions SET epoch = epoch + 1 WHERE id = :session_id
+RETURNING *, CASE WHEN turn_holder IS NOT NULL THEN turn_token END AS held_turn
 
 -- ---------------------------------------------------------------- messages
 
@@ -228,12 +229,6 @@ FROM messages WHERE checksum IS NOT NULL
 -- A session's archived rows (compacted, superseded, retracted), in seq order.
 SELECT * FROM messages WHERE session_id = :session_id AND state <> 'live' ORDER BY seq
 
--- name: live_tail
--- A compaction's tail: the live rows after its watermark, in seq order.
-SELECT * FROM messages
-WHERE session_id = :session_id AND state = 'live' AND seq > :watermark
-ORDER BY seq
-
 -- name: turn_in_snapshot
 -- A live row up to the watermark appended under the open turn (:turn, its lease
 -- token): the snapshot reaches into the turn.
@@ -252,6 +247,7 @@ WHERE session_id = :session_id AND state = 'live' AND seq <= :watermark
 -- Archive the live rows above the watermark as superseded (the tail is copied).
 UPDATE messages SET state = 'superseded', archived_at = :now
 WHERE session_id = :session_id AND state = 'live' AND seq > :watermark
+RETURNING *
 
 -- name: close_live_range
 -- A compaction commit, once it archived every live row of the session: no row
@@ -262,16 +258,15 @@ UPDATE sessions SET live_from = next_seq WHERE id = :session_id
 -- Inside a compaction commit: is the snapshot's last message still there?
 SELECT state FROM messages WHERE session_id = :session_id AND seq = :watermark
 
--- name: last_live
--- The newest live message of a session (the row a retract takes).
-SELECT * FROM messages
-WHERE session_id = :session_id AND state = 'live'
-  AND seq >= (SELECT live_from FROM sessions WHERE id = :session_id)
-ORDER BY seq DESC LIMIT 1
-
--- name: retract_message
--- Archive one live message as retracted.
-UPDATE messages SET state = 'retracted', archived_at = :now WHERE id = :id AND state = 'live'
+-- name: retract_last
+-- Retract the newest live message of a session, in one statement; the row as it was.
+UPDATE messages SET state = 'retracted', archived_at = :now
+WHERE id = (SELECT id FROM messages
+            WHERE session_id = :session_id AND state = 'live'
+              AND seq >= (SELECT live_from FROM sessions WHERE id = :session_id)
+            ORDER BY seq DESC LIMIT 1)
+RETURNING id, session_id, seq, role, content, name, tool_call_id, tool_calls, meta,
+          created_at, 'live' AS state, origin_id, key, usage
 
 -- name: prune_archive
 -- Retention: archived rows that left the live transcript at or before (:now - :older_than)
@@ -405,19 +400,20 @@ UPDATE counters SET value = value + 1 WHERE name = 'turn_token' RETURNING value 
 -- (a lease its registry lost track of); another holder's live lease matches nothing,
 -- and so does a dead one (lapsed while held: seal_turn first), whoever asks.
 UPDATE sessions
-SET turn_holder = :holder, turn_token = :token, turn_expires_at = :expires_at, turn_interrupted = 0
+SET turn_holder = :holder, turn_token = :token, turn_expires_at = :now + :ttl, turn_interrupted = 0
 WHERE id = :session_id AND ended_at IS NULL AND coalesce(:incarnation = incarnation, 1)
   AND (turn_holder IS NULL OR (turn_holder = :holder AND turn_expires_at > :now))
 RETURNING id, turn_holder, turn_token, turn_expires_at, turn_interrupted
 
 -- name: turn_of
 -- A session's turn columns, for a verdict on a refused write.
-SELECT id, ended_at, incarnation, turn_holder, turn_token, turn_expires_at, turn_interrupted
+SELECT id, ended_at, incarnation, turn_holder, turn_token, turn_expires_at, turn_interrupted,
+       turn_holder IS NOT NULL AND turn_expires_at > :now AS turn_live
 FROM sessions WHERE id = :session_id
 
 -- name: renew_turn
 -- Matched by token (unique in the store) on the live session that carries it.
-UPDATE sessions SET turn_expires_at = :expires_at
+UPDATE sessions SET turn_expires_at = :now + :ttl
 WHERE turn_token = :token AND turn_holder = :holder AND ended_at IS NULL AND turn_expires_at > :now
 RETURNING id, turn_holder, turn_token, turn_expires_at, turn_interrupted
 
@@ -425,6 +421,7 @@ RETURNING id, turn_holder, turn_token, turn_expires_at, turn_interrupted
 -- Close a turn held with this token: the holder clears, the token stays.
 UPDATE sessions SET turn_holder = NULL, turn_expires_at = min(turn_expires_at, :now), turn_interrupted = 0
 WHERE turn_token = :token AND turn_holder = :holder AND ended_at IS NULL
+RETURNING id
 
 -- name: interrupt_turn
 -- Ask the live turn of a session to stop, returning its token.
@@ -502,11 +499,18 @@ WHERE incarnation IN (SELECT s.incarnation FROM sessions AS s WHERE s.id IN (SEL
 
 -- name: turn_carrier
 -- The live session carrying the turn lease :token of :holder (NULL: any holder, a
--- held lease), with its turn columns.
-SELECT id, ended_at, incarnation, turn_holder, turn_token, turn_expires_at, turn_interrupted
+-- held lease), with its turn columns. live: only while the lease is live.
+SELECT id, ended_at, incarnation, turn_holder, turn_token, turn_expires_at, turn_interrupted,
+       turn_expires_at > :now AS turn_live
 FROM sessions
 WHERE turn_token = :token AND ended_at IS NULL
   AND (turn_holder = :holder OR (:holder IS NULL AND turn_holder IS NOT NULL))
+  AND (NOT :live OR turn_expires_at > :now)
+
+-- name: lock_turn_carrier
+-- seal_turn with a lease: the live session carrying it (the write lock orders it).
+SELECT id FROM sessions
+WHERE turn_token = :token AND turn_holder = :holder AND ended_at IS NULL
 
 -- name: turn_transcript
 -- The live transcript with the turn each row was appended under (seal_turn).

@@ -142,9 +142,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "tail-reversed",
         "tail carry order",
-        "persistence/sqlite/*.sql",
-        "WHERE session_id = :session_id AND state = 'live' AND seq > :watermark\nORDER BY seq\n",
-        "WHERE session_id = :session_id AND state = 'live' AND seq > :watermark\nORDER BY seq DESC\n",
+        "persistence/**/*.py",
+        'tail = sorted(cur.execute(q["supersede_tail"], archived).fetchall(), key=lambda r: r["seq"])',
+        'tail = sorted(cur.execute(q["supersede_tail"], archived).fetchall(), key=lambda r: -r["seq"])',
     ),
     Mutant(
         "tail-before-summary",
@@ -172,7 +172,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "commit-into-held-turn",
         "open-turn cut (the commit's check)",
         "persistence/**/*.py",
-        '    if turn is not None and conn.execute(q["turn_in_snapshot"], params).fetchone() is not None:',
+        '    if turn is not None and cur.execute(q["turn_in_snapshot"], params).fetchone() is not None:',
         "    if False:",
     ),
     # -- the incarnation checks
