@@ -10,8 +10,10 @@ finish, releases the leases and closes the store.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import ipaddress
 import logging
+import os
 import signal
 import socket
 import sys
@@ -75,6 +77,8 @@ def serve(
     already listening socket instead (a worker of ``--workers``; nothing announced)."""
     token_file = check_tokens(tokens, insecure_local, host)
     limits = limits or ServeLimits()
+    if listen_fd is not None:
+        _end_with_the_supervisor()
     sock = bound_socket(host, port) if listen_fd is None else socket.socket(fileno=listen_fd)
     try:
         app, service = build(db, tokens=token_file, compressor=compressor, policy=policy, limits=limits)
@@ -124,6 +128,28 @@ class _DrainingServer(uvicorn.Server):
             logger.exception("draining the registry failed")
         finally:
             self.should_exit = True
+
+
+#: prctl(2)'s option: the signal this process gets when the thread that started it exits.
+_PR_SET_PDEATHSIG = 1
+
+
+def _end_with_the_supervisor() -> None:
+    """A worker of ``--workers`` ends with its supervisor: killed with it when the
+    supervisor is killed (-9, say), instead of serving on, unsupervised, on a socket
+    nobody restarts. SIGKILL, not SIGTERM: it arrives whatever handler the server has
+    installed at that moment; what was acknowledged is durable, and clients retry by
+    key. Linux only; elsewhere the worker outlives a killed supervisor."""
+    supervisor = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        failed = libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0
+    except (OSError, AttributeError):  # no prctl here
+        failed = True
+    if failed:
+        logger.warning("this worker cannot follow its supervisor's death (no prctl): it outlives a killed supervisor")
+    elif os.getppid() != supervisor:  # gone before the request took effect
+        os._exit(1)
 
 
 def _stop_signals_end_the_serve() -> None:

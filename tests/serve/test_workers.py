@@ -78,3 +78,30 @@ def test_two_workers_share_the_socket_and_a_turn_goes_on_through_either(pg_url, 
     finally:
         code = server.stop()
     assert code == 0, "".join(server.stderr)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie nobody reaped yet does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] not in "ZX"
+
+
+def test_the_workers_end_with_their_supervisor_killed_with_9(pg_url, tmp_path):
+    path = tmp_path / "tokens.txt"
+    secrets = token_file(path, {"bot": ("read,write", None)})
+    server = start_server(pg_url, path, "--workers", "2", "--drain", "5", tokens_by_name=secrets)
+    workers: list[int] = []
+    try:
+        workers = _until(lambda: len(_workers(server)) == 2 and _workers(server), "two workers")
+        _until(lambda: server.call("GET", "/readyz").status == 200, "ready")
+        server.process.kill()
+        server.process.wait(30)
+        _until(lambda: not any(_alive(pid) for pid in workers), "the workers ended with their supervisor", 30)
+    finally:
+        for pid in workers:  # without the fix they serve on: do not leak them
+            if _alive(pid):
+                os.kill(pid, 9)
+        server.stop()
