@@ -13,7 +13,9 @@ __all__ = ["mutation"]
 
 @contextmanager
 def mutation(*names: str) -> Iterator[None]:
-    """Disable the named checks (``"fencing"``, ``"join"``) until the block ends.
+    """Disable the named checks until the block ends: a compaction commit's ``"fence"``,
+    ``"ended"``, ``"watermark"``, ``"snapshot"``, ``"parent_open"`` (``"fencing"``: all
+    five), and ``"join"``.
 
     For tests only: a run inside the block can fork or lose messages. The harness
     should then find the failure, and its replay should reproduce it.

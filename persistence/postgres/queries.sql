@@ -452,13 +452,14 @@ SELECT %(session_id)s, %(source)s, %(parent_session_id)s,
 FROM sessions p WHERE p.id = %(parent_session_id)s;
 
 -- name: insert_compaction
--- Record a committed compaction.
+-- Record a committed compaction (started_at None: now, as when a test turned the fence off).
 INSERT INTO compactions (session_id, child_session_id, mode, token, holder, watermark,
                          archived_count, tail_count, compressor, started_at, committed_at,
                          replaced_from, written_from, summary_count, usage)
 VALUES (%(session_id)s, %(child_session_id)s, %(mode)s, %(token)s, %(holder)s,
         %(watermark)s, %(archived_count)s, %(tail_count)s, %(compressor)s,
-        %(started_at)s, extract(epoch FROM clock_timestamp())::double precision,
+        COALESCE(%(started_at)s, extract(epoch FROM clock_timestamp())::double precision),
+        extract(epoch FROM clock_timestamp())::double precision,
         %(replaced_from)s, %(written_from)s, %(summary_count)s, %(usage)s)
 RETURNING id, session_id, child_session_id, mode, token, holder, watermark,
           archived_count, tail_count, compressor, started_at, committed_at, usage;

@@ -49,7 +49,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "fence-never-refuses",
         "fence predicate",
         "persistence/**/*.py",
-        "if fence is None and not unfenced:",
+        'if fence is None and not hooks.skipped("fence"):',
         "if False:",
     ),
     Mutant(
@@ -84,8 +84,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "ended-parent-committed",
         "session-ended check",
         "persistence/**/*.py",
-        '    if not unfenced:\n        if session["ended_at"] is not None:',
-        "    if not unfenced:\n        if False:",
+        '    if session["ended_at"] is not None and not hooks.skipped("ended"):',
+        "    if False:",
     ),
     Mutant(
         "owned-not-checked",

@@ -48,7 +48,7 @@ def test_a_retract_during_a_slow_summary_never_comes_back_unless_the_fence_is_of
     with harness:
         report = harness.explore(paths, exhaustive=True)
         report.assert_ok()
-        with mutation("fencing"):  # the commit no longer refuses a snapshot a retract reached into
+        with mutation("snapshot"):  # the commit no longer refuses a snapshot a retract reached into
             broken = harness.explore(paths, exhaustive=True)
             failure = next(f for f in broken.failures if f.invariant == "retracted_in_summary")
             with pytest.raises(AssertionError, match="retracted_in_summary"):
