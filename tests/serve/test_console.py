@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from persistence import open_store
+from protocol import Message
 
 from .client import Server, start_server
 from .narrow import NarrowPage
@@ -134,6 +135,27 @@ def test_the_console_shows_sessions_the_transcript_with_tool_runs_and_turns_and_
     assert "rotate by head-tail" in dom and "What is the weather in Lisbon?" in dom
     replaced, summary = dom.split("Replaced", 1)[1].split("Summary", 1)
     assert "What is the weather in Lisbon?" in replaced and "[CONTEXT COMPACTION]" in summary.split("Carried tail")[0]
+
+
+def test_the_archive_marks_the_tail_a_compaction_carried_verbatim(server, tmp_path):
+    """A compaction whose snapshot ends before the session's last messages carries them
+    past its summary: the archive shows them in that compaction's group, carried."""
+    assert server.call("PUT", "/v1/sessions/web:carry", {"source": "web"}).status == 201
+    for n in range(8):
+        message = {"role": "user" if n % 2 == 0 else "assistant", "content": f"early {n}"}
+        assert server.call("POST", "/v1/sessions/web:carry/messages", message).status == 201
+    with open_store(str(tmp_path / "state.db")) as store:  # a compactor in another process
+        lease = store.acquire_lease("web:carry", "elsewhere", 30)
+        for n in range(2):  # written while it summarizes: past its snapshot
+            message = {"role": "user" if n % 2 == 0 else "assistant", "content": f"late {n}"}
+            assert server.call("POST", "/v1/sessions/web:carry/messages", message).status == 201
+        summary = Message("user", "[CONTEXT COMPACTION] eight early messages")
+        assert store.commit_compaction(lease, watermark=8, compacted=[summary], mode="in_place").tail_count == 2
+    token = server.tokens["reader"]
+    base = f"http://127.0.0.1:{server.port}/console"
+    dom, _ = _browse(f"{base}?session=web:carry&tab=archive#token={token}", tmp_path, "carried")
+    assert "8 dropped into the summary, 2 carried verbatim" in dom
+    assert len(re.findall(r'class="msg role-\w+ carried"', dom)) == 2 and "retracted and other" not in dom
 
 
 def test_the_console_fits_a_390_px_wide_screen(server, tmp_path):

@@ -146,7 +146,9 @@ async function archiveView(id) {
   for (const record of ordered) {
     const detail = await api(`/compactions/${record.id}`);
     const carried = new Set(detail.carried.map((m) => m.origin_id));
-    const mine = left.filter((m) => m.seq > below && m.seq <= record.watermark && m.state !== "retracted");
+    // what the summary replaced (up to its watermark) and the tail it carried (written past it)
+    const mine = left.filter((m) => m.state !== "retracted"
+      && ((m.seq > below && m.seq <= record.watermark) || carried.has(m.id)));
     left = left.filter((m) => !mine.includes(m));
     below = record.watermark;
     const kept = mine.filter((m) => carried.has(m.id)).length;
