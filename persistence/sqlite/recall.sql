@@ -21,26 +21,6 @@ WHERE message_search MATCH :query
 ORDER BY rank, m.id
 LIMIT :limit
 
--- name: search_archive_in
--- search_archive within the sessions :ids (a JSON array): their archived rows
--- first, each looked up in the index by rowid (CROSS JOIN keeps that order), so a
--- lineage's search costs its rows, not every match in the database.
-SELECT m.session_id, m.seq, m.role, m.state,
-       snippet(message_search, 0, '[', ']', '…', 16) AS snippet,
-       bm25(message_search) AS rank
-FROM messages AS m
-CROSS JOIN message_search
-JOIN sessions AS s ON s.id = m.session_id
-WHERE m.session_id IN (SELECT value FROM json_each(:ids))
-  AND m.state IN ('compacted', 'superseded')
-  AND message_search.rowid = m.id
-  AND message_search MATCH :query
-  AND (:source IS NULL OR s.source = :source)
-  AND NOT EXISTS (SELECT 1 FROM messages AS c JOIN sessions AS cs ON cs.id = c.session_id
-                  WHERE c.origin_id = m.id AND cs.incarnation = s.incarnation)
-ORDER BY rank, m.id
-LIMIT :limit
-
 -- name: search_live
 -- Live rows that may hold every term, newest first: each of :words (a JSON array of
 -- lower-case ASCII words: letters and digits, so no LIKE wildcard) is in the row's

@@ -70,6 +70,17 @@ def test_both_dialects_name_each_shared_statement_alike(names):
     )
 
 
+@pytest.mark.parametrize("file", ["queries.sql", "recall.sql"])
+def test_the_shared_files_name_the_same_statements_in_both_dialects(file):
+    """A dialect's own statements live in files of their own (own.sql, holders.sql, ...):
+    the shared files define the same names, so each has its twin beside it."""
+    defined = {
+        dialect: set(block_descriptions(resources.files("persistence").joinpath(dialect, file).read_text("utf-8")))
+        for dialect in ("sqlite", "postgres")
+    }
+    assert defined["sqlite"] == defined["postgres"], sorted(defined["sqlite"] ^ defined["postgres"])
+
+
 def test_the_dialect_only_lists_name_statements_that_exist(names):
     assert set(SQLITE_ONLY) <= names["sqlite"] - names["postgres"]
     assert set(POSTGRES_ONLY) <= names["postgres"] - names["sqlite"]
