@@ -7,6 +7,7 @@ The backends (`SqliteStore`, `PostgresStore`) open their dialect and hand it her
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -79,12 +80,12 @@ class SqlStore(SessionOperations):
         turn: TurnLease | None = None,
     ) -> list[StoredMessage]:
         messages, job = self._append_job(session_id, messages, incarnation, turn)
+        # partials, not closures: a closure would make cells of this hot function's names
         if not job.params:
-            return self._dialect.read(
-                "append", session_id, lambda c: nothing_appended(c, self._q, session_id, incarnation)
-            )
+            answer = functools.partial(nothing_appended, q=self._q, session_id=session_id, incarnation=incarnation)
+            return self._dialect.read("append", session_id, answer)
         if job.keyed:  # it reads and claims its keys: a write transaction of its own
-            return self._dialect.write("append", session_id, lambda c: self._dialect.keyed_append(c, job))
+            return self._dialect.write("append", session_id, functools.partial(self._dialect.keyed_append, job=job))
         first_seq, ids, created_at = self._dialect.submit_append(job)
         # built here, not on the writer thread: the writer is the shared bottleneck
         return stored_messages(messages, job.params, session_id, first_seq, ids, created_at)
