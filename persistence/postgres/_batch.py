@@ -11,7 +11,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from protocol import (
@@ -26,6 +26,7 @@ from .._latch import Latch
 from .._rows import turn_refusal
 from .._submitted import woken
 from ..sql._lineage import ended_error, require_incarnation
+from ..sql._messages import AppendJob
 
 __all__ = [
     "JSONB_TEXT_LIMIT",
@@ -63,16 +64,6 @@ _AS_JSONB = "jsonb_array_elements(%(rows)s::jsonb)"
 Wake = Callable[[], None]
 #: ``on_done(result, error)`` of a submitted request, called once on the writer thread.
 DoneFn = Callable[[Any, "BaseException | None"], "Wake | None"]
-
-
-class AppendJob(NamedTuple):
-    """Append checked column values (`rows.message_params`) to ``session_id``.
-    Result: ``(first_seq, ids, created_at)``."""
-
-    session_id: str
-    params: Sequence[Mapping[str, Any]]
-    incarnation: str | None = None  # the conversation meant (None: any)
-    turn: int | None = None  # the token of the turn lease it is appended under
 
 
 class CreateJob(NamedTuple):

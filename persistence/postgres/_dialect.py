@@ -6,16 +6,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from protocol import CompactionRecord, SearchHit, SessionEndedError, SessionNotFoundError
+from protocol import CompactionRecord, SearchHit, SessionEndedError, SessionNotFoundError, StoredMessage
 
 from .._queries import load_queries
 from .._recall import SearchArgs
+from .._submitted import Done
 from ..sql import Dialect
 from ..sql._lifecycle import lineage_ids
-from ._batch import create_many
+from ..sql._messages import AppendJob
+from ._batch import append_payload, create_many, refusal, waiting_for_locks
 from ._branch import insert_branch
 from ._compaction import insert_compacted, notify_compaction
 from ._driver import PgDatabase
+from ._keys import keyed_append
 from ._lineage import lock_live_tip
 from ._recall import search
 from ._schema import DIALECT
@@ -57,6 +60,38 @@ class PgDialect(Dialect):
 
     def write(self, what: str, session_id: str, work: Callable[[Any], T]) -> T:
         return self._db.run(what, work)
+
+    def check_writable(self, what: str) -> None:
+        self._db.check_writable(what)
+
+    def submit_append(self, job: AppendJob) -> tuple[int, list[int], float]:
+        """On the writer, which appends the jobs it holds with one statement."""
+        return self._writer.submit(job)
+
+    def submit_append_nowait(self, job: AppendJob, done: Done) -> bool:
+        """On the writer; False for a keyed job (a transaction of its own, `keyed_append`)."""
+        if job.keyed:
+            return False
+        self._writer.submit_nowait(job, done)
+        return True
+
+    def keyed_append(self, cur: Any, job: AppendJob) -> list[StoredMessage]:
+        """Its keys claimed in key order (`persistence.postgres._keys`), the messages to
+        write appended by the batch statement, its checks included."""
+        q, psycopg = self.queries, self._db.psycopg
+
+        def append_rows(cur: Any, fresh: Sequence[Mapping[str, Any]]) -> list[int]:
+            written = job._replace(params=fresh)
+            rows, wanted, turns = append_payload([written])
+            # no deadline of its own: the transaction's COMMIT checks it
+            params = {"rows": rows, "wanted": wanted, "turns": turns, "until": None}
+            cur.execute(waiting_for_locks(q["append_batch"]), params)
+            ids = [row["id"] for row in cur.fetchall()]
+            if not ids:
+                raise refusal(cur, q, written, psycopg)
+            return ids
+
+        return keyed_append(cur, q, job.session_id, job.params, job.incarnation, job.turn, append_rows)
 
     def lock_lineage(self, cur: Any, session_id: str) -> list[str]:
         """Lock the lineage's lease and session rows (lease rows first, as a commit

@@ -18,47 +18,26 @@ registry's holder lock, a liveness hint only (see `persistence.postgres._holders
 
 from __future__ import annotations
 
-import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from protocol import (
-    ConfigurationError,
-    Message,
-    StoredMessage,
-    TurnLease,
-)
+from protocol import ConfigurationError
 from protocol._checks import check_text
 
-from .. import _telemetry as telemetry
 from .._queries import load_queries
-from .._rows import (
-    check_incarnation,
-    check_messages,
-    check_open_flags,
-    check_turn,
-    checked_session_id,
-    keyed,
-)
+from .._rows import check_open_flags
 from .._store import HolderAnnouncement as Announcement
 from .._store import SilentAnnouncement, StoreFeatures, WriteStats
-from .._submitted import completion, stored_messages
 from ..sql import SqlStore
-from ..sql._lineage import ended_error, require_incarnation
 from ._args import check_pool_options
-from ._batch import Wake, append_payload, refusal, waiting_for_locks
 from ._dialect import PgDialect
 from ._driver import PgDatabase
 from ._holders import HolderAnnouncement
-from ._keys import keyed_append
 from ._notify import CompactionListener, TurnListener
 from ._schema import DIALECT, ensure_schema
-from ._writer import AppendJob, PgWriter
+from ._writer import PgWriter
 
 __all__ = ["PostgresStore"]
-
-log = logging.getLogger("session_actors.postgres")
 
 
 class PostgresStore(SqlStore):
@@ -140,101 +119,6 @@ class PostgresStore(SqlStore):
 
     def _read(self, what: str, work: Any) -> Any:
         return self._dialect.read(what, "?", work)
-
-    def _write(self, what: str, work: Any) -> Any:
-        return self._dialect.write(what, "?", work)
-
-    # -- messages --------------------------------------------------------------
-
-    @telemetry.timed_append
-    def append(
-        self,
-        session_id: str,
-        messages: Message | Sequence[Message],
-        *,
-        incarnation: str | None = None,
-        turn: TurnLease | None = None,
-    ) -> list[StoredMessage]:
-        sid, messages, params = self._checked_append(session_id, messages, incarnation)
-        token = None if turn is None else check_turn(turn)
-        if not params:
-            return self._append_nothing(sid, incarnation)
-        if keyed(params):
-            return self._keyed_append(sid, params, incarnation, token)
-        first_seq, ids, created_at = self._writer.submit(AppendJob(sid, params, incarnation, token))
-        return stored_messages(messages, params, sid, first_seq, ids, created_at)
-
-    def _keyed_append(
-        self, sid: str, params: list[dict[str, Any]], incarnation: str | None, token: int | None
-    ) -> list[StoredMessage]:
-        """An append with idempotency keys: a transaction of its own (`postgres._keys`)."""
-        q = self._q
-
-        def append_rows(cur: Any, fresh: Sequence[Mapping[str, Any]]) -> list[int]:
-            job = AppendJob(sid, fresh, incarnation, token)
-            rows, wanted, turns = append_payload([job])
-            # no deadline of its own: the transaction's COMMIT checks it
-            params = {"rows": rows, "wanted": wanted, "turns": turns, "until": None}
-            cur.execute(waiting_for_locks(q["append_batch"]), params)
-            ids = [row["id"] for row in cur.fetchall()]
-            if not ids:
-                raise refusal(cur, q, job, self._db.psycopg)
-            return ids
-
-        return self._write("append", lambda cur: keyed_append(cur, q, sid, params, incarnation, token, append_rows))
-
-    def append_nowait(
-        self,
-        session_id: str,
-        messages: Message | Sequence[Message],
-        on_done: Callable[[Callable[[], list[StoredMessage]] | None, BaseException | None], Wake | None],
-        *,
-        incarnation: str | None = None,
-        turn: TurnLease | None = None,
-    ) -> bool:
-        """`append` without waiting (not part of the `Store` protocol), as
-        `SqliteStore.append_nowait`: the messages are checked now (a bad one raises
-        here, nothing queued), then queued for the group-commit writer, which calls
-        ``on_done(stored, None)`` once they are committed, or ``on_done(None, error)``
-        when nothing was written. ``stored()`` builds the `StoredMessage`s: call it
-        off the writer thread. ``on_done`` runs on the writer thread: it must be
-        quick, must not wait on this store, and may return a wake-up the writer
-        calls once per batch. False (nothing queued) for an empty append, or one
-        with idempotency keys (a transaction of its own): call `append`.
-        ``incarnation`` and ``turn`` as for `append`."""
-        sid, messages, params = self._checked_append(session_id, messages, incarnation)
-        token = None if turn is None else check_turn(turn)
-        if not params or keyed(params):
-            return False
-        done = completion(on_done, messages, params, sid, log)
-
-        self._writer.submit_nowait(AppendJob(sid, params, incarnation, token), done)
-        return True
-
-    def _checked_append(
-        self, session_id: str, messages: Message | Sequence[Message], incarnation: str | None
-    ) -> tuple[str, Sequence[Message], list[dict[str, Any]]]:
-        """An append's checked arguments: its session id, its messages as a sequence
-        and their column values (nothing is written, or queued, before this)."""
-        sid = checked_session_id(session_id)
-        check_incarnation(incarnation)
-        if isinstance(messages, Message):
-            messages = [messages]
-        params = check_messages(messages, self._max_content_bytes)
-        self._db.check_writable("append")
-        return sid, messages, params
-
-    def _append_nothing(self, sid: str, incarnation: str | None) -> list[StoredMessage]:
-        """An empty append writes nothing but answers like one: unknown or ended raise."""
-        q = self._q
-
-        def work(cur: Any) -> list[StoredMessage]:
-            row = require_incarnation(cur, q, sid, incarnation)
-            if row["ended_at"] is not None:
-                raise ended_error(cur, q, sid)
-            return []
-
-        return self._read("append", work)
 
     def write_stats(self) -> WriteStats:
         """Group-commit counters: committed transactions and the requests they held."""

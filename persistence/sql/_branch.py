@@ -13,7 +13,7 @@ from .._rows import stored_message_from_row
 from ._dialect import Cursor, Dialect
 from ._lineage import require_session
 
-__all__ = ["branch"]
+__all__ = ["branch", "children"]
 
 
 def branch(c: Cursor, dialect: Dialect, session_id: str, at_seq: int, new_id: str, metadata: str | None) -> Any:
@@ -26,3 +26,9 @@ def branch(c: Cursor, dialect: Dialect, session_id: str, at_seq: int, new_id: st
         raise SessionExistsError(new_id)
     dialect.insert_branch(c, origin, new_id, metadata, at_seq, params)
     return require_session(c, q, new_id)
+
+
+def children(c: Cursor, dialect: Dialect, session_id: str) -> list[Any]:
+    """The rows of the sessions that continue or branch from ``session_id``."""
+    require_session(c, dialect.queries, session_id)
+    return list(c.execute(dialect.queries["children"], {"session_id": session_id}).fetchall())

@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -40,9 +41,11 @@ from ._lineage import ended_error, require_session
 if TYPE_CHECKING:
     from ._dialect import Cursor, Dialect
 
-__all__ = ["commit_compaction"]
+__all__ = ["commit_compaction", "compactions", "logged"]
 
 Queries = Mapping[str, str]
+
+logger = logging.getLogger("session_actors.store")
 
 
 def commit_compaction(
@@ -115,6 +118,27 @@ def commit_compaction(
     record = compaction_from_row(row)
     dialect.compaction_committed(cur, record)
     return record
+
+
+def logged(record: CompactionRecord) -> CompactionRecord:
+    """``record``, once its commit is noted in the store's log."""
+    logger.info(
+        "compaction committed: session=%s mode=%s token=%d watermark=%d archived=%d tail=%d child=%s",
+        record.session_id,
+        record.mode,
+        record.token,
+        record.watermark,
+        record.archived_count,
+        record.tail_count,
+        record.child_session_id,
+    )
+    return record
+
+
+def compactions(cur: Cursor, q: Queries, session_id: str) -> list[CompactionRecord]:
+    """The compaction records of ``session_id``, oldest first."""
+    require_session(cur, q, session_id)
+    return [compaction_from_row(r) for r in cur.execute(q["compactions"], {"session_id": session_id}).fetchall()]
 
 
 def _check_snapshot_live(cur: Cursor, q: Queries, sid: str, watermark: int) -> None:

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from protocol import CompactionRecord, SearchHit
+from protocol import CompactionRecord, SearchHit, StoredMessage
 
 from .._recall import SearchArgs
+from .._submitted import Done
+
+if TYPE_CHECKING:
+    from ._messages import AppendJob
 
 __all__ = ["Dialect"]
 
@@ -57,6 +61,29 @@ class Dialect(ABC):
     @abstractmethod
     def write(self, what: str, session_id: str, work: Callable[[Cursor], T]) -> T:
         """``work(cursor)`` in one write transaction, committed before this returns."""
+
+    @abstractmethod
+    def check_writable(self, what: str) -> None:
+        """`ReadOnlyStoreError` for the write ``what`` on a read-only store (asked before
+        anything is queued)."""
+
+    @abstractmethod
+    def submit_append(self, job: AppendJob) -> tuple[int, list[int], float]:
+        """Write unkeyed ``job`` in the dialect's group commit: ``(first_seq, ids,
+        created_at)`` once committed. Its checks (session, incarnation, turn) are the
+        writer's statement's."""
+
+    @abstractmethod
+    def submit_append_nowait(self, job: AppendJob, done: Done) -> bool:
+        """Queue ``job`` for the group commit without waiting: the writer calls
+        ``done(result, error)`` once, on its thread. False (nothing queued) where the
+        writer cannot take it (no writer thread, or a keyed job it cannot write)."""
+
+    @abstractmethod
+    def keyed_append(self, cur: Cursor, job: AppendJob) -> list[StoredMessage]:
+        """The body of keyed ``job``, in a write transaction of its own: claim its keys
+        (`persistence._keys`), write the messages whose keys were free; the stored
+        messages, each key's first in its place."""
 
     @abstractmethod
     def clock(self) -> float | None:

@@ -7,8 +7,9 @@ the caller's transaction, so a check and the write it guards see one state.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import contextlib
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from protocol import (
     END_REASON_COMPRESSION,
@@ -21,7 +22,10 @@ from protocol import (
 
 from .._rows import other_incarnation
 
-__all__ = ["ended_error", "require_incarnation", "require_session", "resolve_tip"]
+if TYPE_CHECKING:
+    from ._dialect import Dialect
+
+__all__ = ["ended_error", "existing", "first_row", "require_incarnation", "require_session", "resolve_tip"]
 
 Queries = Mapping[str, str]
 
@@ -37,10 +41,15 @@ def require_session(cur: Any, q: Queries, session_id: str) -> Any:
     return row
 
 
-def require_incarnation(cur: Any, q: Queries, session_id: str, incarnation: str | None) -> Any:
+def require_incarnation(
+    cur: Any, q: Queries, session_id: str, incarnation: str | None, *, lock: Dialect | None = None
+) -> Any:
     """The session's row, if it is the conversation the writer means (``incarnation``
-    None: any): one erased and started again under the same id is not."""
-    row = require_session(cur, q, session_id)
+    None: any): one erased and started again under the same id is not. ``lock``: the
+    dialect whose locking hook (`Dialect.lock_session`) takes the row first, held
+    until the transaction ends, so the write that follows the check is the
+    conversation's."""
+    row = require_session(cur, q, session_id) if lock is None else lock.lock_session(cur, session_id)
     if incarnation is not None and row["incarnation"] != incarnation:
         raise other_incarnation(session_id)
     return row
@@ -85,3 +94,18 @@ def ended_error(cur: Any, q: Queries, session_id: str) -> TranscriptError:
         if tip is not None and tip["id"] != session_id and tip["ended_at"] is None:
             successor = tip["id"]
     return SessionEndedError(session_id, successor, row["end_reason"])
+
+
+def first_row(cur: Any, q: Queries, query: str, **params: Any) -> Any:
+    """The first row of named query ``query`` (None: no row)."""
+    return cur.execute(q[query], params).fetchone()
+
+
+@contextlib.contextmanager
+def existing(dialect: Dialect, session_id: str) -> Iterator[None]:
+    """A write that names a session erased meanwhile raises `SessionNotFoundError`
+    (the dialect's `Dialect.missing_session`)."""
+    try:
+        yield
+    except dialect.missing_session as exc:
+        raise SessionNotFoundError(session_id) from exc

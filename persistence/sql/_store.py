@@ -7,13 +7,12 @@ The backends (`SqliteStore`, `PostgresStore`) open their dialect and hand it her
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from protocol import (
-    END_REASON_COMPRESSION,
     CompactionDetail,
     CompactionNotFoundError,
     CompactionRecord,
@@ -21,8 +20,6 @@ from protocol import (
     Lease,
     Message,
     SearchHit,
-    SessionInfo,
-    SessionNotFoundError,
     StoredMessage,
     TurnLease,
     Usage,
@@ -32,15 +29,7 @@ from protocol._records import CompactionMode
 from protocol._turns import SealMode
 
 from .. import _telemetry as telemetry
-from .._branch import check_branch
-from .._expiry import check_expire, expire_lineages
-from .._metadata import (
-    check_listing,
-    check_metadata,
-    check_metadata_patch,
-    check_older_than,
-    check_page_limit,
-)
+from .._metadata import check_page_limit
 from .._recall import check_search
 from .._rows import (
     check_commit_args,
@@ -48,7 +37,7 @@ from .._rows import (
     check_cooldown_seconds,
     check_incarnation,
     check_lease,
-    check_new_sessions,
+    check_messages,
     check_open_turn,
     check_seal,
     check_snapshot,
@@ -56,71 +45,90 @@ from .._rows import (
     check_turn,
     check_usage,
     checked_session_id,
-    compaction_from_row,
-    cooldown_from_row,
-    lease_from_row,
-    new_incarnation,
-    other_incarnation,
-    session_from_row,
+    keyed,
     stored_message_from_row,
 )
+from .._submitted import OnDone, completion, stored_messages
 from .._usage import check_usage_scope
-from . import _branch as branching
 from . import _compaction as compaction
-from . import _lifecycle as lifecycle
+from . import _cooldowns as cooldowns
+from . import _leases as leasing
 from . import _recall as recall
 from . import _sessions as rows
 from . import _turns as turning
-from ._dialect import Cursor, Dialect
-from ._lineage import ended_error, require_incarnation, require_session, resolve_tip
+from ._dialect import Cursor
+from ._messages import AppendJob, new_job, nothing_appended, read_messages
+from ._sessionops import SessionOperations
 
 __all__ = ["SqlStore"]
 
 logger = logging.getLogger("session_actors.store")
 
 
-class SqlStore:
+class SqlStore(SessionOperations):
     """The operations of a `Store` over ``dialect`` (see the module docstring)."""
 
-    def __init__(self, dialect: Dialect, *, max_content_bytes: int | None = None) -> None:
-        self._dialect = dialect
-        self._q = dialect.queries
-        self._max_content_bytes = max_content_bytes  # per message (None: the protocol's limit)
+    # -- messages ---------------------------------------------------------------
 
-    # -- sessions ---------------------------------------------------------------
-
-    def create_session(
+    @telemetry.timed_append
+    def append(
         self,
         session_id: str,
+        messages: Message | Sequence[Message],
         *,
-        source: str = "api",
-        parent_session_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> SessionInfo:
-        sid = checked_session_id(session_id)
-        parent = None if parent_session_id is None else checked_session_id(parent_session_id)
-        check_text(source, "source")
-        text = check_metadata(metadata)
-        if parent is None:  # a plain create may share the dialect's group commit
-            row = self._dialect.grouped_create(sid, source, text, new_incarnation())
-            if row is not None:
-                return session_from_row(row)
+        incarnation: str | None = None,
+        turn: TurnLease | None = None,
+    ) -> list[StoredMessage]:
+        messages, job = self._append_job(session_id, messages, incarnation, turn)
+        # partials, not closures: a closure would make cells of this hot function's names
+        if not job.params:
+            answer = functools.partial(nothing_appended, q=self._q, session_id=session_id, incarnation=incarnation)
+            return self._dialect.read("append", session_id, answer)
+        if job.keyed:  # it reads and claims its keys: a write transaction of its own
+            return self._dialect.write("append", session_id, functools.partial(self._dialect.keyed_append, job=job))
+        first_seq, ids, created_at = self._dialect.submit_append(job)
+        # built here, not on the writer thread: the writer is the shared bottleneck
+        return stored_messages(messages, job.params, session_id, first_seq, ids, created_at)
 
-        def work(c: Cursor) -> Any:
-            return rows.create_session(c, self._dialect, sid, source, parent, text)
+    def append_nowait(
+        self,
+        session_id: str,
+        messages: Message | Sequence[Message],
+        on_done: OnDone,
+        *,
+        incarnation: str | None = None,
+        turn: TurnLease | None = None,
+    ) -> bool:
+        """`SubmittingStore.append_nowait`: the messages are checked now (a bad one
+        raises here, nothing queued), then queued for the group-commit writer, which
+        calls ``on_done(stored, None)`` once they are committed, or ``on_done(None,
+        error)`` when nothing was written. ``stored()`` builds the `StoredMessage`s:
+        call it off the writer thread (the shared bottleneck). ``on_done`` runs on the
+        writer thread: it must be quick, must not wait on this store, and may return a
+        wake-up the writer calls once per batch. False (nothing queued) for an empty
+        append, or when the dialect's writer cannot take it (SQLite with
+        ``group_commit=False``; on PostgreSQL an append with idempotency keys, a
+        transaction of its own): call `append`. ``incarnation`` and ``turn`` as for
+        `append`."""
+        messages, job = self._append_job(session_id, messages, incarnation, turn)
+        if not job.params:
+            return False
+        return self._dialect.submit_append_nowait(job, completion(on_done, messages, job.params, session_id, logger))
 
-        return session_from_row(self._dialect.write("create_session", sid, work))
-
-    def create_sessions(
-        self, session_ids: Sequence[str], *, source: str = "api", metadata: Mapping[str, Any] | None = None
-    ) -> list[SessionInfo]:
-        ids, text = check_new_sessions(session_ids, source, metadata)
-        if not ids:
-            return []
-        created = self._dialect.write(
-            "create_sessions", ids[0], lambda c: rows.create_sessions(c, self._dialect, ids, source, text)
-        )
-        return [session_from_row(row) for row in created]
+    def _append_job(
+        self, session_id: str, messages: Message | Sequence[Message], incarnation: str | None, turn: TurnLease | None
+    ) -> tuple[Sequence[Message], AppendJob]:
+        """An append's checked arguments: its messages as a sequence and its job (column
+        values, the conversation and turn meant, whether a message carries a key), on
+        a store that may write. Nothing is written, or queued, before this passes."""
+        checked_session_id(session_id)
+        if incarnation is not None:  # the common case skips the call
+            check_incarnation(incarnation)
+        token = None if turn is None else check_turn(turn)
+        originals = (messages,) if isinstance(messages, Message) else messages
+        params = check_messages(originals, self._max_content_bytes)
+        self._dialect.check_writable("append")
+        return originals, new_job(AppendJob, (session_id, params, incarnation, token, keyed(params)))
 
     def retract(
         self, session_id: str, *, incarnation: str | None = None, turn: TurnLease | None = None
@@ -132,103 +140,6 @@ class SqlStore:
             "retract", sid, lambda c: rows.retract_last(c, self._dialect, sid, incarnation, token)
         )
         return None if row is None else stored_message_from_row(row)
-
-    def get_session(self, session_id: str) -> SessionInfo | None:
-        sid = checked_session_id(session_id)
-        row = self._dialect.read("get_session", sid, lambda c: self._one(c, "get_session", session_id=sid))
-        return None if row is None else session_from_row(row)
-
-    def end_session(self, session_id: str, reason: str) -> SessionInfo:
-        sid = checked_session_id(session_id)
-        check_text(reason, "reason")
-
-        def work(c: Cursor) -> Any:
-            return lifecycle.end_session(c, self._q, sid, reason, self._dialect.clock())
-
-        return session_from_row(self._dialect.write("end_session", sid, work))
-
-    def sessions(
-        self,
-        *,
-        live: bool | None = None,
-        source: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        after: SessionInfo | str | None = None,
-        limit: int | None = None,
-    ) -> list[SessionInfo]:
-        args = check_listing(live, source, metadata, after, limit)
-        if isinstance(args.after, str):
-            checked_session_id(args.after)
-        rows = self._dialect.read("sessions", "?", lambda c: lifecycle.list_sessions(c, self._q, args))
-        return [session_from_row(r) for r in rows]
-
-    def update_metadata(self, session_id: str, patch: Mapping[str, Any]) -> SessionInfo:
-        sid = checked_session_id(session_id)
-        merged = check_metadata_patch(patch)
-
-        def work(c: Cursor) -> Any:
-            return lifecycle.update_metadata(c, self._q, sid, merged)
-
-        return session_from_row(self._dialect.write("update_metadata", sid, work))
-
-    def delete_session(self, session_id: str) -> int:
-        sid = checked_session_id(session_id)
-        erased = self._dialect.write("delete_session", sid, lambda c: lifecycle.erase_lineage(c, self._dialect, sid))
-        logger.info("erased the lineage of %s: %d messages", sid, erased)
-        return erased
-
-    def prune_archive(self, *, older_than_s: float, session_id: str | None = None) -> int:
-        older_than = check_older_than(older_than_s)
-        sid = None if session_id is None else checked_session_id(session_id)
-
-        def work(c: Cursor) -> Any:
-            return lifecycle.prune(c, self._dialect, older_than=older_than, session_id=sid)
-
-        return self._dialect.write("prune_archive", sid or "?", work)
-
-    def expire(
-        self,
-        idle_for_s: float,
-        *,
-        source: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        dry_run: bool = False,
-    ) -> list[str]:
-        args = check_expire(idle_for_s, source, metadata, dry_run)
-        dialect, idle_for = self._dialect, args.idle_for
-        idle = dialect.read(
-            "expire", "?", lambda c: lifecycle.idle_lineages(c, dialect, idle_for=idle_for, source=args.source)
-        )
-        return expire_lineages(
-            args,
-            idle,
-            lambda: self.sessions(source=args.source, metadata=args.metadata),
-            lambda root: dialect.write(
-                "expire", root, lambda c: lifecycle.expire_lineage(c, dialect, root, idle_for=idle_for)
-            ),
-        )
-
-    def branch(
-        self, session_id: str, at_seq: int, new_id: str, *, metadata: Mapping[str, Any] | None = None
-    ) -> SessionInfo:
-        sid, seq, new, text = check_branch(session_id, at_seq, new_id, metadata)
-        row = self._dialect.write("branch", new, lambda c: branching.branch(c, self._dialect, sid, seq, new, text))
-        return session_from_row(row)
-
-    def children(self, session_id: str) -> list[SessionInfo]:
-        sid = checked_session_id(session_id)
-
-        def work(c: Cursor) -> list[SessionInfo]:
-            require_session(c, self._q, sid)
-            return [session_from_row(r) for r in c.execute(self._q["children"], {"session_id": sid}).fetchall()]
-
-        return self._dialect.read("children", sid, work)
-
-    def resolve(self, session_id: str) -> str:
-        sid = checked_session_id(session_id)
-        return self._dialect.read("resolve", sid, lambda c: str(resolve_tip(c, self._q, sid)["id"]))
-
-    # -- messages ---------------------------------------------------------------
 
     @telemetry.traced_read("transcript")
     def transcript(
@@ -247,72 +158,40 @@ class SqlStore:
     ) -> list[StoredMessage]:
         sid = checked_session_id(session_id)
         check_incarnation(incarnation)
-
-        def work(c: Cursor) -> list[StoredMessage]:
-            rows = c.execute(self._q[query], {"session_id": sid, "limit": limit})
-            messages = [stored_message_from_row(r) for r in rows]  # a row at a time, never all rows at once
-            # checked after the rows: a dialect's read may give each statement its own
-            # snapshot, and an id erased and started again never gets its old incarnation back
-            row = require_incarnation(c, self._q, sid, incarnation)
-            if incarnation is not None and row["end_reason"] == END_REASON_COMPRESSION:
-                raise ended_error(c, self._q, sid)  # rotated: the conversation lives on
-            return messages
-
-        return self._dialect.read(query, sid, work)
+        return self._dialect.read(query, sid, lambda c: read_messages(c, self._q, query, sid, incarnation, limit))
 
     # -- leases -----------------------------------------------------------------
 
     def current_lease(self, session_id: str) -> Lease | None:
         sid = checked_session_id(session_id)
-
-        def work(c: Cursor) -> Any:
-            require_session(c, self._q, sid)
-            return self._one(c, "current_lease", session_id=sid, now=self._dialect.clock())
-
-        row = self._dialect.read("current_lease", sid, work)
-        return None if row is None else lease_from_row(row)
+        return self._dialect.read("current_lease", sid, lambda c: leasing.current_lease(c, self._dialect, sid))
 
     def acquire_lease(self, session_id: str, holder: str, ttl_s: float) -> Lease | None:
         sid = checked_session_id(session_id)
         check_text(holder, "holder")
         ttl = check_ttl(ttl_s)
-
-        def work(c: Cursor) -> Any:
-            require_session(c, self._q, sid)
-            with self._missing(sid):
-                return self._one(c, "acquire_lease", session_id=sid, holder=holder, ttl=ttl, now=self._dialect.clock())
-
-        row = self._dialect.write("acquire_lease", sid, work)
-        return None if row is None else lease_from_row(row)
+        return self._dialect.write(
+            "acquire_lease", sid, lambda c: leasing.acquire_lease(c, self._dialect, sid, holder, ttl)
+        )
 
     def renew_lease(self, lease: Lease, ttl_s: float) -> Lease | None:
         check_lease(lease)
         ttl = check_ttl(ttl_s)
-
-        def work(c: Cursor) -> Any:  # an unknown session has no lease row: None, like any lost lease
-            return self._one(c, "renew_lease", **self._lease_params(lease), ttl=ttl, now=self._dialect.clock())
-
-        row = self._dialect.write("renew_lease", lease.session_id, work)
-        return None if row is None else lease_from_row(row)
+        return self._dialect.write(
+            "renew_lease", lease.session_id, lambda c: leasing.renew_lease(c, self._dialect, lease, ttl)
+        )
 
     def release_lease(self, lease: Lease) -> bool:
         check_lease(lease)
-
-        def work(c: Cursor) -> bool:
-            params = {**self._lease_params(lease), "now": self._dialect.clock()}
-            return bool(c.execute(self._q["release_lease"], params).rowcount == 1)
-
-        return self._dialect.write("release_lease", lease.session_id, work)
+        return self._dialect.write(
+            "release_lease", lease.session_id, lambda c: leasing.release_lease(c, self._dialect, lease)
+        )
 
     def reap_leases(self) -> int:
-        def work(c: Cursor) -> int:
-            return int(c.execute(self._q["reap_leases"], {"now": self._dialect.clock()}).rowcount)
-
-        return self._dialect.write("reap_leases", "?", work)
+        return self._dialect.write("reap_leases", "?", lambda c: leasing.reap_leases(c, self._dialect))
 
     def leases(self) -> list[Lease]:
-        rows = self._dialect.read("leases", "?", lambda c: c.execute(self._q["held_leases"], {}).fetchall())
-        return [lease_from_row(r) for r in rows]
+        return self._dialect.read("leases", "?", lambda c: leasing.held_leases(c, self._dialect))
 
     # -- turns ------------------------------------------------------------------
 
@@ -411,27 +290,12 @@ class SqlStore:
                 incarnation=incarnation,
             )
 
-        record = self._dialect.write("commit_compaction", lease.session_id, work)
-        logger.info(
-            "compaction committed: session=%s mode=%s token=%d watermark=%d archived=%d tail=%d child=%s",
-            record.session_id,
-            record.mode,
-            record.token,
-            record.watermark,
-            record.archived_count,
-            record.tail_count,
-            record.child_session_id,
-        )
-        return record
+        return compaction.logged(self._dialect.write("commit_compaction", lease.session_id, work))
 
     def compactions(self, session_id: str) -> list[CompactionRecord]:
         sid = checked_session_id(session_id)
 
-        def work(c: Cursor) -> list[CompactionRecord]:
-            require_session(c, self._q, sid)
-            return [compaction_from_row(r) for r in c.execute(self._q["compactions"], {"session_id": sid}).fetchall()]
-
-        return self._dialect.read("compactions", sid, work)
+        return self._dialect.read("compactions", sid, lambda c: compaction.compactions(c, self._q, sid))
 
     def search(
         self,
@@ -462,14 +326,7 @@ class SqlStore:
 
     def cooldown(self, session_id: str) -> Cooldown | None:
         sid = checked_session_id(session_id)
-
-        def work(c: Cursor) -> Cooldown | None:
-            row = require_session(c, self._q, sid)  # the session row carries its cooldown
-            if row["cooldown_until"] is None:
-                return None
-            return Cooldown(sid, float(row["cooldown_until"]), row["cooldown_error"])
-
-        return self._dialect.read("cooldown", sid, work)
+        return self._dialect.read("cooldown", sid, lambda c: cooldowns.cooldown(c, self._dialect, sid))
 
     def arm_cooldown(
         self, session_id: str, seconds: float, error: str | None, *, incarnation: str | None = None
@@ -480,14 +337,7 @@ class SqlStore:
         check_incarnation(incarnation)
 
         def work(c: Cursor) -> Cooldown:
-            row = self._dialect.lock_session(c, sid)  # the conversation meant, not one re-created under its id
-            if incarnation is not None and row["incarnation"] != incarnation:
-                raise other_incarnation(sid)
-            with self._missing(sid):
-                armed = self._one(
-                    c, "arm_cooldown", session_id=sid, seconds=seconds, error=error, now=self._dialect.clock()
-                )
-            return cooldown_from_row(armed)
+            return cooldowns.arm_cooldown(c, self._dialect, sid, seconds, error, incarnation)
 
         return self._dialect.write("arm_cooldown", sid, work)
 
@@ -497,32 +347,6 @@ class SqlStore:
     def restore_cooldown(self, session_id: str, snapshot: Cooldown | None) -> None:
         sid = checked_session_id(session_id)
         snapshot = check_snapshot(sid, snapshot)
-
-        def work(c: Cursor) -> None:
-            require_session(c, self._q, sid)
-            if snapshot is None:
-                c.execute(self._q["delete_cooldown"], {"session_id": sid})
-                return
-            params = {"session_id": sid, "until": float(snapshot.until), "error": snapshot.error}
-            with self._missing(sid):  # an erasure committed since require_session: never recreate its row
-                c.execute(self._q["put_cooldown"], params)
-
-        self._dialect.write("restore_cooldown", sid, work)
-
-    # -- plumbing ---------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def _missing(self, session_id: str) -> Iterator[None]:
-        """A write that names a session erased meanwhile raises `SessionNotFoundError`."""
-        try:
-            yield
-        except self._dialect.missing_session as exc:
-            raise SessionNotFoundError(session_id) from exc
-
-    @staticmethod
-    def _lease_params(lease: Lease) -> dict[str, Any]:
-        return {"session_id": lease.session_id, "holder": lease.holder, "token": lease.token}
-
-    def _one(self, c: Cursor, query: str, **params: Any) -> Any:
-        """The first row of named query ``query`` (None: no row)."""
-        return c.execute(self._q[query], params).fetchone()
+        self._dialect.write(
+            "restore_cooldown", sid, lambda c: cooldowns.restore_cooldown(c, self._dialect, sid, snapshot)
+        )

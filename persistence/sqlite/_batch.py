@@ -17,11 +17,12 @@ import functools
 import json
 import operator
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from protocol import TranscriptError
 
+from ..sql._messages import AppendJob
 from ._checksums import row_checksum
 
 __all__ = [
@@ -46,17 +47,6 @@ _COLUMNS = operator.itemgetter("role", "content", "name", "tool_call_id", "tool_
 ROW_WIDTH = 12
 _CHUNK = ROWS_PER_INSERT * ROW_WIDTH  # parameters of a full INSERT
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-
-
-class AppendJob(NamedTuple):
-    """One append request: checked column values for ``session_id``'s next seqs
-    (a tuple: one is built per append, on the caller's thread)."""
-
-    session_id: str
-    params: Sequence[Mapping[str, Any]]
-    incarnation: str | None = None  # the conversation meant (None: any)
-    turn: int | None = None  # the token of the turn lease it is appended under
-    keyed: bool = False  # a message carries an idempotency key: written alone (`keyed_append`)
 
 
 class RememberedCounters:

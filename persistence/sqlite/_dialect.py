@@ -8,19 +8,21 @@ import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from protocol import END_REASON_COMPRESSION, CompactionRecord, SearchHit, SessionEndedError
+from protocol import END_REASON_COMPRESSION, CompactionRecord, SearchHit, SessionEndedError, StoredMessage
 
 from .._queries import load_queries
 from .._recall import SearchArgs
+from .._submitted import Done
 from ..sql import Dialect
 from ..sql._lifecycle import lineage_ids
 from ..sql._lineage import require_incarnation, require_session, resolve_tip
+from ..sql._messages import AppendJob
 from . import _compaction as compaction
 from ._branch import insert_branch
 from ._driver import BusyRetry, ReaderPool, map_sqlite_error
 from ._recall import search
 from ._schema import DIALECT
-from ._sessions import insert_sessions
+from ._sessions import insert_sessions, keyed_append
 from ._writer import GroupCommitWriter, ReadOnlyWriter
 
 __all__ = ["SqliteDialect"]
@@ -43,6 +45,7 @@ class SqliteDialect(Dialect):
         self._writer = writer
         self._retry = retry
         self._clock = clock
+        self._readonly = isinstance(writer, ReadOnlyWriter)
 
     def read(self, what: str, session_id: str, work: Callable[[sqlite3.Connection], T]) -> T:
         """One read transaction (a consistent snapshot), retried while the file is busy."""
@@ -68,6 +71,24 @@ class SqliteDialect(Dialect):
         commit). Bodies read the clock themselves, under the write lock, so lease times
         follow commit order across processes."""
         return self._writer.submit(work, session_id, what=what)
+
+    def check_writable(self, what: str) -> None:
+        if self._readonly:
+            self._writer.submit(None, what=what)  # the read-only writer refuses every write
+
+    def submit_append(self, job: AppendJob) -> tuple[int, list[int], float]:
+        """On the writer, which writes a run of appends in bulk (or this one alone with
+        the store's ``one``: `SqliteStore._append_one`)."""
+        return self._writer.submit(None, job.session_id, job=job, what="append")
+
+    def submit_append_nowait(self, job: AppendJob, done: Done) -> bool:
+        """On the writer, keyed jobs too (it runs each alone); False without a writer
+        thread (``group_commit=False``)."""
+        return self._writer.submit_nowait(None, job.session_id, job=job, what="append", on_done=done)
+
+    def keyed_append(self, cur: sqlite3.Connection, job: AppendJob) -> list[StoredMessage]:
+        """In the writer's transaction: the write lock orders the claims."""
+        return keyed_append(cur, self.queries, job.session_id, job.params, self.clock(), job.incarnation, job.turn)
 
     def lock_session(self, cur: sqlite3.Connection, session_id: str) -> sqlite3.Row:
         """The row: every write already holds the file's write lock (``BEGIN IMMEDIATE``)."""

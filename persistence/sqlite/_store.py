@@ -16,30 +16,15 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TypeVar
 
-from protocol import (
-    ConfigurationError,
-    Message,
-    StoredMessage,
-    TurnLease,
-)
+from protocol import ConfigurationError
 from protocol._checks import check_text
 
-from .. import _telemetry as telemetry
 from .._queries import load_queries
-from .._rows import (
-    check_incarnation,
-    check_messages,
-    check_open_flags,
-    check_store_options,
-    check_turn,
-    checked_session_id,
-    keyed,
-)
+from .._rows import check_open_flags, check_store_options
 from .._store import HolderAnnouncement, SilentAnnouncement, StoreFeatures, WriteStats
-from .._submitted import completion, stored_messages
 from ..sql import SqlStore
 from . import _sessions as sessions
 from ._batch import AloneAppends, AppendJob, RememberedCounters, bulk_append
@@ -55,15 +40,13 @@ from ._driver import (
     restrict_sidecars,
 )
 from ._schema import DIALECT, check_schema, prepare_database
-from ._writer import GroupCommitWriter, ReadOnlyWriter, Wake
+from ._writer import GroupCommitWriter, ReadOnlyWriter
 
 __all__ = ["SqliteStore", "WriteStats"]
 
 logger = logging.getLogger("session_actors.sqlite")
 
 T = TypeVar("T")
-#: ``AppendJob(...)`` without the named tuple's Python-level ``__new__`` (one per append).
-_new_tuple = tuple.__new__
 MAX_BATCH = 256
 MAX_IDLE_READERS = 8
 
@@ -234,70 +217,15 @@ class SqliteStore(SqlStore):
     def __repr__(self) -> str:
         return f"SqliteStore({self.path!r})"
 
-    # -- messages ---------------------------------------------------------------
-
-    @telemetry.timed_append
-    def append(
-        self,
-        session_id: str,
-        messages: Message | Sequence[Message],
-        *,
-        incarnation: str | None = None,
-        turn: TurnLease | None = None,
-    ) -> list[StoredMessage]:
-        originals, params, job = self._append_request(session_id, messages, incarnation, turn)
-        result = self._writer.submit(None, session_id, job=job, what="append")
-        if type(result) is list:  # a keyed append: built by the writer, stored rows among them
-            return result
-        # built here, not on the writer thread: the writer is the shared bottleneck
-        return stored_messages(originals, params, session_id, *result)
-
-    def _append_request(
-        self,
-        session_id: str,
-        messages: Message | Sequence[Message],
-        incarnation: str | None,
-        turn: TurnLease | None,
-    ) -> tuple[Sequence[Message], list[Any], AppendJob]:
-        """Check an append's arguments: its messages, their column values, and its
-        write (a job the writer runs in bulk, or alone with `_append_one`)."""
-        checked_session_id(session_id)
-        if incarnation is not None:
-            check_incarnation(incarnation)
-        token = None if turn is None else check_turn(turn)
-        originals = (messages,) if isinstance(messages, Message) else messages
-        params = check_messages(originals, self._max_content_bytes)
-        return originals, params, _new_tuple(AppendJob, (session_id, params, incarnation, token, keyed(params)))
+    # -- the writer's job ---------------------------------------------------------
 
     def _append_one(self, c: sqlite3.Connection, job: AppendJob) -> Any:
-        """One append job alone, in the writer's transaction (no closure per append:
-        fewer objects for the garbage collector, see `_Request`)."""
-        now = self.now()
+        """One append job alone, in the writer's transaction (the writer's ``one``: no
+        closure per append, fewer objects for the garbage collector, see `_Request`);
+        a keyed one was submitted (`SqlStore.append_nowait`)."""
         if job.keyed:
-            return sessions.keyed_append(c, self._q, job.session_id, job.params, now, job.incarnation, job.turn)
+            return self._dialect.keyed_append(c, job)
+        now = self.now()
         first_seq, ids = sessions.append_rows(c, self._q, job.session_id, job.params, now, job.incarnation, job.turn)
         self._remembered.note({job.session_id: first_seq + len(ids)})  # a bulk batch may skip reading it
         return first_seq, ids, now
-
-    def append_nowait(
-        self,
-        session_id: str,
-        messages: Message | Sequence[Message],
-        on_done: Callable[[Callable[[], list[StoredMessage]] | None, BaseException | None], Wake | None],
-        *,
-        incarnation: str | None = None,
-        turn: TurnLease | None = None,
-    ) -> bool:
-        """`SubmittingStore.append_nowait`: the messages are
-        checked now (a bad one raises here, nothing queued), then queued for the
-        group-commit writer, which calls ``on_done(stored, None)`` once they are
-        committed, or ``on_done(None, error)`` when nothing was written. ``stored()``
-        builds the `StoredMessage`s: call it off the writer thread (the shared
-        bottleneck). ``on_done`` runs on the writer thread: it must be quick, must
-        not wait on this store, and may return a wake-up the writer calls once per
-        batch (see `GroupCommitWriter.submit_nowait`). False (nothing queued) when
-        this store has no writer thread (``group_commit=False``): call `append`.
-        ``incarnation`` and ``turn`` as for `append`."""
-        messages, params, job = self._append_request(session_id, messages, incarnation, turn)
-        done = completion(on_done, messages, params, session_id, logger)
-        return self._writer.submit_nowait(None, session_id, job=job, what="append", on_done=done)

@@ -14,6 +14,8 @@ from protocol import (
     InvalidMessageError,
     InvalidSessionIdError,
     Message,
+    ReadOnlyStoreError,
+    SessionEndedError,
     SessionNotFoundError,
     StoredMessage,
     transcripts_equal,
@@ -314,6 +316,33 @@ def test_empty_append_writes_nothing(store, store_url, backend):
     assert snapshot(backend, store_url) == before
     with pytest.raises((InvalidMessageError, InvalidArgumentError)):
         store.append("s1", "just a string")  # type: ignore[arg-type]
+
+
+def test_an_empty_append_has_one_answer_on_every_backend(store, store_url, backend):
+    """It writes nothing, so nothing holds it back: [] for a live session, under another
+    holder's turn too; the error of any append for an unknown, re-created or ended one;
+    ``append_nowait`` of nothing queues nothing (False: call ``append``); a read-only
+    store refuses it."""
+    store.create_session("s")
+    store.open_turn("s", "another holder", 30)
+    store.create_session("ended")
+    store.end_session("ended", "done")
+    before = snapshot(backend, store_url)
+    assert store.append("s", []) == []
+    assert store.append_nowait("s", [], lambda *_: None) is False
+    with pytest.raises(SessionNotFoundError):
+        store.append("nope", [])
+    with pytest.raises(SessionNotFoundError):
+        store.append("s", [], incarnation="another conversation")
+    with pytest.raises(SessionEndedError):
+        store.append("ended", ())
+    assert snapshot(backend, store_url) == before
+    readonly = open_store(store_url, readonly=True)
+    try:
+        with pytest.raises(ReadOnlyStoreError):
+            readonly.append("s", [])
+    finally:
+        readonly.close()
 
 
 def test_transcript_limit_is_the_latest_live_messages_in_seq_order(store):
