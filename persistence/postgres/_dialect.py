@@ -55,8 +55,8 @@ class PgDialect(Dialect):
     def read(self, what: str, session_id: str, work: Callable[[Any], T]) -> T:
         return self._db.run(what, work, readonly=True)
 
-    def write(self, what: str, session_id: str, work: Callable[[Any], T]) -> T:
-        return self._db.run(what, work)
+    def write(self, what: str, session_id: str, work: Callable[[Any], T], *, durable: bool = True) -> T:
+        return self._db.run(what, work, durable=durable)
 
     def lock_lineage(self, cur: Any, session_id: str) -> list[str]:
         """Lock the lineage's lease and session rows (lease rows first, as a commit

@@ -55,8 +55,12 @@ class Dialect(ABC):
         ``what`` names the operation and ``session_id`` the session, in errors."""
 
     @abstractmethod
-    def write(self, what: str, session_id: str, work: Callable[[Cursor], T]) -> T:
-        """``work(cursor)`` in one write transaction, committed before this returns."""
+    def write(self, what: str, session_id: str, work: Callable[[Cursor], T], *, durable: bool = True) -> T:
+        """``work(cursor)`` in one write transaction, committed before this returns.
+        ``durable=False``: committed without waiting for the disk (visible to every
+        connection at once, made durable by the next durable commit, which the log
+        writes after it): for a write whose loss in an OS or server crash is harmless,
+        as a turn's open, renew or close is (see `persistence.sql._turns`)."""
 
     @abstractmethod
     def clock(self) -> float | None:

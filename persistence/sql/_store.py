@@ -332,7 +332,8 @@ class SqlStore:
         def work(c: Cursor) -> TurnLease:
             return turning.open_turn(c, self._dialect, sid, holder, ttl, incarnation, rollback, key)
 
-        return self._dialect.write("open_turn", sid, work)
+        # not durable (see `persistence.sql._turns`), unless it retracts the turn it replaces
+        return self._dialect.write("open_turn", sid, work, durable=rollback is not None)
 
     def seal_turn(self, session_id: str, *, mode: SealMode = "seal", lease: TurnLease | None = None) -> int | None:
         sid = checked_session_id(session_id)
@@ -343,13 +344,13 @@ class SqlStore:
         check_turn(lease)
         ttl = check_ttl(ttl_s)
         return self._dialect.write(
-            "renew_turn", lease.session_id, lambda c: turning.renew_turn(c, self._dialect, lease, ttl)
+            "renew_turn", lease.session_id, lambda c: turning.renew_turn(c, self._dialect, lease, ttl), durable=False
         )
 
     def close_turn(self, lease: TurnLease) -> bool:
         check_turn(lease)
         return self._dialect.write(
-            "close_turn", lease.session_id, lambda c: turning.close_turn(c, self._dialect, lease)
+            "close_turn", lease.session_id, lambda c: turning.close_turn(c, self._dialect, lease), durable=False
         )
 
     def interrupt_turn(self, session_id: str) -> bool:

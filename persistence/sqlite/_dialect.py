@@ -63,11 +63,12 @@ class SqliteDialect(Dialect):
         finally:
             self._readers.checkin(conn)
 
-    def write(self, what: str, session_id: str, work: Callable[[sqlite3.Connection], T]) -> T:
+    def write(self, what: str, session_id: str, work: Callable[[sqlite3.Connection], T], *, durable: bool = True) -> T:
         """A write transaction on the writer (shared with concurrent writes under group
-        commit). Bodies read the clock themselves, under the write lock, so lease times
-        follow commit order across processes."""
-        return self._writer.submit(work, session_id, what=what)
+        commit; a batch of non-``durable`` writes only commits without fsync). Bodies
+        read the clock themselves, under the write lock, so lease times follow commit
+        order across processes."""
+        return self._writer.submit(work, session_id, what=what, durable=durable)
 
     def lock_session(self, cur: sqlite3.Connection, session_id: str) -> sqlite3.Row:
         """The row: every write already holds the file's write lock (``BEGIN IMMEDIATE``)."""
