@@ -27,10 +27,8 @@ PROBE = {
         "CREATE TABLE sync_probe (level TEXT)",
         "CREATE FUNCTION sync_probe_record() RETURNS trigger LANGUAGE plpgsql AS"
         " $$ BEGIN INSERT INTO sync_probe VALUES (current_setting('synchronous_commit')); RETURN NULL; END $$",
-        "CREATE TRIGGER sync_probe_sessions AFTER UPDATE ON sessions"
-        " FOR EACH ROW EXECUTE FUNCTION sync_probe_record()",
-        "CREATE TRIGGER sync_probe_messages AFTER INSERT ON messages"
-        " FOR EACH ROW EXECUTE FUNCTION sync_probe_record()",
+        "CREATE TRIGGER sync_probe_sessions AFTER UPDATE ON sessions FOR EACH ROW EXECUTE FUNCTION sync_probe_record()",
+        "CREATE TRIGGER sync_probe_messages AFTER INSERT ON messages FOR EACH ROW EXECUTE FUNCTION sync_probe_record()",
     ],
 }
 #: What a write that waits for no disk runs under: SQLite's NORMAL, PostgreSQL's off.
