@@ -96,6 +96,12 @@ class PgDialect(Dialect):
         """NOTIFY listeners on every host (`CompactionListener`), sent on COMMIT only."""
         notify_compaction(cur, self.queries, record)
 
+    def turn_tokens_fenced(self) -> bool:
+        """False: an open commits durably. Its token comes from a sequence whose advance
+        an unflushed commit may lose in a server crash, which the holder (a client
+        elsewhere) outlives."""
+        return False
+
     def new_turn_token(self, cur: Any) -> None:
         """None: ``open_turn`` draws it from the ``turn_tokens`` sequence."""
         return None

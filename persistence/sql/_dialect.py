@@ -120,6 +120,13 @@ class Dialect(ABC):
         """A token for the turn ``open_turn`` opens (``:token``), or None where the
         statement draws it itself."""
 
+    def turn_tokens_fenced(self) -> bool:
+        """Whether a turn's open may commit without a durable write of its own: then no
+        token `new_turn_token` draws from now on repeats one an open lost in a crash
+        drew (a holder that outlived the crash could write into another's turn with
+        it). False (the default): every open stays durable."""
+        return False
+
     @abstractmethod
     def turn_closed(self, cur: Cursor, session_id: str) -> None:
         """Tell whoever waits for a turn of ``session_id`` that it ended (once the

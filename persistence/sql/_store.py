@@ -332,8 +332,10 @@ class SqlStore:
         def work(c: Cursor) -> TurnLease:
             return turning.open_turn(c, self._dialect, sid, holder, ttl, incarnation, rollback, key)
 
-        # not durable (see `persistence.sql._turns`), unless it retracts the turn it replaces
-        return self._dialect.write("open_turn", sid, work, durable=rollback is not None)
+        # durable only where it retracts the turn it replaces or its token could be drawn
+        # again after a crash lost it (see `persistence.sql._turns`)
+        durable = rollback is not None or not self._dialect.turn_tokens_fenced()
+        return self._dialect.write("open_turn", sid, work, durable=durable)
 
     def seal_turn(self, session_id: str, *, mode: SealMode = "seal", lease: TurnLease | None = None) -> int | None:
         sid = checked_session_id(session_id)
