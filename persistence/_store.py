@@ -90,12 +90,15 @@ def features_of(store: object) -> StoreFeatures:
 class WriteStats:
     """Counters of a backend's group-commit writer (``store.write_stats()``, not part
     of the `Store` protocol): committed transactions, the requests they held,
-    requests of the batch being attempted now, and requests waiting in the queue."""
+    requests of the batch being attempted now, requests waiting in the queue, and how
+    many of those transactions held only writes that need no fsync of their own (a
+    turn's open, renew or close) and committed without one."""
 
     transactions: int
     requests: int
     in_flight: int
     queued: int
+    unsynced: int = 0
 
 
 @runtime_checkable

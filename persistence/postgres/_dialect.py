@@ -58,8 +58,8 @@ class PgDialect(Dialect):
     def read(self, what: str, session_id: str, work: Callable[[Any], T]) -> T:
         return self._db.run(what, work, readonly=True)
 
-    def write(self, what: str, session_id: str, work: Callable[[Any], T]) -> T:
-        return self._db.run(what, work)
+    def write(self, what: str, session_id: str, work: Callable[[Any], T], *, durable: bool = True) -> T:
+        return self._db.run(what, work, durable=durable)
 
     def check_writable(self, what: str) -> None:
         self._db.check_writable(what)
@@ -130,6 +130,12 @@ class PgDialect(Dialect):
     def compaction_committed(self, cur: Any, record: CompactionRecord) -> None:
         """NOTIFY listeners on every host (`CompactionListener`), sent on COMMIT only."""
         notify_compaction(cur, self.queries, record)
+
+    def turn_tokens_fenced(self) -> bool:
+        """False: an open commits durably. Its token comes from a sequence whose advance
+        an unflushed commit may lose in a server crash, which the holder (a client
+        elsewhere) outlives."""
+        return False
 
     def new_turn_token(self, cur: Any) -> None:
         """None: ``open_turn`` draws it from the ``turn_tokens`` sequence."""

@@ -267,7 +267,7 @@ class PgDatabase:
             self._pool.close(timeout=5.0)
         self.watchdog.close()
 
-    def run(self, what: str, work: Callable[[Any], T], *, readonly: bool = False) -> T:
+    def run(self, what: str, work: Callable[[Any], T], *, readonly: bool = False, durable: bool = True) -> T:
         """Run ``work(cursor)`` in one transaction and return its result.
 
         A `TranscriptError` raised by ``work`` rolls back and propagates as is.
@@ -276,7 +276,9 @@ class PgDatabase:
         the call is retried, where a bare autocommit statement would leave it
         unknown whether the write happened. ``readonly`` work runs its statements
         without a block when the connection's timeouts fit the call's deadline
-        (`_session_timeouts_fit`): a read is always safe to repeat.
+        (`_session_timeouts_fit`): a read is always safe to repeat. A write that is not
+        ``durable`` commits with ``synchronous_commit`` off for its transaction alone
+        (`Dialect.write`).
         """
         if self._pool.closed:
             raise TranscriptError(f"{what}: the store for {self._where} is closed")
@@ -295,7 +297,7 @@ class PgDatabase:
         while True:
             attempt += 1
             try:
-                return self._once(work, deadline, None if readonly else what)
+                return self._once(work, deadline, None if readonly else what, durable)
             except TranscriptError:
                 raise
             except errors.DiskFull as exc:  # an OperationalError, but nothing to retry
@@ -341,7 +343,7 @@ class PgDatabase:
             time.sleep(min(remaining, backoff * random.uniform(0.5, 1.5)))
             backoff = min(backoff * 2, _BACKOFF_MAX_S)
 
-    def _once(self, work: Callable[[Any], T], deadline: float, write: str | None) -> T:
+    def _once(self, work: Callable[[Any], T], deadline: float, write: str | None, durable: bool = True) -> T:
         """One transaction (for a read whose deadline allows, its bare statements),
         its connection watched until ``deadline``; ``write`` names the store method
         of a write (kill points)."""
@@ -350,7 +352,7 @@ class PgDatabase:
             watch = self.watchdog.watch(conn, deadline)
             committing: list[bool] = []
             try:
-                return self._watched(conn, work, deadline, write, committing)
+                return self._watched(conn, work, deadline, write, committing, durable)
             except self._psycopg.OperationalError as exc:
                 if watch.cut:
                     raise _Stalled(bool(committing)) from exc
@@ -361,7 +363,13 @@ class PgDatabase:
                 self.watchdog.unwatch(watch)
 
     def _watched(
-        self, conn: Any, work: Callable[[Any], T], deadline: float, write: str | None, committing: list[bool]
+        self,
+        conn: Any,
+        work: Callable[[Any], T],
+        deadline: float,
+        write: str | None,
+        committing: list[bool],
+        durable: bool = True,
     ) -> T:
         """`_once`'s transaction; ``committing`` gets an entry once COMMIT is sent."""
         if write is None:
@@ -373,7 +381,10 @@ class PgDatabase:
                     return work(cur)
         hooks.point("before_begin", write)
         with conn.cursor() as cur:
-            cur.execute("BEGIN")
+            if durable:
+                cur.execute("BEGIN")
+            else:  # SET LOCAL: this transaction's COMMIT alone skips the WAL flush (pooler-safe)
+                cur.execute("BEGIN; SET LOCAL synchronous_commit = off", prepare=False)
             try:
                 self._bound_lock_waits(cur, deadline)
                 result = work(cur)

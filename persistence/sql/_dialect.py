@@ -59,8 +59,12 @@ class Dialect(ABC):
         ``what`` names the operation and ``session_id`` the session, in errors."""
 
     @abstractmethod
-    def write(self, what: str, session_id: str, work: Callable[[Cursor], T]) -> T:
-        """``work(cursor)`` in one write transaction, committed before this returns."""
+    def write(self, what: str, session_id: str, work: Callable[[Cursor], T], *, durable: bool = True) -> T:
+        """``work(cursor)`` in one write transaction, committed before this returns.
+        ``durable=False``: committed without waiting for the disk (visible to every
+        connection at once, made durable by the next durable commit, which the log
+        writes after it): for a write whose loss in an OS or server crash is harmless,
+        as a turn's open, renew or close is (see `persistence.sql._turns`)."""
 
     @abstractmethod
     def check_writable(self, what: str) -> None:
@@ -142,6 +146,13 @@ class Dialect(ABC):
     def new_turn_token(self, cur: Cursor) -> int | None:
         """A token for the turn ``open_turn`` opens (``:token``), or None where the
         statement draws it itself."""
+
+    def turn_tokens_fenced(self) -> bool:
+        """Whether a turn's open may commit without a durable write of its own: then no
+        token `new_turn_token` draws from now on repeats one an open lost in a crash
+        drew (a holder that outlived the crash could write into another's turn with
+        it). False (the default): every open stays durable."""
+        return False
 
     @abstractmethod
     def turn_closed(self, cur: Cursor, session_id: str) -> None:

@@ -211,7 +211,10 @@ class SqlStore(SessionOperations):
         def work(c: Cursor) -> TurnLease:
             return turning.open_turn(c, self._dialect, sid, holder, ttl, incarnation, rollback, key)
 
-        return self._dialect.write("open_turn", sid, work)
+        # durable only where it retracts the turn it replaces or its token could be drawn
+        # again after a crash lost it (see `persistence.sql._turns`)
+        durable = rollback is not None or not self._dialect.turn_tokens_fenced()
+        return self._dialect.write("open_turn", sid, work, durable=durable)
 
     def seal_turn(self, session_id: str, *, mode: SealMode = "seal", lease: TurnLease | None = None) -> int | None:
         sid = checked_session_id(session_id)
@@ -222,13 +225,13 @@ class SqlStore(SessionOperations):
         check_turn(lease)
         ttl = check_ttl(ttl_s)
         return self._dialect.write(
-            "renew_turn", lease.session_id, lambda c: turning.renew_turn(c, self._dialect, lease, ttl)
+            "renew_turn", lease.session_id, lambda c: turning.renew_turn(c, self._dialect, lease, ttl), durable=False
         )
 
     def close_turn(self, lease: TurnLease) -> bool:
         check_turn(lease)
         return self._dialect.write(
-            "close_turn", lease.session_id, lambda c: turning.close_turn(c, self._dialect, lease)
+            "close_turn", lease.session_id, lambda c: turning.close_turn(c, self._dialect, lease), durable=False
         )
 
     def interrupt_turn(self, session_id: str) -> bool:

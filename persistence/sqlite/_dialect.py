@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -46,6 +47,8 @@ class SqliteDialect(Dialect):
         self._retry = retry
         self._clock = clock
         self._readonly = isinstance(writer, ReadOnlyWriter)
+        self._fencing = threading.Lock()
+        self._fenced = False  # see `turn_tokens_fenced`
 
     def read(self, what: str, session_id: str, work: Callable[[sqlite3.Connection], T]) -> T:
         """One read transaction (a consistent snapshot), retried while the file is busy."""
@@ -66,11 +69,12 @@ class SqliteDialect(Dialect):
         finally:
             self._readers.checkin(conn)
 
-    def write(self, what: str, session_id: str, work: Callable[[sqlite3.Connection], T]) -> T:
+    def write(self, what: str, session_id: str, work: Callable[[sqlite3.Connection], T], *, durable: bool = True) -> T:
         """A write transaction on the writer (shared with concurrent writes under group
-        commit). Bodies read the clock themselves, under the write lock, so lease times
-        follow commit order across processes."""
-        return self._writer.submit(work, session_id, what=what)
+        commit; a batch of non-``durable`` writes only commits without fsync). Bodies
+        read the clock themselves, under the write lock, so lease times follow commit
+        order across processes."""
+        return self._writer.submit(work, session_id, what=what, durable=durable)
 
     def check_writable(self, what: str) -> None:
         if self._readonly:
@@ -127,6 +131,20 @@ class SqliteDialect(Dialect):
     def new_turn_token(self, cur: sqlite3.Connection) -> int:
         """From the file's one counter."""
         return int(cur.execute(self.queries["next_turn_token"]).fetchone()["token"])
+
+    def turn_tokens_fenced(self) -> bool:
+        """Once this store moved the file's token counter far ahead in a durable write
+        (before its first turn opens): only an OS crash loses an unsynced open, and it
+        ends every process of this host, so each one that draws tokens after it starts
+        with this write, above every token drawn before it (far fewer than the gap are
+        drawn between two syncs of the WAL)."""
+        if not self._fenced:
+            with self._fencing:
+                if not self._fenced:
+                    fence = self.queries["fence_turn_tokens"]
+                    self._writer.submit(lambda c: c.execute(fence), what="open_turn")
+                    self._fenced = True
+        return True
 
     def turn_closed(self, cur: sqlite3.Connection, session_id: str) -> None:
         """Nothing: a turn's waiters are on this host, and poll."""

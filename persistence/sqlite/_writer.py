@@ -43,6 +43,13 @@ statement alone, outside a transaction: SQLite makes it a transaction of its own
 the COMMIT and its fsync inside it, so the writer lets go of the GIL and waits to
 win it back once for the batch instead of three times (BEGIN, INSERT, COMMIT).
 
+A request submitted with ``durable=False`` (a turn's open, renew or close) may
+commit without fsync: a batch made only of such requests runs under ``PRAGMA
+synchronous = NORMAL`` and the store's own level is set again right after it. WAL
+frames are written in commit order, so the next durable commit's fsync (the
+turn's first append, any process's) makes it durable too; a process killed
+meanwhile loses nothing (the page cache holds it), only an OS crash can.
+
 With ``group_commit=False`` there is no writer thread: each caller runs its own
 ``BEGIN IMMEDIATE ... COMMIT`` on the shared connection, in its own thread,
 one caller at a time (an in-process mutex; other processes still meet at the
@@ -115,6 +122,7 @@ _SPLIT_MIN_HALF = 8
 _monotonic = time.monotonic
 _new_lock = threading.Lock
 _COMMITTED, _ROLLED_BACK, _REPLAY, _GAVE_UP = object(), object(), object(), object()
+_NORMAL = 1  # PRAGMA synchronous: syncs at checkpoints only, in WAL mode
 
 
 class _Request:
@@ -149,6 +157,7 @@ class _Request:
         "result",
         "error",
         "on_done",
+        "durable",
     )
 
     def __init__(
@@ -161,6 +170,7 @@ class _Request:
         on_done: DoneFn | None = None,
         *,
         waited: bool = True,
+        durable: bool = True,
     ) -> None:
         # One per write, built on the caller's thread under the GIL every other caller
         # waits for: module-level names, no attribute read back.
@@ -171,6 +181,7 @@ class _Request:
         self.session_id = session_id
         self.job = job
         self.what = what  # the store method, for test-only kill points
+        self.durable = durable  # False: its commit need not wait for the disk
         if on_done is None and waited:
             self.done = Latch()
             self.claim = _new_lock()
@@ -253,6 +264,12 @@ class GroupCommitWriter:
         self._held_submitted: list[_Request] = []  # its submitted requests, not yet completed
         self._answered_at = 0.0  # when submitted answers were last completed (see `_parts`)
         self._commit_wait = 0.0  # what the last statement written alone waited, in s
+        # the store's synchronous level, set again after each batch committed without
+        # fsync (only where it syncs: OFF and NORMAL never wait for the disk anyway)
+        self._synchronous = int(conn.execute("PRAGMA synchronous").fetchone()[0])
+        self._relaxable = self._synchronous > _NORMAL
+        self._unsynced = 0  # committed batches of non-durable requests only
+        self._relaxed_left = False  # a failed ROLLBACK kept the level from being set again
         # group_commit=False: callers take turns on the connection instead of queueing
         self._direct = None if group_commit else threading.Lock()
         self._thread = None
@@ -260,8 +277,11 @@ class GroupCommitWriter:
             self._thread = threading.Thread(target=self._run, name=name, daemon=True)
             self._thread.start()
 
-    def submit(self, fn: WriteFn | None, session_id: str = "?", *, job: Any = None, what: str = "write") -> Any:
-        """Run ``fn(conn)`` in a write transaction; return its result once committed.
+    def submit(
+        self, fn: WriteFn | None, session_id: str = "?", *, job: Any = None, what: str = "write", durable: bool = True
+    ) -> Any:
+        """Run ``fn(conn)`` in a write transaction; return its result once committed
+        (``durable=False``: maybe not yet synced, see the module docstring).
 
         A request with a ``job`` may instead run together with neighbouring jobs
         through the writer's ``bulk`` function, which must return what ``fn``
@@ -270,7 +290,7 @@ class GroupCommitWriter:
         Raises what ``fn`` raised (driver errors mapped to ours), or `StoreBusyError`.
         """
         # a direct request runs on this thread: nobody waits for it on a latch
-        request = _Request(fn, session_id, job, what, self._patience_s, waited=self._direct is None)
+        request = _Request(fn, session_id, job, what, self._patience_s, waited=self._direct is None, durable=durable)
         if self._direct is not None:
             # held by close() too: no write outlives the store; waiting for it counts
             # against the patience budget like queueing does
@@ -313,7 +333,7 @@ class GroupCommitWriter:
         return True
 
     def stats(self) -> WriteStats:
-        return WriteStats(self._transactions, self._requests, self._in_flight, self._queue.qsize())
+        return WriteStats(self._transactions, self._requests, self._in_flight, self._queue.qsize(), self._unsynced)
 
     def close(self) -> None:
         """Finish queued requests, then stop the thread. Idempotent."""
@@ -504,6 +524,9 @@ class GroupCommitWriter:
         conn = self._conn
         if conn.in_transaction:  # a failed ROLLBACK (disk full) left one open: end it first
             conn.execute("ROLLBACK")
+        if self._relaxed_left:
+            self._relaxed_left = self._synced_again(conn)
+        relaxed = self._relaxable and not any(r.durable for r in batch)
         try:
             hooks.point("before_begin", [r.what for r in batch])
             plan = None
@@ -514,7 +537,8 @@ class GroupCommitWriter:
             # BEGIN and COMMIT each let go of the GIL once this way (`execute` does so five
             # times a statement, and under many callers each time costs the writer a wait
             # to get it back): 2-4.5% more appends/s from 64 threads in three alternating runs
-            conn.executescript("BEGIN IMMEDIATE")  # no transaction is open here (above)
+            # no transaction is open here (above); the level cannot change inside one
+            conn.executescript("PRAGMA synchronous = NORMAL; BEGIN IMMEDIATE" if relaxed else "BEGIN IMMEDIATE")
             if isolate or not self._only_appends(batch):
                 self._release_held()  # only a bulk append run, short and bounded, may hold them
             if isolate:
@@ -526,6 +550,7 @@ class GroupCommitWriter:
             self._release_held()  # the previous batch's callers run while we fsync
             hooks.point("before_commit", [r.what for r in batch])
             conn.commit()
+            self._unsynced += relaxed
             hooks.point("after_commit", [r.what for r in batch])
             return _COMMITTED
         except BaseException:
@@ -538,6 +563,17 @@ class GroupCommitWriter:
             for request in batch:  # a retry starts from a clean slate
                 request.result, request.error = None, None
             raise
+        finally:
+            if relaxed:
+                self._relaxed_left = self._synced_again(conn)
+
+    def _synced_again(self, conn: sqlite3.Connection) -> bool:
+        """Set the store's synchronous level again; True when a transaction a failed
+        ROLLBACK left open keeps it from being set (the next attempt tries again)."""
+        if conn.in_transaction:
+            return True
+        conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+        return False
 
     def _wrote_alone(self, conn: sqlite3.Connection, batch: list[_Request], plan: Any) -> bool:
         """Write an append batch as the one statement ``plan`` stands for, outside a
@@ -622,7 +658,9 @@ class ReadOnlyWriter:
     def __init__(self, path: str) -> None:
         self._path = path
 
-    def submit(self, fn: WriteFn | None, session_id: str = "?", *, job: Any = None, what: str = "write") -> Any:
+    def submit(
+        self, fn: WriteFn | None, session_id: str = "?", *, job: Any = None, what: str = "write", durable: bool = True
+    ) -> Any:
         if what == "write":  # unnamed: the store method's name from its transaction body
             what = getattr(fn, "__qualname__", "").split(".<locals>", 1)[0].rsplit(".", 1)[-1] or what
         raise ReadOnlyStoreError(what, f"{what}: {self._path!r} was opened read-only")

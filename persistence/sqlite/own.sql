@@ -95,6 +95,11 @@ FROM messages WHERE checksum IS NOT NULL
 -- The next turn token, from the counters table.
 UPDATE counters SET value = value + 1 WHERE name = 'turn_token' RETURNING value AS token
 
+-- name: fence_turn_tokens
+-- Move the turn token counter 2^20 ahead, durably, before a store's first turn opens:
+-- an open committed without fsync and lost in an OS crash drew a token below it.
+UPDATE counters SET value = value + 1048576 WHERE name = 'turn_token'
+
 -- name: carry_turn
 -- A rotation: the continuation carries its parent's turn lease (a dead one too: it
 -- is sealed there, on the copies of its rows).

@@ -26,6 +26,7 @@ SQLITE_ONLY = {
     "checksummed_rows": "fsck recomputes checksums in Python (PostgreSQL: damaged_rows, in the database)",
     "mark_branch": "a branch records its origin after its insert (PostgreSQL: insert_branch)",
     "next_turn_token": "turn tokens from the counters table (PostgreSQL: the turn_tokens sequence)",
+    "fence_turn_tokens": "a store's unsynced turn opens draw above it (PostgreSQL: opens stay durable)",
     "search_archive_in": "FTS5 searched within a JSON id list (PostgreSQL: search_archive takes an id array)",
 }
 
