@@ -46,6 +46,7 @@ class WriterHost(Protocol):
     _requests: int
     _server_deadline: Callable[[float], float]
     _resync_clock: Callable[[], None]
+    _clock: Callable[[], float] | None
 
     def _connection(self) -> Any: ...
     def _bound_lock_waits(self, cur: Any, deadline: float) -> None: ...
@@ -214,10 +215,15 @@ class StatementRuns:
         hooks.point("after_commit", operation)
 
     def _create_run(self, cur: Any, creates: list[Pending], deadline: float) -> None:
-        create_run(cur, self._host._q, creates, self._host._server_deadline(deadline))
+        create_run(cur, self._host._q, creates, self._host._server_deadline(deadline), self._now())
 
     def _append_run(self, cur: Any, appends: list[Pending], deadline: float) -> None:
-        append_run(cur, self._host._q, appends, self._host._psycopg, self._host._server_deadline(deadline))
+        host = self._host
+        append_run(cur, host._q, appends, host._psycopg, host._server_deadline(deadline), self._now())
+
+    def _now(self) -> float | None:
+        """The store's clock when it was given one (deadlines stay on the server's)."""
+        return None if self._host._clock is None else float(self._host._clock())
 
 
 def _session(pending: Pending) -> str:
