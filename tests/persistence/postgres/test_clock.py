@@ -7,9 +7,12 @@ server's clock could give the times asserted here, and moved by hand.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from persistence import open_store
+from persistence._queries import load_queries
 from protocol import DeadTurnError, Message
 from tests.pg import pg_rows
 
@@ -17,6 +20,14 @@ pytestmark = [pytest.mark.postgres, pytest.mark.timeout(30)]
 
 #: 2036-12-05: far from the server's clock either way a test could run.
 AHEAD = 2_112_000_000.0
+
+#: The statements that read the server's clock whatever the store was given, and why.
+SERVER_CLOCK_ONLY = {
+    "clock": "the server's time itself (a store given a clock answers now() without it)",
+    "record_holder": "when a holder was announced: read by nobody, about the real session",
+    "record_version": "when a migration ran: about the real database",
+}
+_TAKES_NOW = re.compile(r"%\(now\)s::double precision,\s*extract\(epoch FROM clock_timestamp\(\)\)")
 
 
 class Clock:
@@ -78,3 +89,17 @@ def test_a_store_without_a_clock_stamps_with_the_servers(pg_url):
         (stored,) = store.append(store.create_session("s").id, Message("user", "ask"))
         assert before <= stored.created_at <= store.now()
         assert abs(before - AHEAD) > 1e8
+
+
+def test_every_statement_that_reads_the_servers_clock_takes_the_stores_first():
+    """A statement added with the server's clock alone would judge leases on another
+    clock than the harness's: each reading is coalesce(%(now)s, clock_timestamp())."""
+    queries = load_queries("postgres")
+    assert set(SERVER_CLOCK_ONLY) <= set(queries)
+    alone = {
+        name: sql.count("clock_timestamp()") - len(_TAKES_NOW.findall(sql))
+        for name, sql in queries.items()
+        if name not in SERVER_CLOCK_ONLY
+    }
+    assert {name: n for name, n in alone.items() if n} == {}
+    assert sum(len(_TAKES_NOW.findall(sql)) for sql in queries.values()) > 30
