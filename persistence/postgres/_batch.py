@@ -191,7 +191,8 @@ def create_run(
 ) -> None:
     """Insert every distinct id of ``creates`` (sorted by id) with one statement; an
     id asked twice, or already present, is `SessionExistsError` for that caller.
-    ``until``: the statement's deadline on the server's clock (`call_deadline_check`)."""
+    ``until``: the statement's deadline on the server's clock (`call_deadline_check`);
+    ``now``: the store's clock (None: the server's)."""
     first: dict[str, Pending] = {}
     for pending in creates:
         if pending.job.session_id in first:

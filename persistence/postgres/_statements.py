@@ -46,9 +46,9 @@ class WriterHost(Protocol):
     _requests: int
     _server_deadline: Callable[[float], float]
     _resync_clock: Callable[[], None]
-    _clock: Callable[[], float] | None
 
     def _connection(self) -> Any: ...
+    def _now(self) -> float | None: ...
     def _bound_lock_waits(self, cur: Any, deadline: float) -> None: ...
     def _disconnect(self) -> None: ...
 
@@ -215,15 +215,11 @@ class StatementRuns:
         hooks.point("after_commit", operation)
 
     def _create_run(self, cur: Any, creates: list[Pending], deadline: float) -> None:
-        create_run(cur, self._host._q, creates, self._host._server_deadline(deadline), self._now())
+        create_run(cur, self._host._q, creates, self._host._server_deadline(deadline), self._host._now())
 
     def _append_run(self, cur: Any, appends: list[Pending], deadline: float) -> None:
         host = self._host
-        append_run(cur, host._q, appends, host._psycopg, host._server_deadline(deadline), self._now())
-
-    def _now(self) -> float | None:
-        """The store's clock when it was given one (deadlines stay on the server's)."""
-        return None if self._host._clock is None else float(self._host._clock())
+        append_run(cur, host._q, appends, host._psycopg, host._server_deadline(deadline), host._now())
 
 
 def _session(pending: Pending) -> str:

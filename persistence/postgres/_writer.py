@@ -344,11 +344,12 @@ class PgWriter:
         self._unanswered.append(batch)
         timeout_ms = max(1, int(timeout * 1000)) if own else None
         until = repr(self._server_deadline(remaining + time.monotonic())).encode()
-        now = None if self._clock is None else repr(float(self._clock())).encode()
+        now = self._now()
         # the batch's Sync leaves with it: its commit is asked for as it is sent
         hooks.point("before_begin", "append")
         hooks.point("before_commit", "append")
-        pipe.send(rows.encode(), wanted.encode(), turns.encode(), until, now, timeout_ms)  # ASCII: batch._ROWS
+        stamp = None if now is None else repr(now).encode()
+        pipe.send(rows.encode(), wanted.encode(), turns.encode(), until, stamp, timeout_ms)  # ASCII: batch._ROWS
         return True
 
     def _answer(self, batch: list[Pending]) -> list[Pending]:
@@ -438,10 +439,14 @@ class PgWriter:
                 done += self._commit(self._answer(following), exc)
         return self._commit(self._answer(flight), exc) + done, None, stopping
 
+    def _now(self) -> float | None:
+        """The store's clock when it was given one, else None (the server's); a
+        statement's deadline stays on the server's clock either way."""
+        return None if self._clock is None else float(self._clock())
+
     def _refuse(self, refused: list[Pending]) -> None:
         try:
-            now = None if self._clock is None else float(self._clock())
-            refuse(self._connection().cursor(), self._q, refused, self._psycopg, now)
+            refuse(self._connection().cursor(), self._q, refused, self._psycopg, self._now())
         except self._psycopg.Error as exc:
             for pending in refused:
                 pending.error = StoreBusyError(
