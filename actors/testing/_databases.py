@@ -2,9 +2,9 @@
 fresh PostgreSQL schema.
 
 Both start every schedule from the same state: the session and its prefill. SQLite
-copies a template written once (the store's clock is the harness's, so leases and
-turns expire by schedule). PostgreSQL creates a schema per schedule and prefills it;
-its leases expire on the server's clock, which the harness cannot move.
+copies a template written once; PostgreSQL creates a schema per schedule and
+prefills it. On both the store's clock is the harness's (`harness_clock`), so
+leases, turns and cooldowns expire by schedule, not by the machine's time.
 """
 
 from __future__ import annotations
@@ -26,12 +26,20 @@ from protocol import InvalidArgumentError, Message
 
 __all__ = ["Databases", "PostgresSchemas", "SqliteFiles", "databases_for"]
 
-#: The store's wall clock at the start of every schedule (epoch seconds), on SQLite.
+#: The store's wall clock at the start of every schedule (epoch seconds).
 EPOCH = 1_800_000_000.0
 #: What each reading of that clock adds: no two stamps of a schedule are equal.
 TICK_S = 1e-6
 
 Prefill = Callable[[Store], None]
+
+
+def harness_clock(offset: Callable[[], float]) -> Callable[[], float]:
+    """The store's clock of one schedule: `EPOCH` plus ``offset()`` (the virtual
+    seconds elapsed), plus a tick for each reading: that orders every stamp of a
+    schedule (the history checks read them)."""
+    ticks = itertools.count()
+    return lambda: EPOCH + offset() + next(ticks) * TICK_S
 
 
 class Databases:
@@ -82,9 +90,7 @@ class SqliteFiles(Databases):
         return str(db)
 
     def open(self, ref: str, offset: Callable[[], float]) -> Store:
-        ticks = itertools.count()
-        # a tick per reading orders every stamp of a schedule (the history checks read them)
-        return SqliteStore(ref, clock=lambda: EPOCH + offset() + next(ticks) * TICK_S, group_commit=False)
+        return SqliteStore(ref, clock=harness_clock(offset), group_commit=False)
 
     def turn_tokens(self, ref: str) -> dict[int, str]:
         rows = self._rows(ref, "SELECT id, turn FROM messages WHERE turn IS NOT NULL")
@@ -127,7 +133,7 @@ class PostgresSchemas(Databases):
     def open(self, ref: str, offset: Callable[[], float]) -> Store:
         from persistence.postgres import PostgresStore  # the postgres extra, when asked for
 
-        return PostgresStore(ref, min_size=1, max_size=2)
+        return PostgresStore(ref, min_size=1, max_size=2, clock=harness_clock(offset))
 
     def turn_tokens(self, ref: str) -> dict[int, str]:
         rows = self._rows(ref, "SELECT id, turn FROM messages WHERE turn IS NOT NULL")

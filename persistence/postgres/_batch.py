@@ -162,20 +162,28 @@ def sweep(batch: list[Pending]) -> None:
 
 
 def create_many(
-    cur: Any, queries: Mapping[str, str], rows: list[tuple[str, str, str, str]], until: float | None = None
+    cur: Any,
+    queries: Mapping[str, str],
+    rows: list[tuple[str, str, str, str]],
+    until: float | None = None,
+    now: float | None = None,
 ) -> dict[str, Any]:
     """Insert sessions from (id, source, metadata JSON text, incarnation) rows, in id
     order, with one statement; the rows created, by id (a taken id has none).
     ``until``: the statement's deadline on the server's clock (`call_deadline_check`;
-    None when the transaction's COMMIT checks it)."""
-    cur.execute(queries["create_sessions"], {"rows": _ROWS.encode(rows), "until": until})
+    None when the transaction's COMMIT checks it). ``now``: the store's clock (None:
+    the server's)."""
+    cur.execute(queries["create_sessions"], {"rows": _ROWS.encode(rows), "until": until, "now": now})
     return {row["id"]: row for row in cur.fetchall()}
 
 
-def create_run(cur: Any, queries: Mapping[str, str], creates: list[Pending], until: float | None) -> None:
+def create_run(
+    cur: Any, queries: Mapping[str, str], creates: list[Pending], until: float | None, now: float | None
+) -> None:
     """Insert every distinct id of ``creates`` (sorted by id) with one statement; an
     id asked twice, or already present, is `SessionExistsError` for that caller.
-    ``until``: the statement's deadline on the server's clock (`call_deadline_check`)."""
+    ``until``: the statement's deadline on the server's clock (`call_deadline_check`);
+    ``now``: the store's clock (None: the server's)."""
     first: dict[str, Pending] = {}
     for pending in creates:
         if pending.job.session_id in first:
@@ -183,7 +191,7 @@ def create_run(cur: Any, queries: Mapping[str, str], creates: list[Pending], unt
         else:
             first[pending.job.session_id] = pending
     rows = [(sid, p.job.source, p.job.metadata, p.job.incarnation) for sid, p in first.items()]
-    created = create_many(cur, queries, rows, until)
+    created = create_many(cur, queries, rows, until, now)
     for sid, pending in first.items():
         row = created.get(sid)
         if row is None:
@@ -192,24 +200,27 @@ def create_run(cur: Any, queries: Mapping[str, str], creates: list[Pending], unt
             pending.result = row
 
 
-def append_run(cur: Any, queries: Mapping[str, str], appends: list[Pending], psycopg: Any, until: float | None) -> None:
+def append_run(
+    cur: Any, queries: Mapping[str, str], appends: list[Pending], psycopg: Any, until: float | None, now: float | None
+) -> None:
     """One statement writes every row; then each request takes its rows back
     (`assign_rows`). Rows come back as tuples ``(id, session_id, seq, created_at)``.
-    ``until``: the statement's deadline on the server's clock (`call_deadline_check`)."""
+    ``until``: the statement's deadline on the server's clock (`call_deadline_check`);
+    ``now``: the store's clock (None: the server's)."""
     appends, later = one_incarnation_each(appends)
     if later:  # requests meaning another incarnation of an id: their own statement
-        append_run(cur, queries, later, psycopg, until)
+        append_run(cur, queries, later, psycopg, until, now)
     rows, wanted, turns = append_payload(p.job for p in appends)
     sql = queries["append_batch"]
     if len(rows) > JSONB_TEXT_LIMIT:  # too big for jsonb
         sql = _read_as_json(sql)
     factory, cur.row_factory = cur.row_factory, psycopg.rows.tuple_row  # cheaper than dicts
     try:
-        cur.execute(sql, {"rows": rows, "wanted": wanted, "turns": turns, "until": until})
+        cur.execute(sql, {"rows": rows, "wanted": wanted, "turns": turns, "until": until, "now": now})
         fetched = cur.fetchall()
     finally:
         cur.row_factory = factory
-    refuse(cur, queries, assign_rows(appends, fetched), psycopg)
+    refuse(cur, queries, assign_rows(appends, fetched), psycopg, now)
 
 
 def waiting_for_locks(sql: str) -> str:
@@ -279,10 +290,10 @@ def assign_rows(appends: list[Pending], fetched: list[tuple[Any, ...]]) -> list[
     return refused
 
 
-def refuse(cur: Any, queries: Mapping[str, str], refused: list[Pending], psycopg: Any) -> None:
+def refuse(cur: Any, queries: Mapping[str, str], refused: list[Pending], psycopg: Any, now: float | None) -> None:
     """Fail each refused request with why (read after the statement committed)."""
     for pending in refused:
-        pending.error = refusal(cur, queries, pending.job, psycopg)
+        pending.error = refusal(cur, queries, pending.job, psycopg, now)
 
 
 class RowLocked(StoreBusyError):
@@ -291,10 +302,12 @@ class RowLocked(StoreBusyError):
     later batch, until its patience is spent (then the caller gets this error)."""
 
 
-def _turn_refusing(cur: Any, queries: Mapping[str, str], session_id: str, turn: int | None) -> TranscriptError | None:
+def _turn_refusing(
+    cur: Any, queries: Mapping[str, str], session_id: str, turn: int | None, now: float | None
+) -> TranscriptError | None:
     """The turn lease's error if it refuses a write carrying ``turn`` now (the batch
-    statement's own test, on the database clock; `turn_refusal`), else None."""
-    row = cur.execute(queries["turn_of"], {"session_id": session_id}).fetchone()
+    statement's own test, on the store's clock; `turn_refusal`), else None."""
+    row = cur.execute(queries["turn_of"], {"session_id": session_id, "now": now}).fetchone()
     if row is None:
         return SessionNotFoundError(session_id)
     live = row["turn_live"]
@@ -303,16 +316,16 @@ def _turn_refusing(cur: Any, queries: Mapping[str, str], session_id: str, turn: 
     return None if allowed else turn_refusal(session_id, row, live=live, turn=turn)
 
 
-def refusal(cur: Any, queries: Mapping[str, str], job: AppendJob, psycopg: Any) -> TranscriptError:
+def refusal(cur: Any, queries: Mapping[str, str], job: AppendJob, psycopg: Any, now: float | None) -> TranscriptError:
     """Why an append got no rows: its session is missing, another incarnation, ended
     or under another holder's turn (read after the statement, which committed the
-    rest of the batch), else `RowLocked`."""
+    rest of the batch; ``now``: the store's clock, None: the server's), else `RowLocked`."""
     session_id = job.session_id
     try:
         row = require_incarnation(cur, queries, session_id, job.incarnation)
         if row["ended_at"] is not None:
             return ended_error(cur, queries, session_id)
-        held = _turn_refusing(cur, queries, session_id, job.turn)
+        held = _turn_refusing(cur, queries, session_id, job.turn, now)
         if held is not None:
             return held
         return RowLocked(f"append to {session_id!r}: its session row stayed locked by another transaction")

@@ -22,6 +22,7 @@ def insert_branch(
     metadata: str | None,
     at_seq: int,
     params: list[dict[str, Any]],
+    now: float | None,
 ) -> None:
     cur.execute(
         q["insert_branch"],
@@ -32,6 +33,8 @@ def insert_branch(
             "branch_of": origin["id"],
             "at_seq": at_seq,
             "next_seq": len(params) + 1,
+            "now": now,
         },
     )
-    cur.execute(q["insert_messages"], {"session_id": new_id, "first_seq": 1, **column_arrays(params)})
+    rows = {"session_id": new_id, "first_seq": 1, "now": now, **column_arrays(params)}
+    cur.execute(q["insert_messages"], rows)

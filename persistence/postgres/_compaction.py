@@ -27,13 +27,22 @@ def column_arrays(params: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
 
 
 def insert_compacted(
-    cur: Any, q: Queries, target: str, first_seq: int, params: Sequence[Mapping[str, Any]], tail: Sequence[Any]
+    cur: Any,
+    q: Queries,
+    target: str,
+    first_seq: int,
+    params: Sequence[Mapping[str, Any]],
+    tail: Sequence[Any],
+    now: float | None,
 ) -> None:
-    """The summary's rows with one statement, then the tail's copies with another."""
-    cur.execute(q["insert_messages"], {"session_id": target, "first_seq": first_seq, **column_arrays(params)})
+    """The summary's rows with one statement, then the tail's copies with another
+    (``now``: the store's clock, None: the server's)."""
+    rows = {"session_id": target, "first_seq": first_seq, "now": now, **column_arrays(params)}
+    cur.execute(q["insert_messages"], rows)
     if tail:
         ids = [row["id"] for row in tail]
-        cur.execute(q["copy_tail"], {"target": target, "first_seq": first_seq + len(params), "ids": ids})
+        copies = {"target": target, "first_seq": first_seq + len(params), "ids": ids, "now": now}
+        cur.execute(q["copy_tail"], copies)
 
 
 def notify_compaction(cur: Any, q: Queries, record: CompactionRecord) -> None:

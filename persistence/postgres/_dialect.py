@@ -1,5 +1,6 @@
 """PostgreSQL as a `Dialect`: every transaction through `PgDatabase.run` (retries,
-deadlines, read-only checks), times from the server's clock."""
+deadlines, read-only checks), times from the server's clock (or from a clock the
+store was given: the testing harness's)."""
 
 from __future__ import annotations
 
@@ -40,17 +41,18 @@ class PgDialect(Dialect):
     #: (its row ended) and cannot see the continuation: each round is a new statement.
     carrier_rounds = 8
 
-    def __init__(self, db: PgDatabase, writer: PgWriter) -> None:
+    def __init__(self, db: PgDatabase, writer: PgWriter, clock: Callable[[], float] | None = None) -> None:
         self.queries = load_queries(DIALECT)
         self._db = db
         self._writer = writer
+        self._clock = clock
         self.missing_session = (db.psycopg.errors.ForeignKeyViolation,)
         self.duplicate_session = (db.psycopg.errors.UniqueViolation,)
 
     def lock_session(self, cur: Any, session_id: str) -> Any:
         """The row, locked ``FOR UPDATE`` (``lock_session``): appends, retractions and
         compaction commits take the same lock, so they wait for this write."""
-        row = cur.execute(self.queries["lock_session"], {"id": session_id}).fetchone()
+        row = cur.execute(self.queries["lock_session"], {"id": session_id, "now": self.clock()}).fetchone()
         if row is None:
             raise SessionNotFoundError(session_id)
         return row
@@ -84,11 +86,12 @@ class PgDialect(Dialect):
             written = job._replace(params=fresh)
             rows, wanted, turns = append_payload([written])
             # no deadline of its own: the transaction's COMMIT checks it
-            params = {"rows": rows, "wanted": wanted, "turns": turns, "until": None}
+            now = self.clock()
+            params = {"rows": rows, "wanted": wanted, "turns": turns, "until": None, "now": now}
             cur.execute(waiting_for_locks(q["append_batch"]), params)
             ids = [row["id"] for row in cur.fetchall()]
             if not ids:
-                raise refusal(cur, q, written, psycopg)
+                raise refusal(cur, q, written, psycopg, now)
             return ids
 
         return keyed_append(cur, q, job.session_id, job.params, job.incarnation, job.turn, append_rows)
@@ -107,11 +110,11 @@ class PgDialect(Dialect):
         raise SessionEndedError(session_id, None, None, f"the lineage of {session_id!r} kept growing")
 
     def lock_live_tip(self, cur: Any, session_id: str, incarnation: str | None = None) -> Any:
-        return lock_live_tip(cur, self.queries, session_id, incarnation)
+        return lock_live_tip(cur, self.queries, session_id, incarnation, self.clock())
 
     def insert_sessions(self, cur: Any, rows: list[tuple[str, str, str, str]]) -> dict[str, Any]:
         """With one statement, in id order (every writer's lock order)."""
-        return create_many(cur, self.queries, sorted(rows))
+        return create_many(cur, self.queries, sorted(rows), now=self.clock())
 
     def grouped_create(self, session_id: str, source: str, metadata: str, incarnation: str) -> Any:
         """On the writer, which inserts the plain creates it holds with one statement."""
@@ -119,13 +122,18 @@ class PgDialect(Dialect):
         return self._writer.submit(CreateJob(session_id, source, metadata, incarnation))
 
     def insert_child(self, cur: Any, parent: Any, child_id: str) -> None:
-        params = {"session_id": child_id, "source": parent["source"], "parent_session_id": parent["id"]}
+        params = {
+            "session_id": child_id,
+            "source": parent["source"],
+            "parent_session_id": parent["id"],
+            "now": self.clock(),
+        }
         cur.execute(self.queries["insert_child"], params)
 
     def insert_compacted(
         self, cur: Any, target: str, first_seq: int, params: Sequence[Mapping[str, Any]], tail: Sequence[Any]
     ) -> None:
-        insert_compacted(cur, self.queries, target, first_seq, params, tail)
+        insert_compacted(cur, self.queries, target, first_seq, params, tail, self.clock())
 
     def compaction_committed(self, cur: Any, record: CompactionRecord) -> None:
         """NOTIFY listeners on every host (`CompactionListener`), sent on COMMIT only."""
@@ -148,7 +156,7 @@ class PgDialect(Dialect):
     def insert_branch(
         self, cur: Any, origin: Any, new_id: str, metadata: str | None, at_seq: int, params: list[dict[str, Any]]
     ) -> None:
-        insert_branch(cur, self.queries, origin, new_id, metadata, at_seq, params)
+        insert_branch(cur, self.queries, origin, new_id, metadata, at_seq, params, self.clock())
 
     def search_hits(self, cur: Any, args: SearchArgs) -> list[SearchHit]:
         return search(cur, self.queries, args)
@@ -156,6 +164,8 @@ class PgDialect(Dialect):
     def id_list(self, ids: list[Any]) -> list[Any]:
         return ids
 
-    def clock(self) -> None:
-        """None: every statement reads ``clock_timestamp()`` (see `persistence.postgres._store`)."""
-        return None
+    def clock(self) -> float | None:
+        """The store's clock when it was given one (the testing harness's virtual
+        clock), else None: every statement reads ``clock_timestamp()`` (see
+        `persistence.postgres._store`)."""
+        return None if self._clock is None else float(self._clock())

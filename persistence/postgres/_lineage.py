@@ -20,15 +20,15 @@ MAX_TIP_ROUNDS = 16
 
 
 def lock_live_tip(
-    cur: Any, queries: Mapping[str, str], session_id: str, incarnation: str | None = None
+    cur: Any, queries: Mapping[str, str], session_id: str, incarnation: str | None = None, now: float | None = None
 ) -> Mapping[str, Any]:
     """The row of ``session_id``'s live tip, locked (``lock_session``): resolved again
     when a rotation ended it while this waited for the lock. ``incarnation``: the
-    conversation meant (None: any). A tip ended for another reason than a compaction
-    raises `SessionEndedError`."""
+    conversation meant (None: any). ``now``: the store's clock (None: the server's).
+    A tip ended for another reason than a compaction raises `SessionEndedError`."""
     for _ in range(MAX_TIP_ROUNDS):
         tip = resolve_tip(cur, queries, session_id)["id"]
-        cur.execute(queries["lock_session"], {"id": tip})
+        cur.execute(queries["lock_session"], {"id": tip, "now": now})
         row = cur.fetchone()
         if row is None:
             raise SessionNotFoundError(tip)

@@ -79,9 +79,12 @@ class AppendPipeline:
     def in_flight(self) -> int:
         return len(self._stages)
 
-    def send(self, rows: bytes, wanted: bytes, turns: bytes, until: bytes, timeout_ms: int | None = None) -> None:
-        """Queue one batch statement and its Sync, and send them; ``timeout_ms``: its
-        lock_timeout and statement_timeout, set for its transaction alone. If this
+    def send(
+        self, rows: bytes, wanted: bytes, turns: bytes, until: bytes, now: bytes | None, timeout_ms: int | None = None
+    ) -> None:
+        """Queue one batch statement and its Sync, and send them; ``now``: the store's
+        clock (None: the server's); ``timeout_ms``: its lock_timeout and
+        statement_timeout, set for its transaction alone. If this
         raises, the Sync did not leave (it is the last thing written): the server
         rolls the batch back when it sees the connection gone."""
         pg = self._pg
@@ -92,7 +95,7 @@ class AppendPipeline:
         else:
             self._stages.append("timeouts")
             pg.send_query_params(_SET_LOCAL_TIMEOUTS, [f"{timeout_ms}ms".encode()])
-        pg.send_query_prepared(STATEMENT, [rows, wanted, turns, until])
+        pg.send_query_prepared(STATEMENT, [rows, wanted, turns, until, now])
         pg.send_flush_request()  # the rows are sent before the commit, not held back with its answer
         pg.pipeline_sync()
         while pg.flush():  # 1: more to send; read meanwhile, the server may be writing to us

@@ -48,6 +48,7 @@ class WriterHost(Protocol):
     _resync_clock: Callable[[], None]
 
     def _connection(self) -> Any: ...
+    def _now(self) -> float | None: ...
     def _bound_lock_waits(self, cur: Any, deadline: float) -> None: ...
     def _disconnect(self) -> None: ...
 
@@ -214,10 +215,11 @@ class StatementRuns:
         hooks.point("after_commit", operation)
 
     def _create_run(self, cur: Any, creates: list[Pending], deadline: float) -> None:
-        create_run(cur, self._host._q, creates, self._host._server_deadline(deadline))
+        create_run(cur, self._host._q, creates, self._host._server_deadline(deadline), self._host._now())
 
     def _append_run(self, cur: Any, appends: list[Pending], deadline: float) -> None:
-        append_run(cur, self._host._q, appends, self._host._psycopg, self._host._server_deadline(deadline))
+        host = self._host
+        append_run(cur, host._q, appends, host._psycopg, host._server_deadline(deadline), host._now())
 
 
 def _session(pending: Pending) -> str:

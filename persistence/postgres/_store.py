@@ -8,7 +8,11 @@ database enforces the invariants (fencing inside the UPDATE of the lease row,
 server: the database's wall clock at the moment the statement checks it. Lease
 expiry never looks at a client clock, so clients with skewed clocks agree.
 ``now()`` was rejected because it is frozen at transaction start and would judge
-a lease by a stale time after a lock wait.
+a lease by a stale time after a lock wait. A store given ``clock`` (the testing
+harness's virtual clock) passes its reading as ``now`` to every statement that
+stamps or compares with the time instead; a write's deadline
+(`call_deadline_check`) stays on the server's clock, as it is about real time:
+a backend frozen past it must refuse whatever the test's clock says.
 
 Leases are rows (``leases``), never advisory locks: an advisory lock carries no
 token and breaks behind transaction poolers. The advisory locks are the
@@ -19,6 +23,7 @@ registry's holder lock, a liveness hint only (see `persistence.postgres._holders
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from protocol import ConfigurationError
@@ -52,7 +57,9 @@ class PostgresStore(SqlStore):
     (False: never changes the schema; an older one raises `SchemaVersionError`),
     ``pgbouncer`` (behind PgBouncer in transaction mode: no automatic prepared
     statements, no session-level ``SET`` — timeouts are set per transaction — and
-    no LISTEN hint; also ``?pgbouncer=true`` in the URL).
+    no LISTEN hint; also ``?pgbouncer=true`` in the URL), ``clock`` (epoch seconds:
+    leases, turns, cooldowns and stamps follow it instead of the server's clock;
+    for tests that move time, as `SqliteStore`'s; None: the server's).
     """
 
     features = StoreFeatures(submits=True, announces_turns=True, checksums_rows=True, knows_holders=True)
@@ -69,10 +76,14 @@ class PostgresStore(SqlStore):
         readonly: bool = False,
         migrate: bool = True,
         pgbouncer: bool = False,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         check_pool_options(min_size, max_size, patience_s, connect_timeout_s, max_content_bytes)
         check_open_flags(readonly=readonly, migrate=migrate, pgbouncer=pgbouncer)
+        if clock is not None and not callable(clock):
+            raise ConfigurationError(f"clock must be a function of no arguments or None, got {clock!r}")
         self._readonly = readonly
+        self._clock = clock
         self._max_content_bytes = max_content_bytes
         self._url = url
         self._connect_timeout_s = float(connect_timeout_s)
@@ -101,8 +112,9 @@ class PostgresStore(SqlStore):
             watchdog=self._db.watchdog,
             server_deadline=self._db.server_deadline,
             resync_clock=self._db.resync_clock,
+            clock=clock,
         )
-        SqlStore.__init__(self, PgDialect(self._db, self._writer), max_content_bytes=max_content_bytes)
+        SqlStore.__init__(self, PgDialect(self._db, self._writer, clock), max_content_bytes=max_content_bytes)
         self._announced: set[HolderAnnouncement] = set()  # closed with the store
         self._announced_lock = threading.Lock()
 
@@ -198,6 +210,9 @@ class PostgresStore(SqlStore):
     # -- lifecycle -------------------------------------------------------------
 
     def now(self) -> float:
+        if self._clock is not None:
+            return float(self._clock())
+
         def work(cur: Any) -> float:
             cur.execute(self._q["clock"])
             return float(cur.fetchone()["now"])

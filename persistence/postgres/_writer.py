@@ -91,8 +91,10 @@ class PgWriter:
         watchdog: Watchdog,
         server_deadline: Callable[[float], float],
         resync_clock: Callable[[], None],
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self._pgbouncer = pgbouncer
+        self._clock = clock  # the store's, when given: the batch statement's now (else the server's)
         self._connect = connect
         self._watchdog = watchdog
         self._server_deadline = server_deadline
@@ -118,7 +120,7 @@ class PgWriter:
         self._pipe: AppendPipeline | None = None  # the pipeline of the current connection
         self._no_pipeline = False  # the batch statement could not be prepared: plain way only
         self._unanswered: list[list[Pending]] = []  # batches sent down the pipeline, not yet settled
-        self._batch_sql = numbered_placeholders(queries["append_batch"], ("rows", "wanted", "turns", "until"))
+        self._batch_sql = numbered_placeholders(queries["append_batch"], ("rows", "wanted", "turns", "until", "now"))
         self._statements = StatementRuns(self)  # the plain way: one statement per run, its retries
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -342,10 +344,12 @@ class PgWriter:
         self._unanswered.append(batch)
         timeout_ms = max(1, int(timeout * 1000)) if own else None
         until = repr(self._server_deadline(remaining + time.monotonic())).encode()
+        now = self._now()
         # the batch's Sync leaves with it: its commit is asked for as it is sent
         hooks.point("before_begin", "append")
         hooks.point("before_commit", "append")
-        pipe.send(rows.encode(), wanted.encode(), turns.encode(), until, timeout_ms)  # ASCII: batch._ROWS
+        stamp = None if now is None else repr(now).encode()
+        pipe.send(rows.encode(), wanted.encode(), turns.encode(), until, stamp, timeout_ms)  # ASCII: batch._ROWS
         return True
 
     def _answer(self, batch: list[Pending]) -> list[Pending]:
@@ -435,9 +439,14 @@ class PgWriter:
                 done += self._commit(self._answer(following), exc)
         return self._commit(self._answer(flight), exc) + done, None, stopping
 
+    def _now(self) -> float | None:
+        """The store's clock when it was given one, else None (the server's); a
+        statement's deadline stays on the server's clock either way."""
+        return None if self._clock is None else float(self._clock())
+
     def _refuse(self, refused: list[Pending]) -> None:
         try:
-            refuse(self._connection().cursor(), self._q, refused, self._psycopg)
+            refuse(self._connection().cursor(), self._q, refused, self._psycopg, self._now())
         except self._psycopg.Error as exc:
             for pending in refused:
                 pending.error = StoreBusyError(

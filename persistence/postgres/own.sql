@@ -2,7 +2,7 @@
 -- tests/persistence/test_queries.py): queries.sql and recall.sql name alike in both dialects.
 
 -- name: clock
--- The server's wall clock in epoch seconds (every lease and turn time is read from it).
+-- The server's wall clock in epoch seconds (every lease and turn time, unless the store was given a clock).
 SELECT extract(epoch FROM clock_timestamp())::double precision AS now;
 
 -- name: lock_lineage_leases
@@ -17,7 +17,8 @@ SELECT id FROM sessions WHERE id = ANY(%(ids)s) ORDER BY id FOR UPDATE;
 -- Orders a retraction with appends and compaction commits (they take this row lock too).
 SELECT id, ended_at, end_reason, incarnation, turn_holder, turn_token,
        turn_holder IS NOT NULL
-           AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision AS turn_live
+           AND turn_expires_at > coalesce(%(now)s::double precision,
+                                          extract(epoch FROM clock_timestamp())::double precision) AS turn_live
 FROM sessions WHERE id = %(id)s FOR UPDATE;
 
 -- name: append_batch
@@ -51,7 +52,8 @@ locked AS (
       AND CASE WHEN (%(turns)s::jsonb -> id) IS NULL
                THEN turn_holder IS NULL
                ELSE coalesce(turn_token = (%(turns)s::jsonb ->> id)::bigint, false) AND turn_holder IS NOT NULL
-                    AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision END
+                    AND turn_expires_at > coalesce(%(now)s::double precision,
+                                                   extract(epoch FROM clock_timestamp())::double precision) END
     ORDER BY id
     FOR NO KEY UPDATE SKIP LOCKED
 ),
@@ -67,7 +69,8 @@ numbered AS (
     FROM input i JOIN bumped b ON b.id = i.session_id
 ),
 -- the deadline check last, once: a backend frozen before it runs refuses on resume
-clock AS (SELECT extract(epoch FROM clock_timestamp())::double precision AS t
+clock AS (SELECT coalesce(%(now)s::double precision,
+                          extract(epoch FROM clock_timestamp())::double precision) AS t
           WHERE call_deadline_check(%(until)s::double precision))
 INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_calls,
                       meta, created_at, state, origin_id, turn, key, usage)
@@ -84,7 +87,8 @@ RETURNING id, session_id, seq, created_at;
 -- The rows arrive as one JSON array of [id, source, metadata JSON text,
 -- incarnation] arrays.
 INSERT INTO sessions (id, source, parent_session_id, created_at, metadata, incarnation)
-SELECT u.r ->> 0, u.r ->> 1, NULL, extract(epoch FROM clock_timestamp())::double precision,
+SELECT u.r ->> 0, u.r ->> 1, NULL, coalesce(%(now)s::double precision,
+                                            extract(epoch FROM clock_timestamp())::double precision),
        (u.r ->> 2)::jsonb, u.r ->> 3
 FROM json_array_elements(%(rows)s::json) WITH ORDINALITY AS u(r, ord)
 WHERE call_deadline_check(%(until)s::double precision)
@@ -100,7 +104,8 @@ INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_c
                       meta, created_at, state, origin_id)
 SELECT %(session_id)s, %(first_seq)s + m.ord - 1, m.role, m.content, m.name,
        m.tool_call_id, m.tool_calls, m.meta,
-       extract(epoch FROM clock_timestamp())::double precision, 'live', NULL
+       coalesce(%(now)s::double precision,
+                extract(epoch FROM clock_timestamp())::double precision), 'live', NULL
 FROM unnest(%(roles)s::text[], %(contents)s::text[], %(names)s::text[],
             %(tool_call_ids)s::text[], %(tool_calls)s::text[], %(metas)s::text[])
          WITH ORDINALITY AS m(role, content, name, tool_call_id, tool_calls, meta, ord)
@@ -118,7 +123,8 @@ INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_c
                       meta, created_at, state, origin_id, turn, key)
 SELECT %(target)s, %(first_seq)s - 1 + row_number() OVER (ORDER BY seq),
        role, content, name, tool_call_id, tool_calls, meta,
-       extract(epoch FROM clock_timestamp())::double precision, 'live', id, turn, key
+       coalesce(%(now)s::double precision,
+                extract(epoch FROM clock_timestamp())::double precision), 'live', id, turn, key
 FROM messages WHERE id = ANY(%(ids)s)
 ORDER BY seq;
 
@@ -128,7 +134,8 @@ ORDER BY seq;
 -- metadata; its rows are inserted from seq 1.
 INSERT INTO sessions (id, source, parent_session_id, created_at, next_seq, metadata, incarnation,
                       branch_of_session, branch_of_seq)
-SELECT %(id)s, o.source, NULL, extract(epoch FROM clock_timestamp())::double precision,
+SELECT %(id)s, o.source, NULL, coalesce(%(now)s::double precision,
+                                        extract(epoch FROM clock_timestamp())::double precision),
        %(next_seq)s, coalesce(%(metadata)s::jsonb, o.metadata), %(incarnation)s, o.id, %(at_seq)s
 FROM sessions AS o WHERE o.id = %(branch_of)s;
 
@@ -139,7 +146,8 @@ FROM sessions AS o WHERE o.id = %(branch_of)s;
 INSERT INTO sessions (id, source, parent_session_id, created_at, next_seq, metadata, incarnation,
                       turn_holder, turn_token, turn_expires_at, turn_interrupted)
 SELECT %(session_id)s, %(source)s, %(parent_session_id)s,
-       extract(epoch FROM clock_timestamp())::double precision, 1, p.metadata, p.incarnation,
+       coalesce(%(now)s::double precision,
+                extract(epoch FROM clock_timestamp())::double precision), 1, p.metadata, p.incarnation,
        p.turn_holder, p.turn_token, p.turn_expires_at, p.turn_interrupted
 FROM sessions p WHERE p.id = %(parent_session_id)s;
 

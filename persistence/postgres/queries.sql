@@ -1,13 +1,16 @@
 -- Named queries of the PostgreSQL backend (psycopg placeholders).
--- Clock: extract(epoch FROM clock_timestamp()), the database's wall clock at the
--- moment the expression is evaluated (not now(), which is frozen at transaction
--- start and would judge a lease by a stale time after a lock wait).
+-- Clock: coalesce(%(now)s, extract(epoch FROM clock_timestamp())). A store given a
+-- clock (the testing harness's virtual one) passes it as now; otherwise now is NULL
+-- and the time is the database's wall clock at the moment the expression is
+-- evaluated (not now(), which is frozen at transaction start and would judge a
+-- lease by a stale time after a lock wait).
 
 -- name: insert_session
 -- A continuation (parent_session_id set) shares its parent's incarnation.
 INSERT INTO sessions (id, source, parent_session_id, created_at, metadata, incarnation)
 VALUES (%(session_id)s, %(source)s, %(parent_session_id)s,
-        extract(epoch FROM clock_timestamp())::double precision, %(metadata)s::jsonb,
+        coalesce(%(now)s::double precision,
+                 extract(epoch FROM clock_timestamp())::double precision), %(metadata)s::jsonb,
         coalesce((SELECT incarnation FROM sessions WHERE id = %(parent_session_id)s), %(incarnation)s))
 RETURNING id;
 
@@ -98,7 +101,8 @@ DELETE FROM sessions WHERE id = ANY(%(ids)s);
 -- name: retract_last
 -- Retract the newest live message of a session, in one statement.
 UPDATE messages
-SET state = 'retracted', archived_at = extract(epoch FROM clock_timestamp())::double precision
+SET state = 'retracted', archived_at = coalesce(%(now)s::double precision,
+                                                extract(epoch FROM clock_timestamp())::double precision)
 WHERE id = (SELECT id FROM messages
             WHERE session_id = %(session_id)s AND state = 'live'
               AND seq >= (SELECT live_from FROM sessions WHERE id = %(session_id)s)
@@ -113,7 +117,7 @@ RETURNING id, session_id, seq, role, content, name, tool_call_id, tool_calls, me
 -- a turn or compaction lease live now. source limits it to one source (a lineage
 -- shares its root's), root to one lineage.
 WITH RECURSIVE clock AS (
-    SELECT extract(epoch FROM clock_timestamp())::double precision AS now
+    SELECT coalesce(%(now)s::double precision, extract(epoch FROM clock_timestamp())::double precision) AS now
 ),
 lineage (root, id) AS (
     SELECT id, id FROM sessions
@@ -144,7 +148,8 @@ ORDER BY l.root COLLATE "C", l.id COLLATE "C";
 UPDATE messages
 SET state = 'pruned', content = '""', name = NULL, tool_calls = NULL, meta = '{}'
 WHERE state IN ('compacted', 'superseded', 'retracted')
-  AND archived_at <= extract(epoch FROM clock_timestamp())::double precision - %(older_than)s
+  AND archived_at <= coalesce(%(now)s::double precision,
+                              extract(epoch FROM clock_timestamp())::double precision) - %(older_than)s
   AND (%(ids)s::text[] IS NULL OR session_id = ANY(%(ids)s::text[]));
 
 -- name: children
@@ -162,7 +167,7 @@ SELECT id FROM sessions WHERE parent_session_id = %(session_id)s ORDER BY create
 -- name: end_session
 -- Guarded by ended_at IS NULL: a session ends once.
 UPDATE sessions
-SET ended_at = extract(epoch FROM clock_timestamp())::double precision,
+SET ended_at = coalesce(%(now)s::double precision, extract(epoch FROM clock_timestamp())::double precision),
     end_reason = %(reason)s
 WHERE id = %(session_id)s AND ended_at IS NULL
 RETURNING id;
@@ -202,7 +207,8 @@ ORDER BY seq;
 -- One statement: take the row when it is free, expired, or ours; the token only
 -- ever goes up (a new row starts above every erased row's: lease_token_floor).
 -- No row returned means another holder's lease is live.
-WITH clock AS (SELECT extract(epoch FROM clock_timestamp())::double precision AS t)
+WITH clock AS (SELECT coalesce(%(now)s::double precision,
+                               extract(epoch FROM clock_timestamp())::double precision) AS t)
 INSERT INTO leases (session_id, holder, token, acquired_at, expires_at)
 SELECT %(session_id)s, %(holder)s, (SELECT token + 1 FROM lease_token_floor), clock.t, clock.t + %(ttl)s
 FROM clock
@@ -219,16 +225,18 @@ RETURNING session_id, holder, token, acquired_at, expires_at;
 -- name: renew_lease
 -- Extend a live compaction lease held with this token; nothing when it is lost.
 UPDATE leases
-SET expires_at = extract(epoch FROM clock_timestamp())::double precision + %(ttl)s
+SET expires_at = coalesce(%(now)s::double precision,
+                          extract(epoch FROM clock_timestamp())::double precision) + %(ttl)s
 WHERE session_id = %(session_id)s AND holder = %(holder)s AND token = %(token)s
-  AND expires_at > extract(epoch FROM clock_timestamp())::double precision
+  AND expires_at > coalesce(%(now)s::double precision, extract(epoch FROM clock_timestamp())::double precision)
 RETURNING session_id, holder, token, acquired_at, expires_at;
 
 -- name: release_lease
 -- The token stays: the next acquire continues from it.
 UPDATE leases
 SET holder = NULL,
-    expires_at = least(expires_at, extract(epoch FROM clock_timestamp())::double precision)
+    expires_at = least(expires_at, coalesce(%(now)s::double precision,
+                                            extract(epoch FROM clock_timestamp())::double precision))
 WHERE session_id = %(session_id)s AND holder = %(holder)s AND token = %(token)s
 RETURNING token;
 
@@ -237,7 +245,7 @@ RETURNING token;
 -- next acquire continues from it) and leave live leases alone.
 UPDATE leases SET holder = NULL
 WHERE holder IS NOT NULL
-  AND expires_at <= extract(epoch FROM clock_timestamp())::double precision
+  AND expires_at <= coalesce(%(now)s::double precision, extract(epoch FROM clock_timestamp())::double precision)
 RETURNING session_id;
 
 -- name: current_lease
@@ -245,7 +253,7 @@ RETURNING session_id;
 SELECT session_id, holder, token, acquired_at, expires_at
 FROM leases
 WHERE session_id = %(session_id)s AND holder IS NOT NULL
-  AND expires_at > extract(epoch FROM clock_timestamp())::double precision;
+  AND expires_at > coalesce(%(now)s::double precision, extract(epoch FROM clock_timestamp())::double precision);
 
 -- name: held_leases
 -- Every compaction lease that has a holder, by session id.
@@ -261,7 +269,7 @@ ORDER BY session_id;
 -- so a takeover waits for us (or we see its new token and match nothing).
 UPDATE leases SET holder = holder
 WHERE session_id = %(session_id)s AND holder = %(holder)s AND token = %(token)s
-  AND expires_at > extract(epoch FROM clock_timestamp())::double precision
+  AND expires_at > coalesce(%(now)s::double precision, extract(epoch FROM clock_timestamp())::double precision)
 RETURNING acquired_at;
 
 -- name: bump_epoch
@@ -286,14 +294,16 @@ SELECT state FROM messages WHERE session_id = %(session_id)s AND seq = %(waterma
 -- name: archive_compacted
 -- Archive the live rows at or below the watermark as compacted.
 UPDATE messages
-SET state = 'compacted', archived_at = extract(epoch FROM clock_timestamp())::double precision
+SET state = 'compacted', archived_at = coalesce(%(now)s::double precision,
+                                                extract(epoch FROM clock_timestamp())::double precision)
 WHERE session_id = %(session_id)s AND state = 'live' AND seq <= %(watermark)s
   AND seq >= (SELECT live_from FROM sessions WHERE id = %(session_id)s);
 
 -- name: supersede_tail
 -- Archive the live rows above the watermark as superseded (the tail is copied).
 UPDATE messages
-SET state = 'superseded', archived_at = extract(epoch FROM clock_timestamp())::double precision
+SET state = 'superseded', archived_at = coalesce(%(now)s::double precision,
+                                                 extract(epoch FROM clock_timestamp())::double precision)
 WHERE session_id = %(session_id)s AND state = 'live' AND seq > %(watermark)s
 RETURNING id, seq;
 
@@ -314,8 +324,9 @@ INSERT INTO compactions (session_id, child_session_id, mode, token, holder, wate
                          replaced_from, written_from, summary_count, usage)
 VALUES (%(session_id)s, %(child_session_id)s, %(mode)s, %(token)s, %(holder)s,
         %(watermark)s, %(archived_count)s, %(tail_count)s, %(compressor)s,
-        COALESCE(%(started_at)s, extract(epoch FROM clock_timestamp())::double precision),
-        extract(epoch FROM clock_timestamp())::double precision,
+        coalesce(%(started_at)s, %(now)s::double precision,
+                 extract(epoch FROM clock_timestamp())::double precision),
+        coalesce(%(now)s::double precision, extract(epoch FROM clock_timestamp())::double precision),
         %(replaced_from)s, %(written_from)s, %(summary_count)s, %(usage)s)
 RETURNING id, session_id, child_session_id, mode, token, holder, watermark,
           archived_count, tail_count, compressor, started_at, committed_at, usage;
@@ -337,7 +348,8 @@ SELECT session_id, until, error FROM cooldowns WHERE session_id = %(session_id)s
 -- until = max(old, now + seconds); error replaced only when the new until wins.
 INSERT INTO cooldowns (session_id, until, error)
 VALUES (%(session_id)s,
-        extract(epoch FROM clock_timestamp())::double precision + %(seconds)s, %(error)s)
+        coalesce(%(now)s::double precision,
+                 extract(epoch FROM clock_timestamp())::double precision) + %(seconds)s, %(error)s)
 ON CONFLICT (session_id) DO UPDATE
 SET until = greatest(cooldowns.until, EXCLUDED.until),
     error = CASE WHEN EXCLUDED.until > cooldowns.until THEN EXCLUDED.error
@@ -363,26 +375,30 @@ DELETE FROM cooldowns WHERE session_id = %(session_id)s;
 -- The UPDATE takes the session row lock: appends in flight commit first.
 UPDATE sessions
 SET turn_holder = %(holder)s, turn_token = nextval('turn_tokens'),
-    turn_expires_at = extract(epoch FROM clock_timestamp())::double precision + %(ttl)s,
+    turn_expires_at = coalesce(%(now)s::double precision,
+                               extract(epoch FROM clock_timestamp())::double precision) + %(ttl)s,
     turn_interrupted = false
 WHERE id = %(session_id)s AND ended_at IS NULL AND coalesce(%(incarnation)s::text = incarnation, true)
   AND (turn_holder IS NULL
        OR (turn_holder = %(holder)s
-           AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision))
+           AND turn_expires_at > coalesce(%(now)s::double precision,
+                                          extract(epoch FROM clock_timestamp())::double precision)))
 RETURNING id, turn_holder, turn_token, turn_expires_at, turn_interrupted;
 
 -- name: turn_of
 -- A session's turn columns, for a verdict on a refused write.
 SELECT id, ended_at, turn_holder, turn_token, turn_expires_at, turn_interrupted,
        turn_holder IS NOT NULL
-           AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision AS turn_live
+           AND turn_expires_at > coalesce(%(now)s::double precision,
+                                          extract(epoch FROM clock_timestamp())::double precision) AS turn_live
 FROM sessions WHERE id = %(session_id)s;
 
 -- name: roll_back_turn
 -- The rows of turn :token still at the end of the live transcript leave it
 -- (retracted, archived), as a retract of each would.
 UPDATE messages AS m
-SET state = 'retracted', archived_at = extract(epoch FROM clock_timestamp())::double precision
+SET state = 'retracted', archived_at = coalesce(%(now)s::double precision,
+                                                extract(epoch FROM clock_timestamp())::double precision)
 WHERE m.session_id = %(session_id)s AND m.state = 'live' AND m.turn = %(token)s
   AND m.seq >= (SELECT live_from FROM sessions WHERE id = %(session_id)s)
   AND m.seq > coalesce((SELECT max(o.seq) FROM messages AS o
@@ -394,9 +410,11 @@ RETURNING m.id;
 -- name: renew_turn
 -- Matched by token (one sequence: unique) on the live session that carries it.
 UPDATE sessions
-SET turn_expires_at = extract(epoch FROM clock_timestamp())::double precision + %(ttl)s
+SET turn_expires_at = coalesce(%(now)s::double precision,
+                               extract(epoch FROM clock_timestamp())::double precision) + %(ttl)s
 WHERE turn_token = %(token)s AND turn_holder = %(holder)s AND ended_at IS NULL
-  AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision
+  AND turn_expires_at > coalesce(%(now)s::double precision,
+                                 extract(epoch FROM clock_timestamp())::double precision)
 RETURNING id, turn_holder, turn_token, turn_expires_at, turn_interrupted;
 
 -- name: close_turn
@@ -406,7 +424,8 @@ RETURNING id, turn_holder, turn_token, turn_expires_at, turn_interrupted;
 -- again in a new statement (turn_carrier), as for renew_turn.
 UPDATE sessions
 SET turn_holder = NULL, turn_interrupted = false,
-    turn_expires_at = least(turn_expires_at, extract(epoch FROM clock_timestamp())::double precision)
+    turn_expires_at = least(turn_expires_at, coalesce(%(now)s::double precision,
+                                                      extract(epoch FROM clock_timestamp())::double precision))
 WHERE turn_token = %(token)s AND turn_holder = %(holder)s AND ended_at IS NULL
 RETURNING id;
 
@@ -414,7 +433,8 @@ RETURNING id;
 -- Ask the live turn of a session to stop, returning its token.
 UPDATE sessions SET turn_interrupted = true
 WHERE id = %(session_id)s AND turn_holder IS NOT NULL
-  AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision
+  AND turn_expires_at > coalesce(%(now)s::double precision,
+                                 extract(epoch FROM clock_timestamp())::double precision)
 RETURNING turn_token;
 
 -- name: turn_first_seq
@@ -429,7 +449,8 @@ WHERE session_id = %(session_id)s AND state = 'live' AND turn = %(token)s
 -- Every session with a live turn (a holder, not expired, not ended).
 SELECT id, turn_holder, turn_token, turn_expires_at, turn_interrupted FROM sessions
 WHERE turn_token IS NOT NULL AND turn_holder IS NOT NULL AND ended_at IS NULL
-  AND turn_expires_at > extract(epoch FROM clock_timestamp())::double precision
+  AND turn_expires_at > coalesce(%(now)s::double precision,
+                                 extract(epoch FROM clock_timestamp())::double precision)
   AND (%(holder)s::text IS NULL OR turn_holder = %(holder)s::text)
 ORDER BY id COLLATE "C";
 
@@ -469,11 +490,13 @@ FROM messages WHERE id = ANY(%(ids)s) ORDER BY id;
 -- rotation's commit and found the parent ended, the continuation carrying the lease
 -- is visible here. live: only while the lease is live.
 SELECT id, turn_holder, turn_token, turn_expires_at,
-       turn_expires_at > extract(epoch FROM clock_timestamp())::double precision AS turn_live
+       turn_expires_at > coalesce(%(now)s::double precision,
+                                  extract(epoch FROM clock_timestamp())::double precision) AS turn_live
 FROM sessions
 WHERE turn_token = %(token)s AND ended_at IS NULL
   AND (turn_holder = %(holder)s::text OR (%(holder)s::text IS NULL AND turn_holder IS NOT NULL))
-  AND (NOT %(live)s OR turn_expires_at > extract(epoch FROM clock_timestamp())::double precision);
+  AND (NOT %(live)s OR turn_expires_at > coalesce(%(now)s::double precision,
+                                                  extract(epoch FROM clock_timestamp())::double precision));
 
 -- name: lock_turn_carrier
 -- seal_turn with a lease: the live session carrying it, locked (appends and a
@@ -495,14 +518,16 @@ ORDER BY seq;
 -- seal_turn: the rows ids leave the live transcript as a retract takes each
 -- (retracted, archived, their seqs kept).
 UPDATE messages
-SET state = 'retracted', archived_at = extract(epoch FROM clock_timestamp())::double precision
+SET state = 'retracted', archived_at = coalesce(%(now)s::double precision,
+                                                extract(epoch FROM clock_timestamp())::double precision)
 WHERE id = ANY(%(ids)s::bigint[]) AND state = 'live';
 
 -- name: seal_turn
 -- The dead (or given up) turn token ends: the lease is released, its token kept.
 UPDATE sessions
 SET turn_holder = NULL, turn_interrupted = false,
-    turn_expires_at = least(turn_expires_at, extract(epoch FROM clock_timestamp())::double precision)
+    turn_expires_at = least(turn_expires_at, coalesce(%(now)s::double precision,
+                                                      extract(epoch FROM clock_timestamp())::double precision))
 WHERE id = %(session_id)s AND turn_token = %(token)s AND turn_holder IS NOT NULL
 RETURNING id;
 
@@ -516,7 +541,8 @@ FOR UPDATE;
 -- dropped: seen, the token it named when read, NULL for none). A key another open
 -- transaction claims meanwhile waits for it, then matches nothing.
 INSERT INTO turn_keys (incarnation, key, token, state, opened_at)
-VALUES (%(incarnation)s, %(key)s, %(token)s, 'open', extract(epoch FROM clock_timestamp())::double precision)
+VALUES (%(incarnation)s, %(key)s, %(token)s, 'open',
+        coalesce(%(now)s::double precision, extract(epoch FROM clock_timestamp())::double precision))
 ON CONFLICT (incarnation, key) DO UPDATE
 SET token = EXCLUDED.token, state = 'open', opened_at = EXCLUDED.opened_at
 WHERE turn_keys.token = %(seen)s::bigint

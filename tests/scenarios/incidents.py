@@ -405,6 +405,40 @@ def a_holder_frozen_inside_its_turn() -> Incident:
     return Incident(_head_tail(policy), {"holder": holder, "other": other}, after=after, options=options)
 
 
+def a_turn_lapsing_during_a_slow_rotation() -> Incident:
+    """A holder's process stops for 25 s inside its turn (the lease lasts 10) while another
+    process's rotation summarizes for 20 s: the turn lapses during the summary, the commit
+    carries it dead to the continuation (or the holder's turn opens on one), and the
+    holder's late answer is refused wherever its turn now lives."""
+    policy = CompactionPolicy(max_tokens=None, keep_last=2, lease_ttl_s=10)
+    slow = SlowCompressor(HeadTailCompressor(keep_last=2), seconds=20.0)
+    refused: list[str] = []
+    rotated: list[CompressionStatus] = []
+
+    def holder(h):
+        try:
+            with h.turn():
+                h.append("user", "ask")
+                h.freeze(25)
+                h.append("assistant", "late answer")
+        except TranscriptError as exc:
+            refused.append(type(exc).__name__)
+
+    def cron(h):
+        rotated.append(h.compress(force=True, mode="rotate").status)
+
+    def no_late_answer(transcript):
+        assert "late answer" not in [m.text for m in transcript], [m.text for m in transcript]
+
+    def after():
+        assert refused and set(refused) == {"TurnLostError"}, refused
+        assert CompressionStatus.ROTATED in rotated, rotated
+
+    harness = Harness(compressor=slow, policy=policy, prefill=prefill())
+    options = {"processes": {"holder": "p1", "cron": "p2"}}
+    return Incident(harness, {"holder": holder, "cron": cron}, check=no_late_answer, after=after, options=options)
+
+
 INCIDENTS: dict[str, Callable[[], Incident]] = {
     "two paths compressing (rotate)": two_paths_compressing,
     "two paths compressing (in place)": lambda: two_paths_compressing("in_place"),
@@ -423,4 +457,5 @@ INCIDENTS: dict[str, Callable[[], Incident]] = {
     "rollback behind a held note (preemption bound 1)": rollback_behind_a_held_note,
     "a dead turn sealed": a_dead_turn_sealed,
     "a holder frozen inside its turn": a_holder_frozen_inside_its_turn,
+    "a turn lapsing during a slow rotation": a_turn_lapsing_during_a_slow_rotation,
 }
