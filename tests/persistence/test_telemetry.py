@@ -175,3 +175,36 @@ def test_with_the_api_but_no_sdk_it_is_a_silent_no_op(tmp_path) -> None:
     result = subprocess.run([sys.executable, "-c", API_ONLY, db], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["True", "ProxyTracerProvider"] and result.stderr == ""
+
+
+PROVIDER_LATER = """
+import sys
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from persistence import open_store
+from protocol import Message
+store = open_store(sys.argv[1])
+store.create_session("s")
+store.append("s", Message("user", "before any provider"))
+store.transcript("s")
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+store.append("s", [Message("user", "a"), Message("assistant", "b")])
+store.transcript("s")
+store.close()
+for span in exporter.get_finished_spans():
+    print(span.name, span.attributes.get("session_actors.messages"))
+"""
+
+
+def test_spans_start_with_the_first_append_after_a_provider_is_set(tmp_path) -> None:
+    # Appends skip their span while no tracer provider is set; the first append and read
+    # after `set_tracer_provider` are traced (a "no provider" answer is never kept).
+    db = str(tmp_path / "state.db")
+    result = subprocess.run([sys.executable, "-c", PROVIDER_LATER, db], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["session_actors.append 2", "session_actors.read 3"]
