@@ -12,8 +12,8 @@ rounds, each workload in a fresh process on a fresh SQLite file:
 - user turns/s (4 appends in ``handle.turn()``), 8 sessions, from one process and
   from two processes driving turns on the same sessions (this tree only: there the
   baseline kept turns whole inside one registry alone);
-- the writes a turn costs beyond its appends, counted by the store's writer, and the
-  same 4 appends without a turn (this tree).
+- the writes a turn costs beyond its appends, counted by the store's writer, the same 4
+  appends without a turn (this tree), and how many commits of each waited for fsync.
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ import asyncio, contextlib, json, os, sys, threading, time
 from actors import CompactionPolicy, SessionRegistry
 from persistence import open_store
 from protocol import Message
+
+def synced(stats):  # commits that waited for fsync (a tree before unsynced turn writes has no count)
+    return stats.transactions - getattr(stats, "unsynced", 0)
 
 mode, db, count, workers = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 store = open_store(db)
@@ -67,7 +70,7 @@ elif mode == "async":
     done = count // workers * workers
 else:  # turns (or "bare": the same 4 appends without a turn), sessions shared with another process
     handles = [registry.session(f"t{i % 8}") for i in range(workers)]
-    before = store.write_stats().requests
+    before, synced_before = store.write_stats().requests, synced(store.write_stats())
     def run(h):
         for n in range(count // workers):
             with h.turn() if mode == "turns" else contextlib.nullcontext():
@@ -79,12 +82,14 @@ else:  # turns (or "bare": the same 4 appends without a turn), sessions shared w
     for t in threads: t.join()
     done = count // workers * workers
 elapsed = time.perf_counter() - started
-requests = store.write_stats().requests
+requests, synced_after = store.write_stats().requests, synced(store.write_stats())
 registry.close(); store.close()
-extra = None
+extra = syncs = None
 if mode == "turns":
     extra = (requests - before - 4 * done) / done
-print(json.dumps({"rate": done / elapsed, "extra_writes": extra}))
+if mode in ("turns", "bare"):
+    syncs = (synced_after - synced_before) / done
+print(json.dumps({"rate": done / elapsed, "extra_writes": extra, "syncs": syncs}))
 """
 
 
@@ -153,8 +158,11 @@ def main() -> None:
                     figures.setdefault(f"turns {name}", []).append(turns["rate"])
                     if name == "leases":
                         figures.setdefault("extra writes per turn", []).append(turns["extra_writes"])
+                        figures.setdefault("syncs per turn", []).append(turns["syncs"])
                         db = str(Path(tmp) / f"bare-{round_no}.db")
-                        figures.setdefault("bare", []).append(_run(tree, "bare", db, args.turns, 8)["rate"])
+                        bare = _run(tree, "bare", db, args.turns, 8)
+                        figures.setdefault("bare", []).append(bare["rate"])
+                        figures.setdefault("syncs bare", []).append(bare["syncs"])
                         db = str(Path(tmp) / f"two-{round_no}.db")
                         figures.setdefault("turns 2 processes", []).append(_two_processes(tree, db, args.turns))
             med = {k: statistics.median(v) for k, v in figures.items()}
@@ -175,6 +183,10 @@ def main() -> None:
                 f"{med['turns leases'] / med['bare']:.2f}x of that"
             )
             print(f"writes per turn beyond its 4 appends: {med['extra writes per turn']:.2f}")
+            print(
+                f"commits that waited for fsync per turn: {med['syncs per turn']:.2f} "
+                f"(the same 4 appends without a turn: {med['syncs bare']:.2f})"
+            )
         finally:
             subprocess.run(
                 ["git", "-C", str(HERE), "worktree", "remove", "--force", str(base_tree)],
