@@ -230,8 +230,13 @@ class SqlStore(SessionOperations):
 
     def close_turn(self, lease: TurnLease) -> bool:
         check_turn(lease)
+        # a keyed turn's close completes its key: lost in a crash, the key would open
+        # afresh and the same message be answered twice, so that close waits for the disk
+        durable = lease.key is not None or self._dialect.read(
+            "close_turn", lease.session_id, lambda c: turning.turn_keyed(c, self._dialect, lease.token)
+        )
         return self._dialect.write(
-            "close_turn", lease.session_id, lambda c: turning.close_turn(c, self._dialect, lease), durable=False
+            "close_turn", lease.session_id, lambda c: turning.close_turn(c, self._dialect, lease), durable=durable
         )
 
     def interrupt_turn(self, session_id: str) -> bool:

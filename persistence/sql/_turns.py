@@ -46,6 +46,7 @@ __all__ = [
     "renew_turn",
     "seal_turn",
     "turn_held",
+    "turn_keyed",
 ]
 
 Queries = Mapping[str, str]
@@ -172,6 +173,11 @@ def close_turn(cur: Cursor, dialect: Dialect, lease: TurnLease) -> bool:
     cur.execute(dialect.queries["complete_turn_key"], {"token": lease.token})
     dialect.turn_closed(cur, row["id"])
     return True
+
+
+def turn_keyed(cur: Cursor, dialect: Dialect, token: int) -> bool:
+    """Whether the turn of lease ``token`` is an open keyed turn (its close completes the key)."""
+    return cur.execute(dialect.queries["turn_key_open"], {"token": token}).fetchone() is not None
 
 
 def seal_turn(cur: Cursor, dialect: Dialect, session_id: str, mode: str, lease: TurnLease | None) -> int | None:

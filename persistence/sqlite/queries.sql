@@ -439,6 +439,10 @@ ON CONFLICT (incarnation, key) DO UPDATE
 SET token = excluded.token, state = 'open', opened_at = excluded.opened_at
 WHERE turn_keys.token = :seen
 
+-- name: turn_key_open
+-- Whether a turn's token names an open keyed turn: its close completes the key, so it is durable.
+SELECT 1 AS keyed FROM turn_keys WHERE token = :token AND state = 'open'
+
 -- name: complete_turn_key
 -- Mark a turn's key completed when the turn closes.
 UPDATE turn_keys SET state = 'completed' WHERE token = :token AND state = 'open'

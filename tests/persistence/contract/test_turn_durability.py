@@ -12,7 +12,7 @@ import pytest
 
 from persistence import open_store
 from persistence.sqlite import SqliteStore
-from protocol import Message, TurnHeldError
+from protocol import Message, TurnHeldError, TurnLease
 from tests.persistence.contract.db import execute
 
 #: One row per session update or message insert: the synchronous level in effect.
@@ -75,6 +75,25 @@ def test_open_renew_and_close_wait_for_no_disk_and_appends_still_do(store, store
     assert _levels(backend, store_url) == {unsynced}
     store.append("s", Message("user", "after the turn"))
     assert _levels(backend, store_url) == {synced}  # the store's own level, set again
+
+
+def test_a_keyed_turn_closes_durably_even_through_a_lease_that_does_not_name_its_key(store, store_url, backend):
+    """The close completes the key: lost in a crash, the key would open afresh after
+    the seal and the same message be answered twice. A lease rebuilt from holder and
+    token (as a restarted server adopts a turn) does not carry the key: the store looks."""
+    store.create_session("s")
+    _install_probe(backend, store_url)
+    synced = _configured(backend, store_url)
+    lease = store.open_turn("s", "A", 30, key="delivery-1")
+    store.append("s", Message("user", "ask"), turn=lease)
+    _levels(backend, store_url)
+    adopted = TurnLease(lease.session_id, lease.holder, lease.token, 0.0)
+    assert store.close_turn(adopted) is True
+    assert _levels(backend, store_url) == {synced}
+    unkeyed = store.open_turn("s", "A", 30)
+    _levels(backend, store_url)
+    assert store.close_turn(unkeyed) is True
+    assert _levels(backend, store_url) == {UNSYNCED[_dialect(backend)]}
 
 
 def test_turn_writes_that_retract_or_flag_stay_durable(store, store_url, backend):
