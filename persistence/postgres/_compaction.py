@@ -23,13 +23,15 @@ def column_arrays(params: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
         "tool_call_ids": [p["tool_call_id"] for p in params],
         "tool_calls": [p["tool_calls"] for p in params],
         "metas": [p["meta"] for p in params],
+        "origins": [p.get("origin_id") for p in params],  # a verbatim summary row's original
     }
 
 
 def insert_compacted(
     cur: Any, q: Queries, target: str, first_seq: int, params: Sequence[Mapping[str, Any]], tail: Sequence[Any]
 ) -> None:
-    """The summary's rows with one statement, then the tail's copies with another."""
+    """The summary's rows with one statement (each naming its ``origin_id``, when it
+    repeats an archived row verbatim), then the tail's copies with another."""
     cur.execute(q["insert_messages"], {"session_id": target, "first_seq": first_seq, **column_arrays(params)})
     if tail:
         ids = [row["id"] for row in tail]
