@@ -307,8 +307,8 @@ class Turn:
     (``on_busy="interrupt"`` or ``"rollback"``); the holder decides when to leave.
     A keyed turn (``handle.turn(key=...)``) completed before opens nothing:
     ``replayed`` is True and ``messages`` holds that turn's stored messages (live
-    copies where a compaction carried them, archived originals where a summary
-    replaced them).
+    copies where a compaction carried or repeated them verbatim, archived originals
+    where a summary replaced them).
     """
 
     __slots__ = ("_handle", "_ticket", "_on_busy", "_interrupted", "_key", "replayed", "messages")

@@ -61,7 +61,9 @@ class StoreFeatures:
       (``announce_holder``) and asks whether another holder's process still has its
       database session (``holder_alive``), so a turn of one killed on another host is
       sealed at once (PostgreSQL on a direct connection; behind PgBouncer the store
-      answers None: nobody can tell, the lease stands).
+      answers None: nobody can tell, the lease stands);
+    - ``local_clock``: ``now()`` reads this process's clock, no I/O, so an event
+      loop may call it (SQLite; PostgreSQL asks its server).
     """
 
     submits: bool = False
@@ -69,6 +71,7 @@ class StoreFeatures:
     checks_pages: bool = False
     checksums_rows: bool = False
     knows_holders: bool = False
+    local_clock: bool = False
 
 
 #: What a store class that declares nothing (a user's wrapper, say) is taken to do.

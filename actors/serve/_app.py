@@ -133,7 +133,7 @@ def build(
     _answer_errors(app)
     _document(app)
 
-    def who(request: Request) -> Token:
+    async def who(request: Request) -> Token:  # async: FastAPI runs a plain def on a worker thread
         return service.identify(request.headers.get("authorization"))
 
     app.include_router(session_routes(service, who))
@@ -244,7 +244,7 @@ def _serve_health(app: FastAPI, service: Service, statuses: StatusCounter, who: 
 
     @app.get("/metrics", summary="Prometheus text format (admin scope: the counters of every source)")
     async def metrics(request: Request) -> Any:
-        service.require(who(request), "admin")
+        service.require(await who(request), "admin")
         return PlainTextResponse(render(service, statuses), media_type="text/plain; version=0.0.4")
 
 

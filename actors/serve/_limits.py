@@ -60,7 +60,8 @@ class RequestLimits:
             if complete:  # the body is in: what comes next is the client's disconnect, whenever it leaves
                 return await receive()
             try:
-                message = await asyncio.wait_for(receive(), self.body_timeout_s)
+                async with asyncio.timeout(self.body_timeout_s):  # no task per chunk, as wait_for makes
+                    message = await receive()
             except TimeoutError:
                 raise ServiceError(
                     408, "RequestTimeout", f"the body did not come within {self.body_timeout_s:g}s"

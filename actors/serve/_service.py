@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from persistence import SourceScopedStore, Store
+from persistence.internal import features_of
 from protocol import AccessDeniedError, SessionInfo, SessionNotFoundError, StoredMessage, TurnLostError
 from protocol._jsonable import message_dict, session_dict
 
@@ -40,6 +41,7 @@ _HANDLES_KEPT = 100_000
 class Service:
     def __init__(self, store: Store, registry: SessionRegistry, tokens: TokenFile | None, hub: EventHub) -> None:
         self.store, self.registry, self.tokens, self.hub = store, registry, tokens, hub
+        self._clock_here = features_of(store).local_clock
         self._handles: OrderedDict[str, tuple[SessionHandle, str]] = OrderedDict()
         self._turns: dict[str, tuple[LocalTurn, float]] = {}  # turn id -> (turn, monotonic time opened)
         self.turn_ids = TurnIds(tokens)
@@ -90,6 +92,11 @@ class Service:
         if token.allows("read"):
             return session_dict(info)
         return {"id": info.id, "live": info.live}
+
+    async def store_now(self) -> float:
+        """The store's clock: read on the event loop when it is this process's own (no
+        I/O), else on a worker thread (a query)."""
+        return self.store.now() if self._clock_here else await asyncio.to_thread(self.store.now)
 
     def store_for(self, token: Token) -> Store:
         """The store as ``token`` may see it: a token limited to one source gets a

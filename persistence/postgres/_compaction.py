@@ -23,6 +23,7 @@ def column_arrays(params: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
         "tool_call_ids": [p["tool_call_id"] for p in params],
         "tool_calls": [p["tool_calls"] for p in params],
         "metas": [p["meta"] for p in params],
+        "origins": [p.get("origin_id") for p in params],  # a verbatim summary row's original
     }
 
 
@@ -35,8 +36,9 @@ def insert_compacted(
     tail: Sequence[Any],
     now: float | None,
 ) -> None:
-    """The summary's rows with one statement, then the tail's copies with another
-    (``now``: the store's clock, None: the server's)."""
+    """The summary's rows with one statement (each naming its ``origin_id``, when it
+    repeats an archived row verbatim), then the tail's copies with another (``now``:
+    the store's clock, None: the server's)."""
     rows = {"session_id": target, "first_seq": first_seq, "now": now, **column_arrays(params)}
     cur.execute(q["insert_messages"], rows)
     if tail:

@@ -99,16 +99,18 @@ RETURNING id, source, parent_session_id, created_at, ended_at, end_reason, epoch
           NULL::double precision AS cooldown_until, NULL::text AS cooldown_error;
 
 -- name: insert_messages
--- New live rows numbered from first_seq (a compaction's compacted set).
+-- New live rows numbered from first_seq (a compaction's compacted set, a branch's
+-- rows); origins names the row each repeats verbatim (NULL: none).
 INSERT INTO messages (session_id, seq, role, content, name, tool_call_id, tool_calls,
                       meta, created_at, state, origin_id)
 SELECT %(session_id)s, %(first_seq)s + m.ord - 1, m.role, m.content, m.name,
        m.tool_call_id, m.tool_calls, m.meta,
        coalesce(%(now)s::double precision,
-                extract(epoch FROM clock_timestamp())::double precision), 'live', NULL
+                extract(epoch FROM clock_timestamp())::double precision), 'live', m.origin_id
 FROM unnest(%(roles)s::text[], %(contents)s::text[], %(names)s::text[],
-            %(tool_call_ids)s::text[], %(tool_calls)s::text[], %(metas)s::text[])
-         WITH ORDINALITY AS m(role, content, name, tool_call_id, tool_calls, meta, ord)
+            %(tool_call_ids)s::text[], %(tool_calls)s::text[], %(metas)s::text[],
+            %(origins)s::bigint[])
+         WITH ORDINALITY AS m(role, content, name, tool_call_id, tool_calls, meta, origin_id, ord)
 ORDER BY m.ord;
 
 -- name: damaged_rows

@@ -299,6 +299,16 @@ SET state = 'compacted', archived_at = coalesce(%(now)s::double precision,
 WHERE session_id = %(session_id)s AND state = 'live' AND seq <= %(watermark)s
   AND seq >= (SELECT live_from FROM sessions WHERE id = %(session_id)s);
 
+-- name: verbatim_originals
+-- The rows this compaction archived (compacted, seqs replaced_from to watermark)
+-- whose text is one of contents: a summary row that repeats one of them verbatim
+-- is written as its copy (persistence.sql._compaction).
+SELECT id, role, content, name, tool_call_id, tool_calls, meta FROM messages
+WHERE session_id = %(session_id)s AND state = 'compacted'
+  AND seq BETWEEN %(replaced_from)s AND %(watermark)s
+  AND content = ANY (%(contents)s::text[])
+ORDER BY seq;
+
 -- name: supersede_tail
 -- Archive the live rows above the watermark as superseded (the tail is copied).
 UPDATE messages

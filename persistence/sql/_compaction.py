@@ -16,11 +16,17 @@
    the parent ended);
 6. the summary and the copied tail written past the seq counter (the dialect's
    insert), the compaction's record, and the dialect's word to other processes.
+
+A summary row that repeats a row this commit archived verbatim (a head-tail
+compressor keeps the system prompt and the first ask) is that message, not a new
+one: it is written as its copy (``origin_id``), as a copied tail row is, so search
+finds the message once, at its newest copy.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -94,7 +100,8 @@ def commit_compaction(
         _start_child(cur, dialect, session, target)
     count = {"session_id": target, "count": len(params) + len(tail)}
     written_from = int(cur.execute(q["advance_next_seq"], count).fetchone()["first_seq"])
-    dialect.insert_compacted(cur, target, written_from, params, tail)
+    summary = _linked_to_originals(cur, dialect, sid, int(session["live_from"]), watermark, params)
+    dialect.insert_compacted(cur, target, written_from, summary, tail)
     row = cur.execute(
         q["insert_compaction"],
         {
@@ -139,6 +146,28 @@ def compactions(cur: Cursor, q: Queries, session_id: str) -> list[CompactionReco
     """The compaction records of ``session_id``, oldest first."""
     require_session(cur, q, session_id)
     return [compaction_from_row(r) for r in cur.execute(q["compactions"], {"session_id": session_id}).fetchall()]
+_VERBATIM = ("role", "content", "name", "tool_call_id", "tool_calls", "meta")
+
+
+def _linked_to_originals(
+    cur: Cursor, dialect: Dialect, sid: str, replaced_from: int, watermark: int, params: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """``params`` with ``origin_id``: the row of the archived snapshot each repeats
+    column for column, or None. One original per summary row, in seq order, so two
+    equal rows are two copies of two originals and no original is copied twice."""
+    contents = dialect.id_list(sorted({p["content"] for p in params}))
+    found = cur.execute(
+        dialect.queries["verbatim_originals"],
+        {"session_id": sid, "replaced_from": replaced_from, "watermark": watermark, "contents": contents},
+    ).fetchall()
+    unclaimed: dict[tuple[Any, ...], deque[int]] = {}
+    for row in found:
+        unclaimed.setdefault(tuple(row[k] for k in _VERBATIM), deque()).append(int(row["id"]))
+    linked = []
+    for p in params:
+        originals = unclaimed.get(tuple(p[k] for k in _VERBATIM))
+        linked.append({**p, "origin_id": originals.popleft() if originals else None})
+    return linked
 
 
 def _check_snapshot_live(cur: Cursor, q: Queries, sid: str, watermark: int) -> None:

@@ -44,8 +44,8 @@ def insert_compacted(
     tail: Sequence[sqlite3.Row],
     now: float,
 ) -> None:
-    """The summary's rows, then copies of the tail's (each naming its original), from
-    ``first_seq`` (reserved)."""
+    """The summary's rows (naming the row each repeats verbatim, ``origin_id``), then
+    copies of the tail's (each naming its original), from ``first_seq`` (reserved)."""
     rows = [*params, *({k: r[k] for k in _COPIED} for r in tail)]
-    origins = [None] * len(params) + [r["id"] for r in tail]
+    origins = [p.get("origin_id") for p in params] + [r["id"] for r in tail]
     insert_rows(conn, q, target, rows, now, first_seq, origins)

@@ -66,7 +66,7 @@ class SqliteStore(SqlStore):
     creates a missing file.
     """
 
-    features = StoreFeatures(submits=True, checks_pages=True, checksums_rows=True)
+    features = StoreFeatures(submits=True, checks_pages=True, checksums_rows=True, local_clock=True)
 
     def __init__(
         self,

@@ -153,6 +153,15 @@ UPDATE messages SET state = 'compacted', archived_at = :now
 WHERE session_id = :session_id AND state = 'live' AND seq <= :watermark
   AND seq >= (SELECT live_from FROM sessions WHERE id = :session_id)
 
+-- name: verbatim_originals
+-- The rows this compaction archived (compacted, seqs :replaced_from to :watermark)
+-- whose text is one of :contents (a JSON array): a summary row that repeats one of
+-- them verbatim is written as its copy (persistence.sql._compaction).
+SELECT id, role, content, name, tool_call_id, tool_calls, meta FROM messages
+WHERE session_id = :session_id AND state = 'compacted' AND seq BETWEEN :replaced_from AND :watermark
+  AND content IN (SELECT value FROM json_each(:contents))
+ORDER BY seq
+
 -- name: supersede_tail
 -- Archive the live rows above the watermark as superseded (the tail is copied).
 UPDATE messages SET state = 'superseded', archived_at = :now

@@ -119,3 +119,21 @@ def _first_line(process: subprocess.Popen[str]) -> str:
 def _collect(stream: Any, into: list[str]) -> None:
     for line in stream:
         into.append(line)
+
+
+def compacted_twice(server: Server, sid: str) -> str:
+    """A conversation whose first ask ("Plan a walk in Sintra") the head-tail
+    compressor keeps through two compactions (a rotation, then in place); its live id."""
+    assert server.call("PUT", f"/v1/sessions/{sid}", {"source": "web"}).status == 201
+    texts = ["Plan a walk in Sintra", *(f"filler {n}" for n in range(9))]
+    for n, text in enumerate(texts):
+        message = {"role": "user" if n % 2 == 0 else "assistant", "content": text}
+        assert server.call("POST", f"/v1/sessions/{sid}/messages", message).status == 201
+    first = server.call("POST", f"/v1/sessions/{sid}/compact", {"force": True, "mode": "rotate"}).body
+    assert first["status"] == "rotated", first
+    for n in range(6):
+        message = {"role": "assistant", "content": f"more {n}"}
+        assert server.call("POST", f"/v1/sessions/{first['session_id']}/messages", message).status == 201
+    second = server.call("POST", f"/v1/sessions/{sid}/compact", {"force": True, "mode": "in_place"}).body
+    assert second["status"] == "compacted", second
+    return str(second["session_id"])

@@ -6,7 +6,7 @@ import http.client
 import json
 import threading
 
-from .client import Server, call
+from .client import Server, call, compacted_twice
 
 
 def _created(server: Server, sid: str, **body) -> dict:
@@ -227,6 +227,14 @@ def test_usage_sums_what_the_messages_recorded_per_model(server):
     assert server.call("GET", "/v1/usage?source=cli").body["usage"]["input_tokens"] == 100
     assert server.call("GET", "/v1/usage").body["usage"]["input_tokens"] == 250
     assert server.call("GET", "/v1/usage?session_id=nope").status == 404
+
+
+def test_search_finds_a_message_two_compactions_kept_once_at_its_live_copy(server):
+    live_id = compacted_twice(server, "walk")
+    hits = server.call("GET", "/v1/search?q=sintra").body["hits"]
+    assert [(h["session_id"], h["archived"]) for h in hits] == [(live_id, False)], hits
+    transcript = server.call("GET", f"/v1/sessions/{live_id}/messages").body["messages"]
+    assert transcript[hits[0]["seq"] - transcript[0]["seq"]]["content"] == "Plan a walk in Sintra"
 
 
 def test_search_finds_live_and_archived_text_and_a_compaction_shows_what_it_did(server):

@@ -19,7 +19,7 @@ import pytest
 from persistence import open_store
 from protocol import Message
 
-from .client import Server, start_server
+from .client import Server, compacted_twice, start_server
 from .narrow import NarrowPage
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -200,6 +200,14 @@ def test_the_console_searches_live_and_archived_text(server, tmp_path):
     assert 'data-ready="search"' in dom and 'class="hit archived"' in dom and 'class="hit"' in dom
     assert "[sunny]" in dom and "web:console #" in dom and f"{child} #" in dom
     assert _colours(shot) > 8
+
+
+def test_the_console_shows_a_message_two_compactions_kept_as_one_hit(server, tmp_path):
+    live_id = compacted_twice(server, "web:walk")
+    token = server.tokens["reader"]
+    dom, _ = _browse(f"http://127.0.0.1:{server.port}/console?q=sintra#token={token}", tmp_path, "one-hit")
+    assert 'data-ready="search"' in dom and "1 hit(s)" in dom, dom
+    assert dom.count('class="hit"') == 1 and 'class="hit archived"' not in dom and f"{live_id} #" in dom
 
 
 def test_the_console_without_a_token_shows_the_error_and_no_data(server, tmp_path):

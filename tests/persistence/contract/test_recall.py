@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
+from actors.compressors import HeadTailCompressor
 from protocol import (
     CompactionNotFoundError,
     InvalidArgumentError,
@@ -266,3 +269,55 @@ def test_a_filtered_search_finds_old_matches_behind_many_newer_ones(store):
     assert [(h.session_id, h.seq) for h in store.search("needle", source="b")] == [("old", 1)]
     assert [(h.session_id, h.seq) for h in store.search("needle", session_id="old")] == [("old", 1)]
     assert len(store.search("needle", limit=1000)) == 1000
+
+
+def _compact_head_tail(store, session_id, mode):
+    """One head-tail compaction of the whole live transcript (the compressor keeps
+    the system prompt, the first ask and the last message verbatim)."""
+    live = store.transcript(session_id)
+    kept = HeadTailCompressor(keep_last=1).compress(live, target_tokens=200, cancel=threading.Event())
+    lease = store.acquire_lease(session_id, "A", 30)
+    return store.commit_compaction(lease, watermark=live[-1].seq, compacted=kept, mode=mode)
+
+
+@pytest.mark.parametrize("mode", ["in_place", "rotate"])
+def test_a_message_a_head_tail_compressor_kept_twice_is_found_once(store, mode):
+    store.create_session("s")
+    first = store.append("s", [Message("system", "be brief"), Message("user", "plan a walk in Sintra")])
+    store.append("s", [Message("assistant", f"step {n}") for n in range(4)])
+    tip = _compact_head_tail(store, "s", mode).child_session_id or "s"
+    store.append(tip, [Message("assistant", f"more {n}") for n in range(4)])
+    tip = _compact_head_tail(store, tip, mode).child_session_id or tip
+
+    hits = store.search("sintra")
+    assert [(h.session_id, h.archived) for h in hits] == [(tip, False)]  # the newest copy, once
+    live = store.transcript(tip)
+    ask = next(m for m in live if m.text == "plan a walk in Sintra")
+    assert hits[0].seq == ask.seq
+    sessions = ["s", *(k.id for k in store.children("s"))]
+    sessions += [k.id for k in store.children(sessions[-1])] if mode == "rotate" else []
+    archived = {m.id: m for sid in sessions for m in store.archive(sid)}
+    original, depth = ask, 0  # each copy names the row it repeats, down to the appended one
+    while original.origin_id is not None:
+        original, depth = archived[original.origin_id], depth + 1
+    assert (original.id, original.state, depth) == (first[1].id, "compacted", 2)
+    assert [m.content for m in store.archive("s")[:2]] == ["be brief", "plan a walk in Sintra"]
+
+
+def test_only_a_verbatim_repeat_of_an_archived_row_is_its_copy(store):
+    store.create_session("s")
+    rows = store.append("s", [Message("user", "same"), Message("user", "same"), Message("user", "gone")])
+    store.retract("s")  # "gone" is retracted, never compacted
+    (last,) = store.append("s", Message("user", "last"))
+    lease = store.acquire_lease("s", "A", 30)
+    compacted = [
+        Message("user", "same"),
+        Message("user", "same"),
+        Message("user", "same"),  # a third: two originals only
+        Message("assistant", "same"),  # another role
+        Message("user", "same", meta={"k": 1}),  # other meta
+        Message("user", "gone"),
+    ]
+    store.commit_compaction(lease, watermark=last.seq, compacted=compacted, mode="in_place")
+    origins = [m.origin_id for m in store.transcript("s")]
+    assert origins == [rows[0].id, rows[1].id, None, None, None, None]
