@@ -146,6 +146,8 @@ def compactions(cur: Cursor, q: Queries, session_id: str) -> list[CompactionReco
     """The compaction records of ``session_id``, oldest first."""
     require_session(cur, q, session_id)
     return [compaction_from_row(r) for r in cur.execute(q["compactions"], {"session_id": session_id}).fetchall()]
+
+
 _VERBATIM = ("role", "content", "name", "tool_call_id", "tool_calls", "meta")
 
 
