@@ -35,13 +35,16 @@ DELETE FROM holders WHERE holder = %(holder)s;
 
 -- name: holder_alive
 -- true: a session holds the holder's lock (alive, maybe frozen); false: the name
--- was announced and no session holds its lock (its session is gone); NULL: never
--- announced (or withdrawn), nobody can tell. The exclusive try-lock is a
+-- is announced and no session holds its lock (its session is gone); NULL: never
+-- announced (or withdrawn), nobody can tell. The row is read first: a withdrawn
+-- holder's lock may outlive its row an instant (its connection's close does not
+-- wait for the server to end the session). The exclusive try-lock is a
 -- transaction lock: it ends with this statement's transaction, so an announcer is
 -- kept waiting an instant at most.
 SELECT CASE
+    WHEN NOT EXISTS (SELECT 1 FROM holders WHERE holder = %(holder)s) THEN NULL
     WHEN NOT pg_try_advisory_xact_lock(
         hashtextextended('session_actors.holder:' || current_schema() || ':' || %(holder)s::text, 0))
     THEN true
-    WHEN EXISTS (SELECT 1 FROM holders WHERE holder = %(holder)s) THEN false
+    ELSE false
 END AS alive;
