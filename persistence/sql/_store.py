@@ -3,6 +3,12 @@
 An operation checks its arguments (nothing is written before they pass), runs its
 steps in one transaction of the dialect's, and maps the rows to protocol values.
 The backends (`SqliteStore`, `PostgresStore`) open their dialect and hand it here.
+The session operations are its base's (`SessionOperations`, `_sessionops.py`); each
+transaction body is a function of the dialect's cursor in the module of its kind.
+
+An append is checked on its caller's thread into an `AppendJob` (nothing is written,
+or queued, before that); the dialect hands it to its group commit, and the stored
+messages are built here, off the writer thread, which every append waits for.
 """
 
 from __future__ import annotations
