@@ -160,10 +160,6 @@ class SqliteStore(SqlStore):
         """Run ``fn`` in one read transaction (a consistent snapshot)."""
         return self._dialect.read("read", session_id, fn)
 
-    def _write(self, fn: Callable[[sqlite3.Connection], T], session_id: str = "?", what: str = "write") -> T:
-        """Run ``fn`` in a write transaction (see `SqliteDialect.write`)."""
-        return self._dialect.write(what, session_id, fn)
-
     def _physical_check(self) -> list[str]:
         """What SQLite's ``integrity_check`` finds wrong with the file's pages and
         indexes (at most 20 findings; they name pages and rows, never their content);
