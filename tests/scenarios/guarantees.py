@@ -1,5 +1,8 @@
-"""Scenarios aimed at one guarantee each: the ones the upstream incidents reach only
-behind a second check (tests/scenarios/mutants.py measures which bugs they catch).
+"""Scenarios aimed at one guarantee each, written for the bugs of
+tests/scenarios/mutants.py that the upstream incidents let through: a lease taken
+while held, the in-flight join, the check of a summary's tool pairs, the tail cut
+and the snapshot's cut around tool runs, and a snapshot's cut before another
+process's turn.
 
 Each is an `Incident` of tests/scenarios/incidents.py, written with the public
 harness API only. `GUARANTEES` maps a name to its builder, as `INCIDENTS` does.
@@ -9,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from actors import CompactionPolicy
+from actors import CompactionPolicy, HeadTailCompressor
 from actors.testing import Harness, HarnessView, ScriptedCompressor, summary_only
 from protocol import CompressionStatus, Message
 
@@ -96,9 +99,51 @@ def a_tool_result_still_coming() -> Incident:
     return Incident(harness, {"agent": agent, "compact": compact})
 
 
+def a_summary_whose_tail_starts_in_a_tool_run() -> Incident:
+    """``keep_last=2`` would start the kept tail at a tool result: the tail grows to
+    take its call, and the summary commits (a tail cut inside the run would orphan the
+    result, and the result's check would refuse the whole summary)."""
+    statuses: list[CompressionStatus] = []
+
+    def compact(h):
+        statuses.append(h.compress(force=True, mode="in_place").status)
+
+    def reader(h):
+        h.transcript()
+
+    def after():
+        assert statuses and set(statuses) == {CompressionStatus.COMPACTED}, statuses
+
+    harness = Harness(compressor=HeadTailCompressor(keep_last=2), policy=POLICY, prefill=prefill() + _tool_run()[:4])
+    return Incident(harness, {"compact": compact, "reader": reader}, after=after)
+
+
+def a_summary_beside_another_process_turn() -> Incident:
+    """A process compacts while another holds a turn: its snapshot stops before the
+    turn's first message (the store says where it starts, its own count of the turn
+    is 0), so the summary commits. A snapshot into the turn would be refused."""
+    statuses: list[CompressionStatus] = []
+
+    def turn(h):
+        with h.turn():
+            h.append("user", "ask")
+            h.append("assistant", "answer")
+
+    def compact(h):
+        statuses.append(h.compress(force=True, mode="in_place").status)
+
+    def after():
+        assert statuses and set(statuses) == {CompressionStatus.COMPACTED}, statuses
+
+    options = {"processes": {"turn": "p1", "compact": "p2"}, "preemption_bound": 0}
+    return Incident(_head_tail(), {"turn": turn, "compact": compact}, after=after, options=options)
+
+
 GUARANTEES: dict[str, Callable[[], Incident]] = {
     "two processes compress at once": lambda: compress_at_once(processes=True),
     "two paths of one process compress at once": lambda: compress_at_once(processes=False),
     "a summary that orphans a tool result": a_summary_that_orphans_a_tool_result,
     "a tool result still coming": a_tool_result_still_coming,
+    "a summary whose tail starts in a tool run": a_summary_whose_tail_starts_in_a_tool_run,
+    "a summary beside another process's turn (preemption bound 0)": a_summary_beside_another_process_turn,
 }
