@@ -307,11 +307,16 @@ class Attempt:
         except BaseException as exc:  # delivered as FAILED, never escapes the thread
             error = exc
         try:
-            _sched.point(f"compressed {self._base_id}")
+            _sched.point(f"compressed {self._base_id}", self._writes())  # the result goes to the actor
             self._host.post_result(self, result, error)
         except Exception:  # the actor is gone (registry closing): finish here
             logger.debug("actor gone before the compressor returned", exc_info=True)
             self.abort(S.CANCELLED, "interrupted", wait=False)
+
+    def _writes(self) -> _sched.Footprint:
+        """A step of this attempt: it writes its conversation (the compressor's own
+        step is left unknown: it runs your code)."""
+        return _sched.Footprint(frozenset((self._host.incarnation,)), True)
 
     def _run_on_loop(self, awaitable: Any) -> Any:
         """Await an async compressor on the registry's loop; ``cancel`` cancels its task."""
@@ -354,7 +359,7 @@ class Attempt:
             logger.warning("compaction of %s refused: %s", self._base_id, problem)
             return self._outcome(S.FAILED, "invalid_result", error=problem)
         # a pause here (GC, SIGSTOP) outlives the lease: only the commit's fence stops it
-        _sched.point(f"commit {self._base_id}")
+        _sched.point(f"commit {self._base_id}", self._writes())
         try:
             with self._trace.phase("commit"):
                 record = self._store.commit_compaction(

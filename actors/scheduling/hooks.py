@@ -11,6 +11,11 @@ is one read of a module global and then the plain operation: no locks, no
 allocation. With one installed, the scheduler runs exactly one of the threads it
 controls at a time and decides which goes next at each hook; a thread it does not
 control (the store's writer, a caller outside the harness) passes straight through.
+
+A hook may say what the thread does from there until its next hook: its `Footprint`
+(the conversations it touches, and whether it writes them). Two steps whose
+footprints do not conflict commute, so a search need not try them in both orders.
+A hook that says nothing conflicts with every step.
 """
 
 from __future__ import annotations
@@ -18,11 +23,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from protocol import ConfigurationError
 
 __all__ = [
+    "LOCAL",
+    "Footprint",
     "Scheduler",
     "Thread",
     "controlled",
@@ -31,10 +38,30 @@ __all__ = [
     "monotonic",
     "park",
     "point",
+    "scope",
     "task",
     "uninstall",
     "wait",
 ]
+
+
+class Footprint(NamedTuple):
+    """What a step touches: the conversations (a session's incarnation, shared by its
+    lineage) it reads or writes (a store row, an actor's state or mailbox). No
+    conversations: only the thread's own state."""
+
+    conversations: frozenset[str]
+    writes: bool
+
+    def conflicts(self, other: Footprint | None) -> bool:
+        """Might the two steps give another result in the other order? (None: unknown.)"""
+        if other is None:
+            return True
+        return bool(self.conversations & other.conversations) and (self.writes or other.writes)
+
+
+#: A step that touches nothing another thread sees.
+LOCAL = Footprint(frozenset(), False)
 
 
 class Scheduler(Protocol):
@@ -50,10 +77,12 @@ class Scheduler(Protocol):
     def finished(self, token: object) -> None:
         """The work of ``token`` ended on the calling thread."""
 
-    def point(self, label: str) -> None:
+    def point(self, label: str, footprint: Footprint | None = None) -> None:
         """Block until the scheduler picks the calling thread (at ``label``)."""
 
-    def park(self, label: str, ready: Callable[[], bool], timeout: float | None) -> float | None:
+    def park(
+        self, label: str, ready: Callable[[], bool], timeout: float | None, footprint: Footprint | None = None
+    ) -> float | None:
         """Block until ``ready()`` or ``timeout`` virtual seconds passed, and the
         scheduler picks the calling thread. Returns the real timeout the caller
         then waits with (0 for a controlled thread: the wait is already over)."""
@@ -62,6 +91,7 @@ class Scheduler(Protocol):
 
 
 _active: Scheduler | None = None
+_scopes = threading.local()  # .footprint: what the calling thread's hooks touch (`scope`)
 
 
 def install(scheduler: Scheduler) -> None:
@@ -82,18 +112,36 @@ def controlled() -> bool:
     return _active is not None
 
 
-def point(label: str) -> None:
+def point(label: str, footprint: Footprint | None = None) -> None:
     scheduler = _active
     if scheduler is not None:
-        scheduler.point(label)
+        scheduler.point(label, footprint or getattr(_scopes, "footprint", None))
 
 
-def park(label: str, ready: Callable[[], bool], timeout: float | None) -> float | None:
+def park(
+    label: str, ready: Callable[[], bool], timeout: float | None, footprint: Footprint | None = None
+) -> float | None:
     """Before a blocking wait of ``timeout`` seconds for ``ready()``: the timeout to wait with."""
     scheduler = _active
     if scheduler is None:
         return timeout
-    return scheduler.park(label, ready, timeout)
+    return scheduler.park(label, ready, timeout, footprint or getattr(_scopes, "footprint", None))
+
+
+class scope:
+    """``with scope(footprint):`` the calling thread's hooks that declare no footprint
+    of their own take ``footprint``: a caller that knows everything a call does (a
+    harness path's call on its session handle) says so once, for the hooks inside."""
+
+    def __init__(self, footprint: Footprint | None) -> None:
+        self._footprint = footprint
+
+    def __enter__(self) -> None:
+        self._outer = getattr(_scopes, "footprint", None)
+        _scopes.footprint = self._footprint
+
+    def __exit__(self, *exc: object) -> None:
+        _scopes.footprint = self._outer
 
 
 def wait(event: threading.Event, timeout: float | None, label: str) -> bool:

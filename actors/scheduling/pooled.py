@@ -195,7 +195,9 @@ class PooledActor(pykka.Actor):
         if not self._setup_done:
             if _sched.controlled():
                 queued = inbox.queue
-                _sched.point(self._step_label(queued[0].message) if queued else f"{self._step_name()} start")
+                first = queued[0].message if queued else None
+                label = self._step_label(first) if queued else f"{self._step_name()} start"
+                _sched.point(label, self._step_footprint(first))  # on_start runs in this step too
                 pointed = True
             self._setup_done = True
             try:
@@ -207,7 +209,8 @@ class PooledActor(pykka.Actor):
                 self._teardown()
                 return
             if _sched.controlled() and inbox.queue and not pointed:
-                _sched.point(self._step_label(inbox.queue[0].message))
+                message = inbox.queue[0].message
+                _sched.point(self._step_label(message), self._step_footprint(message))
             pointed = False
             envelope = inbox._take()
             if envelope is None:
@@ -228,6 +231,11 @@ class PooledActor(pykka.Actor):
     def _step_label(self, message: Any) -> str:
         """The scheduling point before handling ``message``."""
         return f"{self._step_name()} {type(message).__name__}"
+
+    def _step_footprint(self, message: Any) -> _sched.Footprint | None:
+        """What handling ``message`` (after ``on_start``, for the first one) touches
+        (None: unknown, so it conflicts with every step)."""
+        return None
 
     def _stop_here(self) -> bool:
         """Stop an idle actor on the calling thread, as a drain handling an

@@ -79,6 +79,8 @@ __all__ = ["SessionActor"]
 logger = logging.getLogger("session_actors.actor")
 
 
+#: The commands whose handling only reads the conversation (see `_step_footprint`).
+_READS = (ReadTranscript, ReadArchive)
 #: An append following successors more often than this is a lineage bug, not a race.
 MAX_REDIRECTS = 16
 
@@ -266,6 +268,14 @@ class SessionActor(PooledActor):
 
     def _step_label(self, message: Any) -> str:
         return super()._step_label(message.command if isinstance(message, Request) else message)
+
+    def _step_footprint(self, message: Any) -> _sched.Footprint:
+        # Everything a message makes this actor do (its store writes, its state, the
+        # attempts and replies it starts) is about its own conversation. A read changes
+        # nothing another read sees: held, it waits in order; a move to the successor
+        # it finds is the one any read would make.
+        command = message.command if isinstance(message, Request) else None
+        return _sched.Footprint(frozenset((self._incarnation,)), not isinstance(command, _READS))
 
     def on_receive(self, message: Any) -> None:
         """Handle ``message`` holding the exclusive lock; its callers are answered only

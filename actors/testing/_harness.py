@@ -107,6 +107,7 @@ class Harness:
         preemption_bound: int | None = None,
         pct_depth: int = 3,
         restarts: bool = True,
+        reduce: bool = True,
         failures_dir: str | PathLike[str] | None = DEFAULT_FAILURES_DIR,
     ) -> Report:
         """Run ``schedules`` seeded random schedules (PCT of depth ``pct_depth``), or
@@ -117,7 +118,10 @@ class Harness:
         away from a thread that could go on at most that many times; `Report.complete`
         then says that bounded space was covered. ``restarts``: an exhaustive search
         that has not finished by half its budget spends the other half on random
-        schedules instead of one corner of the space. ``failures_dir``: where failing
+        schedules instead of one corner of the space. ``reduce``: exhaustive search skips
+        the orders that only swap steps that commute (two reads of the session, steps
+        on other sessions), assuming paths share nothing but their sessions: turn it
+        off when they share other state that ``check`` reads. ``failures_dir``: where failing
         schedules are saved and replayed from first next time (None: not saved).
         ``processes`` puts paths in processes of their own (path -> process name; the
         others share ``"main"``): each process has its own registry, holder and store
@@ -148,7 +152,7 @@ class Harness:
                 if exhaustive and not exploring and prefix is None:
                     break  # the bounded space was covered
                 chooser: Chooser = (
-                    Exhaustive(prefix, preemption_bound)
+                    Exhaustive(prefix, preemption_bound, reduce=reduce)
                     if exploring and prefix is not None
                     else Priorities(
                         seed * 1_000_003 + report.schedules_run - random_from, depth=pct_depth, horizon=horizon
@@ -273,6 +277,8 @@ class Harness:
         registries: dict[str, SessionRegistry] = {}
         threads: list[_sched.Thread] = []
         faults = {group: self._faults(scheduler, stores, group) for group in stores}
+        info = next(iter(stores.values())).get_session(setup.session_id)
+        conversation = None if info is None else info.incarnation  # what every path's steps touch
         self._dead_holders = lambda: {_holder(g) for g, f in faults.items() if f.dead}
         try:
             for group, store in stores.items():
@@ -284,7 +290,8 @@ class Harness:
                 handle = (
                     registry.review(setup.session_id) if name in setup.review else registry.session(setup.session_id)
                 )
-                threads.append(self._start_path(PathHandle(name, handle, ledger, faults[group]), fn, errors))
+                path = PathHandle(name, handle, ledger, faults[group], conversation)
+                threads.append(self._start_path(path, fn, errors))
             try:
                 # a path of a crashed process is over, wherever it stopped
                 groups = [faults[setup.process_of[name]] for name in sorted(setup.paths)]
@@ -321,7 +328,7 @@ class Harness:
         def run() -> None:
             self._local.path = path
             try:
-                _sched.point(f"{path.name} start")
+                _sched.point(f"{path.name} start", path.footprint())
                 fn(path)
             except Crashed:  # its process died: the path ends there, as it was asked to
                 pass

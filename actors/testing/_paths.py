@@ -1,7 +1,9 @@
 """`PathHandle`: what a harness path gets instead of a session or review handle.
 
 It forwards every call to the real handle, after a scheduling point named
-``"<path> <call>"``, and writes what the store acknowledged in the run's `Ledger`:
+``"<path> <call>"`` whose footprint is the call's: a read (transcript, archive) or a
+write of the path's conversation (the harness assumes a path shares nothing else
+with the others: see ``reduce`` in `Harness.explore`); and writes what the store acknowledged in the run's `Ledger`:
 the rows each append returned, minus what a retract took back. A keyed append whose
 key the ledger already holds is a redelivery: the store returned the message it had
 (the original, or a copy a compaction carried), not a new one, so it adds nothing.
@@ -68,15 +70,28 @@ class Ledger:
                 self.rows.pop(row.id, None)
 
 
+_READS = frozenset({"transcript", "archive"})
+_FAULTS = frozenset({"freeze", "crash"})  # stop a whole process: they conflict with every step
+
+
 class PathHandle:
     """A path's handle: the real handle's calls, each one a scheduling point."""
 
-    def __init__(self, name: str, handle: Any, ledger: Ledger, faults: Faults | None = None) -> None:
+    def __init__(
+        self, name: str, handle: Any, ledger: Ledger, faults: Faults | None = None, conversation: str | None = None
+    ) -> None:
         self.name = name
         self._handle = handle
         self._ledger = ledger
         self._faults = faults or Faults()
         self._started = False  # the path's start was its first point
+        self._conversation = conversation  # the session's incarnation (None: unknown)
+
+    def footprint(self, call: str = "") -> _sched.Footprint | None:
+        """What a step of this path touches: its conversation (``call`` a read or not)."""
+        if self._conversation is None or call in _FAULTS:
+            return None
+        return _sched.Footprint(frozenset((self._conversation,)), call not in _READS)
 
     @property
     def session_id(self) -> str:
@@ -87,43 +102,46 @@ class PathHandle:
         """The real `SessionHandle` or `ReviewHandle` (calls on it are not points)."""
         return self._handle
 
-    def _step(self, call: str) -> None:
+    def _step(self, call: str) -> _sched.scope:
+        """The point before ``call``; the scope its hooks run in (its footprint)."""
+        footprint = self.footprint(call)
         if not self._started:  # nothing happened since the start point: not a new one
             self._started = True
         else:
-            _sched.point(f"{self.name} {call}")
+            _sched.point(f"{self.name} {call}", footprint)
         if self._faults.dead:  # another path of this process crashed it: nothing more runs here
             raise Crashed(self.name)
+        return _sched.scope(footprint)
 
     def append(self, *args: Any, **fields: Any) -> Any:
-        self._step("append")
-        stored = self._handle.append(*args, **fields)
+        with self._step("append"):
+            stored = self._handle.append(*args, **fields)
         self._ledger.acked(stored if isinstance(stored, list) else [stored], self.name)
         return stored
 
     def retract(self) -> StoredMessage | None:
-        self._step("retract")
-        popped = self._handle.retract()
+        with self._step("retract"):
+            popped = self._handle.retract()
         self._ledger.retracted(popped)
         return popped
 
     def transcript(self, *, limit: int | None = None) -> list[StoredMessage]:
-        self._step("transcript")
-        return list(self._handle.transcript(limit=limit))
+        with self._step("transcript"):
+            return list(self._handle.transcript(limit=limit))
 
     def archive(self) -> list[StoredMessage]:
-        self._step("archive")
-        return list(self._handle.archive())
+        with self._step("archive"):
+            return list(self._handle.archive())
 
     def compress(self, *, force: bool = False, mode: Any = None) -> CompressionOutcome:
-        self._step("compress")
-        outcome = self._handle.compress(force=force, mode=mode)
+        with self._step("compress"):
+            outcome = self._handle.compress(force=force, mode=mode)
         self._ledger.compressed(self.name, outcome)
         return outcome
 
     def interrupt(self) -> bool:
-        self._step("interrupt")
-        return bool(self._handle.interrupt())
+        with self._step("interrupt"):
+            return bool(self._handle.interrupt())
 
     def advance(self, seconds: float) -> None:
         """Sleep ``seconds`` on the harness's virtual clock: the other paths go on
@@ -131,7 +149,8 @@ class PathHandle:
         lease, say). Takes no real time."""
         seconds = check_duration(seconds, "advance() seconds", allow_zero=True)
         self._started = True
-        _sched.park(f"{self.name} advance", _never, seconds)
+        # what the path does once awake, up to its next call, is its own
+        _sched.park(f"{self.name} advance", _never, seconds, _sched.LOCAL)
 
     def freeze(self, seconds: float) -> None:
         """Stop this path's whole process for ``seconds`` on the virtual clock: none of
@@ -177,8 +196,8 @@ class PathTurn:
         return bool(self._turn.wait_interrupted(timeout))
 
     def __enter__(self) -> PathHandle:
-        self._path._step("turn")
-        self._turn.__enter__()
+        with self._path._step("turn"):
+            self._turn.__enter__()
         return self._path
 
     def __exit__(
@@ -186,5 +205,5 @@ class PathTurn:
     ) -> None:
         if exc_type is not None and issubclass(exc_type, Crashed):
             return  # the process died inside its turn: nobody closes it (its lease lapses)
-        self._path._step("end turn")
-        self._turn.__exit__(exc_type, exc, tb)
+        with self._path._step("end turn"):
+            self._turn.__exit__(exc_type, exc, tb)

@@ -26,6 +26,8 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from actors.scheduling.hooks import Footprint
+
 __all__ = ["Candidate", "Chooser", "DeadlockError", "DeterministicScheduler", "HarnessStuckError"]
 
 #: Where the virtual monotonic clock starts (any value: only differences matter).
@@ -45,7 +47,7 @@ class DeadlockError(RuntimeError):
 class Candidate:
     """A controlled thread or task (``seq``: its order of creation in this run)."""
 
-    __slots__ = ("deadline", "go", "group", "label", "ready", "seq", "state")
+    __slots__ = ("deadline", "footprint", "go", "group", "label", "ready", "seq", "state")
 
     def __init__(self, seq: int, group: str) -> None:
         self.seq = seq
@@ -55,6 +57,7 @@ class Candidate:
         self.label = ""
         self.ready: Callable[[], bool] | None = None
         self.deadline: float | None = None
+        self.footprint: Footprint | None = None  # what its next step touches (None: unknown)
 
     def runnable(self, now: float) -> bool:
         if self.state != _WAITING:
@@ -65,9 +68,15 @@ class Candidate:
 
 
 class Chooser(Protocol):
-    def choose(self, labels: list[str], seqs: list[int], running: int | None) -> int:
+    def choose(
+        self, labels: list[str], seqs: list[int], running: int | None, footprints: list[Footprint | None]
+    ) -> int:
         """The index of the candidate to run (labels sorted, unique; ``running``: the
-        seq of the thread that ran last, a candidate or not)."""
+        seq of the thread that ran last, a candidate or not; ``footprints``: what each
+        one's step touches)."""
+
+    def ran(self, seq: int, footprint: Footprint | None) -> None:
+        """A thread ran a step (at a decision or not) that touched ``footprint``."""
 
 
 class DeterministicScheduler:
@@ -136,11 +145,13 @@ class DeterministicScheduler:
             if not self._running:
                 self._cond.notify()
 
-    def point(self, label: str) -> None:
-        self._block(label, None, None)
+    def point(self, label: str, footprint: Footprint | None = None) -> None:
+        self._block(label, None, None, footprint)
 
-    def park(self, label: str, ready: Callable[[], bool], timeout: float | None) -> float | None:
-        return 0.0 if self._block(label, ready, timeout) else timeout
+    def park(
+        self, label: str, ready: Callable[[], bool], timeout: float | None, footprint: Footprint | None = None
+    ) -> float | None:
+        return 0.0 if self._block(label, ready, timeout, footprint) else timeout
 
     def monotonic(self) -> float:
         if self._free:  # after the run: time goes on from where the virtual clock stopped
@@ -214,12 +225,14 @@ class DeterministicScheduler:
 
     # -- internals --------------------------------------------------------------------
 
-    def _block(self, label: str, ready: Callable[[], bool] | None, timeout: float | None) -> bool:
+    def _block(
+        self, label: str, ready: Callable[[], bool] | None, timeout: float | None, footprint: Footprint | None
+    ) -> bool:
         with self._cond:
             me = self.current()
             if me is None or self._free:
                 return False
-            me.label, me.ready = label, ready
+            me.label, me.ready, me.footprint = label, ready, footprint
             me.deadline = None if timeout is None else self._now + timeout
             me.state = _WAITING
             me.go.clear()
@@ -260,8 +273,13 @@ class DeterministicScheduler:
             return candidates[0]
         labels = _unique([c.label for c in candidates]) + [f"pause {g}" for g in pausable]
         seqs = [c.seq for c in candidates] + [-1 - i for i in range(len(pausable))]
+        footprints = [c.footprint for c in candidates] + [None] * len(pausable)  # a pause touches everything
         order = sorted(range(len(labels)), key=lambda i: labels[i])
-        index = order[self._chooser.choose([labels[i] for i in order], [seqs[i] for i in order], self._last)]
+        index = order[
+            self._chooser.choose(
+                [labels[i] for i in order], [seqs[i] for i in order], self._last, [footprints[i] for i in order]
+            )
+        ]
         self.decisions.append(labels[index])
         picked = _base(labels[index])
         for other in {_base(label) for label in labels[: len(candidates)]} - {picked}:
@@ -273,6 +291,7 @@ class DeterministicScheduler:
         return None
 
     def _grant(self, candidate: Candidate) -> None:
+        self._chooser.ran(candidate.seq, candidate.footprint)
         self._last = candidate.seq
         label = _base(candidate.label) if candidate.label else "start"
         self.points[label] = self.points.get(label, 0) + 1

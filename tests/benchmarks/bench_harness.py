@@ -9,9 +9,10 @@
    first failure (or none within ``--budget``) and whether its replay reproduces it;
    then how many of all the schedules fail.
 3. **Bounded exploration of the three-path incident** (a turn, a review note, a
-   rotation): complete exhaustive search with ``preemption_bound`` 0, 1 and 2, each
-   side by side with plain exhaustive search given the same number of schedules
-   (which does not finish): schedules, seconds, schedules/s.
+   rotation): complete exhaustive search with ``preemption_bound`` 0, 1 and 2, with
+   the partial-order reduction and without (``reduce=False``), and plain exhaustive
+   search given the same number of schedules (which does not finish): schedules,
+   seconds, schedules/s.
 4. **What the hooks cost** with no scheduler installed: the per-call time of the hook
    a hot path runs (`actors.scheduling.hooks.monotonic` next to `time.monotonic`).
 
@@ -101,26 +102,58 @@ def _reproduces(harness: Harness, paths: dict, schedule: str, options: dict) -> 
 
 
 def bounded_three_paths(bounds: list[int]) -> None:
-    """The three-path incident, each bound explored to the end; unbounded search with
-    the same budget for comparison."""
+    """The three-path incident, each bound explored to the end, with and without the
+    partial-order reduction (alternating); unbounded search with the same budget for
+    comparison."""
     print(f"\n{'three paths':28} {'schedules':>9} {'complete':>9} {'seconds':>8} {'schedules/s':>11}")
     for bound in bounds:
-        incident = three_paths()
-        options = {**incident.options, "preemption_bound": bound}
-        with incident.harness as harness:
-            bounded = harness.explore(
-                incident.paths, review=incident.review, exhaustive=True, max_schedules=100_000,
-                check=incident.check, failures_dir=None, restarts=False, **options,
-            )  # fmt: skip
-            bounded.assert_ok()
-            options.pop("preemption_bound")
-            plain = harness.explore(
-                incident.paths, review=incident.review, exhaustive=True, max_schedules=bounded.schedules_run,
-                check=incident.check, failures_dir=None, restarts=False, **options,
-            )  # fmt: skip
-        for label, report in ((f"preemption_bound={bound}", bounded), ("  unbounded, same budget", plain)):
+        rows = []
+        for reduce in (True, False):
+            incident = three_paths()
+            options = {**incident.options, "preemption_bound": bound, "reduce": reduce}
+            with incident.harness as harness:
+                bounded = harness.explore(
+                    incident.paths, review=incident.review, exhaustive=True, max_schedules=100_000,
+                    check=incident.check, failures_dir=None, restarts=False, **options,
+                )  # fmt: skip
+                bounded.assert_ok()
+                if not reduce:
+                    options.pop("preemption_bound")
+                    plain = harness.explore(
+                        incident.paths, review=incident.review, exhaustive=True,
+                        max_schedules=bounded.schedules_run, check=incident.check, failures_dir=None,
+                        restarts=False, **options,
+                    )  # fmt: skip
+            rows.append((f"preemption_bound={bound}" if reduce else "  reduce=False", bounded))
+        rows.append(("  unbounded, same budget", plain))
+        for label, report in rows:
             rate = report.schedules_run / report.seconds
             print(f"{label:28} {report.schedules_run:9} {report.complete!s:>9} {report.seconds:8.1f} {rate:11.1f}")
+
+
+def reads_beside_a_write() -> None:
+    """Where steps commute: two paths reading the transcript twice each, alone and
+    beside a review note, explored to the end with and without the reduction."""
+
+    def reader(h):
+        h.transcript()
+        h.transcript()
+
+    def note(h):
+        h.append("assistant", "background note")
+
+    print(f"\n{'reads':34} {'schedules':>9} {'complete':>9} {'seconds':>8}")
+    for name, paths in (("two readers", {"r1": reader, "r2": reader}), ("two readers, a note", {
+        "r1": reader, "r2": reader, "note": note})):  # fmt: skip
+        for reduce in (True, False):
+            with _head_tail() as harness:
+                report = harness.explore(
+                    paths, review={"note"} & set(paths), exhaustive=True, max_schedules=100_000,
+                    failures_dir=None, restarts=False, reduce=reduce,
+                )  # fmt: skip
+            report.assert_ok()
+            label = f"{name}, reduce={reduce}"
+            print(f"{label:34} {report.schedules_run:9} {report.complete!s:>9} {report.seconds:8.1f}")
 
 
 def hook_cost() -> None:
@@ -143,6 +176,7 @@ def main() -> None:
     if not args.quick:
         schedules_per_second()
         schedules_to_find(args.seeds, args.budget)
+    reads_beside_a_write()
     bounded_three_paths(args.bounds)
     hook_cost()
 

@@ -5,7 +5,8 @@ once in the files the glob matches (paths move as the code is restructured; a
 snippet found nowhere is reported ``target not found``, one found twice
 ``ambiguous``), and the one-line change that plants the bug. For each mutant, one at
 a time: the tree is copied to a scratch directory, the change is made there, and
-every incident of tests/scenarios/incidents.py is explored there exhaustively, in a
+every incident of tests/scenarios/incidents.py, then every scenario of
+tests/scenarios/guarantees.py, is explored there exhaustively, in a
 subprocess importing the scratch copy, until one breaks (an invariant, its own
 check, its ``after``, an error, or an exploration that stops finishing). The
 report: caught or not, by which incident and invariant, and after how many
@@ -260,10 +261,11 @@ def locate(root: Path, mutant: Mutant) -> tuple[Path | None, str]:
 
 def run_incidents() -> dict:
     """In the (scratch) tree this runs from: explore every incident until one breaks."""
+    from tests.scenarios.guarantees import GUARANTEES
     from tests.scenarios.incidents import INCIDENTS
 
     schedules = 0
-    for name, build in INCIDENTS.items():
+    for name, build in {**INCIDENTS, **GUARANTEES}.items():
         try:
             incident = build()
             with incident.harness as harness:
