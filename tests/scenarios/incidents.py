@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from actors import CompactionPolicy, HeadTailCompressor
 from actors.testing import Harness, HarnessView, ScriptedCompressor, SlowCompressor, summary_only
@@ -36,6 +37,22 @@ class Incident:
     check: Callable | None = None
     after: Callable[[], None] = _nothing
     options: dict = field(default_factory=dict)  # processes=, pauses= for explore and replay
+
+    def explore_every_order(self, bound: int, **extra: Any) -> Any:
+        """Every schedule of the paths, up to ``bound``, in the incident's own harness
+        (closed after); the report, already checked to hold every invariant."""
+        with self.harness as harness:
+            report = harness.explore(
+                self.paths,
+                review=self.review,
+                exhaustive=True,
+                max_schedules=bound,
+                check=self.check,
+                **self.options,
+                **extra,
+            )
+        report.assert_ok()
+        return report
 
 
 def _head_tail(policy: CompactionPolicy = POLICY) -> Harness:
